@@ -1,0 +1,241 @@
+//! One actix actor per active run, and the `Runs` handle through which everything else talks
+//! to runs.
+//!
+//! The actor serialises a run's commands: it folds the run's log when activated, decides each
+//! command against that state, appends the events, waits for them to be durable, updates the
+//! read index, replies, and only then performs the decision's side effects. It stops as soon as
+//! the run is finished, and after a quiet spell otherwise, so idle and finished runs hold no
+//! actor. Callers never see actor addresses: `Runs` activates actors on demand.
+
+mod run_actor;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use actix::prelude::*;
+
+use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage, Timestamp};
+use crate::exec::Executor;
+use crate::projection::{self, Index, Page, Query};
+use crate::store::{self, Envelope, Store};
+use run_actor::{Execute, RunActor};
+
+/// How long a live run's actor waits for a message before it stops.
+const IDLE_AFTER: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Rejected(#[from] Rejection),
+    #[error(transparent)]
+    Store(#[from] store::Error),
+    #[error(transparent)]
+    Index(#[from] projection::Error),
+    #[error("the run's actor is unavailable")]
+    Unavailable,
+}
+
+/// The result of a command that was accepted.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub run: Run,
+    /// Whether the run had to wait for capacity when it was queued.
+    pub at_capacity: bool,
+}
+
+/// The clock of the shell. Wall time in milliseconds.
+pub fn now() -> Timestamp {
+    Timestamp(
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0),
+    )
+}
+
+/// A cheap-to-clone handle on all runs: commands go through actors, reads through the index.
+#[derive(Clone)]
+pub struct Runs {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: Store,
+    index: Index,
+    executor: Executor,
+    actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
+}
+
+impl Runs {
+    pub fn new(store: Store, index: Index, executor: Executor) -> Runs {
+        Runs {
+            inner: Arc::new(Inner {
+                store,
+                index,
+                executor,
+                actors: Mutex::new(HashMap::new()),
+            }),
+        }
+    }
+
+    pub fn store(&self) -> &Store {
+        &self.inner.store
+    }
+
+    pub fn index(&self) -> &Index {
+        &self.inner.index
+    }
+
+    pub fn executor(&self) -> &Executor {
+        &self.inner.executor
+    }
+
+    /// Number of live actors (for metrics and tests).
+    pub fn live_actors(&self) -> usize {
+        self.actors().len()
+    }
+
+    fn actors(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Addr<RunActor>>> {
+        self.inner.actors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn activate(&self, id: RunId, fresh: bool) -> Addr<RunActor> {
+        let mut actors = self.actors();
+        if let Some(addr) = actors.get(&id) {
+            if addr.connected() {
+                return addr.clone();
+            }
+        }
+        let addr = RunActor::new(id, self.clone(), fresh).start();
+        actors.insert(id, addr.clone());
+        addr
+    }
+
+    /// Called by an actor that stops, so that the next command activates a new one.
+    fn deactivated(&self, id: RunId, addr: &Addr<RunActor>) {
+        let mut actors = self.actors();
+        if actors.get(&id) == Some(addr) {
+            actors.remove(&id);
+        }
+    }
+
+    /// Runs a command on a run through its actor.
+    pub async fn execute(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
+        self.execute_inner(id, command, false).await
+    }
+
+    async fn execute_inner(&self, id: RunId, command: Command, fresh: bool) -> Result<Outcome, Error> {
+        // An actor may stop between lookup and send; a second activation then succeeds.
+        for _ in 0..3 {
+            let addr = self.activate(id, fresh);
+            match addr.send(Execute(command.clone())).await {
+                Ok(result) => return result,
+                Err(_) => self.deactivated(id, &addr),
+            }
+        }
+        Err(Error::Unavailable)
+    }
+
+    /// A fresh run id for a run created now.
+    pub fn new_id(&self) -> RunId {
+        use rand::RngCore;
+        let mut random = [0u8; 16];
+        rand::thread_rng().fill_bytes(&mut random);
+        RunId::new(now(), u128::from_be_bytes(random))
+    }
+
+    /// Creates a run with a fresh id.
+    pub async fn create(&self, created: RunCreated) -> Result<Outcome, Error> {
+        // A fresh id has no log yet, so the actor need not read one.
+        self.execute_inner(self.new_id(), Command::Create(created), true).await
+    }
+
+    /// Creates a run under an id chosen beforehand (see `new_id`). Creating an id that exists
+    /// is refused with `AlreadyExists`, and answered here with the existing run, which is what
+    /// an idempotent retry needs.
+    pub async fn create_with_id(&self, id: RunId, created: RunCreated) -> Result<Outcome, Error> {
+        match self.execute_inner(id, Command::Create(created), false).await {
+            Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
+                Some(run) => Ok(Outcome {
+                    run,
+                    at_capacity: false,
+                }),
+                None => Err(Error::Rejected(Rejection::AlreadyExists)),
+            },
+            other => other,
+        }
+    }
+
+    /// One run as indexed (every acknowledged write is in the index).
+    pub fn get(&self, id: RunId) -> Result<Option<Run>, Error> {
+        Ok(self.inner.index.get(id)?)
+    }
+
+    pub fn list(&self, query: &Query) -> Result<Page, Error> {
+        Ok(self.inner.index.list(query)?)
+    }
+
+    /// The full event history of a run, oldest first.
+    pub fn events(&self, id: RunId) -> Result<Vec<Envelope>, Error> {
+        Ok(self.inner.store.read_run(id)?)
+    }
+
+    /// Startup recovery: catches the index up with the log, fails executions that were in
+    /// progress when the service stopped (their agent is gone) and re-queues waiting runs in
+    /// the order they were queued.
+    pub async fn recover(&self) -> Result<RecoveryReport, Error> {
+        let dirty = self.inner.store.dirty_runs()?;
+        let caught_up = self.inner.index.catch_up(&self.inner.store, &dirty)?;
+        let mut report = RecoveryReport {
+            caught_up,
+            ..RecoveryReport::default()
+        };
+        for run in self.all_in_state(RunState::InProgress)? {
+            let lost = StatusMessage {
+                message: "the service restarted while this run was in progress; its execution was lost".into(),
+                error_code: Some("internal_error".into()),
+                retryable: Some(true),
+            };
+            let finish = Command::Finish {
+                execution: run.executions,
+                outcome: Err(lost),
+            };
+            match self.execute(run.id, finish).await {
+                Ok(_) | Err(Error::Rejected(_)) => report.failed += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        for run in self.all_in_state(RunState::Queued)? {
+            self.inner.executor.enqueue(self, &run);
+            report.requeued += 1;
+        }
+        Ok(report)
+    }
+
+    /// Every run in `state`, oldest update first (walks that state's index range only).
+    fn all_in_state(&self, state: RunState) -> Result<Vec<Run>, Error> {
+        let mut out = Vec::new();
+        let mut query = Query {
+            states: vec![state],
+            order: projection::Order::Asc,
+            limit: 500,
+            ..Query::default()
+        };
+        loop {
+            let page = self.inner.index.list(&query)?;
+            out.extend(page.runs);
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => return Ok(out),
+            }
+        }
+    }
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RecoveryReport {
+    pub caught_up: usize,
+    pub failed: usize,
+    pub requeued: usize,
+}

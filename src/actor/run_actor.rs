@@ -1,0 +1,141 @@
+//! The actor of one run: decide, append, sync, project, reply, then act.
+
+use actix::prelude::*;
+
+use super::{now, Error, Outcome, Runs, IDLE_AFTER};
+use crate::domain::{decide, evolve, Command, Effect, Run, RunId};
+use crate::store;
+
+pub(super) struct RunActor {
+    id: RunId,
+    runs: Runs,
+    /// `None` until loaded; `Some(None)` for a run that does not exist (yet).
+    state: Option<Option<Run>>,
+    idle: Option<SpawnHandle>,
+}
+
+#[derive(Message)]
+#[rtype(result = "Result<Outcome, Error>")]
+pub(super) struct Execute(pub Command);
+
+impl RunActor {
+    pub(super) fn new(id: RunId, runs: Runs, fresh: bool) -> RunActor {
+        RunActor {
+            id,
+            runs,
+            state: if fresh { Some(None) } else { None },
+            idle: None,
+        }
+    }
+
+    fn reset_idle(&mut self, ctx: &mut Context<Self>) {
+        if let Some(handle) = self.idle.take() {
+            ctx.cancel_future(handle);
+        }
+        self.idle = Some(ctx.run_later(IDLE_AFTER, |_, ctx| ctx.stop()));
+    }
+
+    /// Everything up to and including the durable append; returns the new state.
+    fn load(&mut self) -> Result<Option<Run>, Error> {
+        if let Some(state) = &self.state {
+            return Ok(state.clone());
+        }
+        let run = self.runs.inner.store.load_run(self.id)?;
+        self.state = Some(run.clone());
+        Ok(run)
+    }
+}
+
+impl Actor for RunActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.reset_idle(ctx);
+    }
+
+    fn stopped(&mut self, ctx: &mut Self::Context) {
+        self.runs.deactivated(self.id, &ctx.address());
+    }
+}
+
+impl Handler<Execute> for RunActor {
+    type Result = AtomicResponse<Self, Result<Outcome, Error>>;
+
+    fn handle(&mut self, Execute(command): Execute, ctx: &mut Self::Context) -> Self::Result {
+        self.reset_idle(ctx);
+        let prepared = self.load().and_then(|current| {
+            let decision = decide(current.as_ref(), command)?;
+            let at = match (&current, decision.events.first()) {
+                // A new run's creation time is the one its id encodes.
+                (None, _) => self.id.created_at(),
+                (Some(run), _) => now().max(run.updated_at),
+            };
+            let first_seq = current.as_ref().map_or(0, |r| r.next_seq);
+            let new = decision
+                .events
+                .iter()
+                .fold(current.clone(), |run, event| evolve(run, self.id, event, at));
+            let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
+            let store = &self.runs.inner.store;
+            store.mark_dirty(self.id)?;
+            store.append(&envelopes)?;
+            Ok((current, new, decision.effects))
+        });
+        let (old, new, effects) = match prepared {
+            Ok(p) => p,
+            Err(e) => {
+                // A finished (or missing) run needs no actor; stop once the reply is out —
+                // stopping before would drop the reply.
+                let finished = self
+                    .state
+                    .as_ref()
+                    .is_some_and(|s| s.as_ref().is_none_or(|r| r.state.is_terminal()));
+                return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(move |r, _, ctx: &mut Context<Self>| {
+                    if finished {
+                        ctx.stop();
+                    }
+                    r
+                })));
+            }
+        };
+        let store = self.runs.inner.store.clone();
+        AtomicResponse::new(Box::pin(
+            async move { store.sync().await }
+                .into_actor(self)
+                .map(move |synced, actor, ctx| {
+                    if let Err(e) = synced {
+                        // The append may or may not be on disk; forget the cached state so the
+                        // next activation folds whatever the log really holds.
+                        actor.state = None;
+                        ctx.stop();
+                        return Err(Error::Store(e));
+                    }
+                    let Some(run) = new else {
+                        return Err(Error::Rejected(crate::domain::Rejection::NotFound));
+                    };
+                    actor.runs.inner.index.apply(old.as_ref(), &run)?;
+                    actor.runs.inner.store.clear_dirty(actor.id)?;
+                    actor.state = Some(Some(run.clone()));
+                    let mut at_capacity = false;
+                    let executor = actor.runs.inner.executor.clone();
+                    for effect in effects {
+                        match effect {
+                            Effect::Enqueue => at_capacity |= executor.enqueue(&actor.runs, &run),
+                            Effect::Dequeue => executor.dequeue(&run),
+                            Effect::Launch {
+                                execution,
+                                followups,
+                                resumed_by,
+                            } => executor.launch(&actor.runs, &run, execution, followups, resumed_by),
+                            Effect::Deliver(followup) => executor.deliver(run.id, followup),
+                            Effect::Stop { execution } => executor.stop(run.id, execution),
+                        }
+                    }
+                    if run.state.is_terminal() {
+                        ctx.stop();
+                    }
+                    Ok(Outcome { run, at_capacity })
+                }),
+        ))
+    }
+}

@@ -1,0 +1,277 @@
+//! The command line: `serve`, `keys`, `events`, `export`, `replay`. Everything except `serve`
+//! works on a data directory directly and reuses `domain`, `store` and `projection`; `keys`
+//! falls back to the running server's admin API when the server holds the directory. Data goes
+//! to stdout, diagnostics to stderr.
+
+mod client;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{bail, Context as _};
+use clap::{Parser, Subcommand};
+
+use crate::actor::now;
+use crate::config::{Config, Overrides};
+use crate::http::wire::{event_json, format_time};
+use crate::projection::Index;
+use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::{self, Store};
+
+#[derive(Parser, Debug)]
+#[command(name = "runledger", version, about = "Runs AI coding agents on request; every change is an event.")]
+pub struct Cli {
+    /// Config file (TOML).
+    #[arg(long, global = true, env = "RUNLEDGER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory; wins over the config file.
+    #[arg(long, global = true, env = "RUNLEDGER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run the service.
+    Serve {
+        /// Listen address; wins over the config file.
+        #[arg(long, env = "RUNLEDGER_BIND")]
+        bind: Option<String>,
+    },
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCmd,
+        /// Admin key for the running server's admin API (used when the server holds the data
+        /// directory).
+        #[arg(long, global = true, env = "RUNLEDGER_ADMIN_KEY", hide_env_values = true)]
+        admin_key: Option<String>,
+        /// Base URL of the running server (default: the config's public_url).
+        #[arg(long, global = true, env = "RUNLEDGER_URL")]
+        url: Option<String>,
+    },
+    /// Print a run's event history.
+    Events {
+        run_id: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every event of every run as JSON lines.
+    Export,
+    /// Rebuild the read index from the log.
+    Replay {
+        /// Rebuild into scratch space and report differences instead of replacing the index.
+        #[arg(long)]
+        verify: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCmd {
+    /// Create a key; prints the key alone on stdout.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "personal", value_parser = ["personal", "agent"])]
+        kind: String,
+        /// Allow this key to manage keys.
+        #[arg(long)]
+        admin: bool,
+    },
+    /// List keys.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id.
+    Revoke { id: String },
+}
+
+impl Cli {
+    pub fn load_config(&self, bind: Option<String>) -> anyhow::Result<Config> {
+        Ok(Config::load(
+            self.config.as_deref(),
+            &Overrides {
+                data_dir: self.data_dir.clone(),
+                bind,
+            },
+        )?)
+    }
+}
+
+fn open(config: &Config) -> Result<Store, store::Error> {
+    Store::open(&config.data_dir, &store::Options::default())
+}
+
+/// Opens the store for an offline command, with a clear message when a server holds it.
+fn open_offline(config: &Config) -> anyhow::Result<Store> {
+    match open(config) {
+        Ok(s) => Ok(s),
+        Err(store::Error::Locked(dir)) => bail!(
+            "the data directory {} is held by a running runledger server; stop it first \
+             (this command reads the directory directly)",
+            dir.display()
+        ),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn keys(cli: &Cli, command: &KeysCmd, admin_key: Option<&str>, url: Option<&str>) -> anyhow::Result<()> {
+    let config = cli.load_config(None)?;
+    match open(&config) {
+        Ok(store) => keys_offline(&store, command),
+        Err(store::Error::Locked(_)) => {
+            let url = url.map(str::to_string).unwrap_or_else(|| config.public_url.clone());
+            let Some(admin_key) = admin_key else {
+                bail!(
+                    "a running server holds {}; to manage keys through it, pass an admin key with \
+                     --admin-key or RUNLEDGER_ADMIN_KEY",
+                    config.data_dir.display()
+                );
+            };
+            keys_online(&url, admin_key, command)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for k in keys {
+        if json {
+            writeln!(out, "{k}")?;
+        } else {
+            let s = |f: &str| k[f].as_str().unwrap_or("").to_string();
+            let revoked = k["revoked_at"].as_str().map(|t| format!("revoked {t}")).unwrap_or_else(|| "active".into());
+            let admin = if k["admin"].as_bool() == Some(true) { " admin" } else { "" };
+            writeln!(out, "{}  {:<8}{admin}  {:<24}  created {}  {revoked}", s("id"), s("kind"), s("name"), s("created_at"))?;
+        }
+    }
+    Ok(())
+}
+
+fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
+    let json = |k: &KeyRecord| crate::http::admin_key_json(k);
+    match command {
+        KeysCmd::Create { name, kind, admin } => {
+            let kind = KeyKind::parse(kind).context("kind must be personal or agent")?;
+            let (record, secret) = store.keys().create(name, kind, *admin, now())?;
+            store.sync_blocking()?;
+            eprintln!("created key {} ({})", record.id, record.name);
+            println!("{secret}");
+        }
+        KeysCmd::List { json: as_json } => {
+            let keys: Vec<_> = store.keys().list()?.iter().map(json).collect();
+            print_keys(&keys, *as_json)?;
+        }
+        KeysCmd::Revoke { id } => {
+            let Some(record) = store.keys().revoke(id, now())? else {
+                bail!("no key with id {id}");
+            };
+            store.sync_blocking()?;
+            eprintln!("revoked key {} ({})", record.id, record.name);
+        }
+    }
+    Ok(())
+}
+
+fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<()> {
+    let base = format!("{}/api/v1/admin/keys", url.trim_end_matches('/'));
+    match command {
+        KeysCmd::Create { name, kind, admin } => {
+            let body = serde_json::json!({ "name": name, "kind": kind, "admin": admin });
+            let reply = client::request("POST", &base, admin_key, Some(&body))?;
+            eprintln!("created key {} ({}) through the running server", reply["id"].as_str().unwrap_or("?"), name);
+            println!("{}", reply["key"].as_str().context("the server sent no key")?);
+        }
+        KeysCmd::List { json } => {
+            let reply = client::request("GET", &base, admin_key, None)?;
+            let keys = reply["keys"].as_array().cloned().unwrap_or_default();
+            print_keys(&keys, *json)?;
+        }
+        KeysCmd::Revoke { id } => {
+            let reply = client::request("POST", &format!("{base}/{id}/revoke"), admin_key, None)?;
+            eprintln!("revoked key {} through the running server", reply["id"].as_str().unwrap_or(id));
+        }
+    }
+    Ok(())
+}
+
+pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
+    let config = cli.load_config(None)?;
+    let store = open_offline(&config)?;
+    let id = run_id.parse().map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
+    let log = store.read_run(id)?;
+    if log.is_empty() {
+        bail!("no run with id {run_id}");
+    }
+    let mut out = std::io::stdout().lock();
+    for e in &log {
+        if json {
+            writeln!(out, "{}", event_json(e))?;
+        } else {
+            let v = event_json(e);
+            writeln!(out, "{:>4}  {}  {:<16}  {}", e.seq, format_time(e.at), e.event.kind(), v["data"])?;
+        }
+    }
+    Ok(())
+}
+
+pub fn export(cli: &Cli) -> anyhow::Result<()> {
+    let config = cli.load_config(None)?;
+    let store = open_offline(&config)?;
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    let (mut ok, mut damaged) = (0u64, 0u64);
+    for record in store.scan() {
+        match record {
+            Ok(e) => {
+                writeln!(out, "{}", event_json(&e))?;
+                ok += 1;
+            }
+            Err(e) => {
+                eprintln!("runledger export: skipped a damaged record: {e}");
+                damaged += 1;
+            }
+        }
+    }
+    out.flush()?;
+    eprintln!("exported {ok} events");
+    if damaged > 0 {
+        bail!("{damaged} damaged records could not be exported");
+    }
+    Ok(())
+}
+
+pub fn replay(cli: &Cli, verify: bool) -> anyhow::Result<()> {
+    let config = cli.load_config(None)?;
+    let store = open_offline(&config)?;
+    let index = Index::open(store.db())?;
+    let started = Instant::now();
+    if verify {
+        let (runs, events, differences) = index.verify(&store)?;
+        let secs = started.elapsed().as_secs_f64();
+        for d in &differences {
+            println!("{d}");
+        }
+        eprintln!(
+            "verified {events} events of {runs} runs in {secs:.2} s ({:.0} events/s): {} differences",
+            events as f64 / secs.max(1e-9),
+            differences.len()
+        );
+        if !differences.is_empty() {
+            bail!("the read index differs from the log; run `runledger replay` to rebuild it");
+        }
+    } else {
+        let (runs, events) = index.rebuild(&store)?;
+        store.sync_blocking()?;
+        let secs = started.elapsed().as_secs_f64();
+        eprintln!(
+            "rebuilt the read index from {events} events of {runs} runs in {secs:.2} s ({:.0} events/s)",
+            events as f64 / secs.max(1e-9)
+        );
+    }
+    Ok(())
+}

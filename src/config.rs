@@ -1,0 +1,312 @@
+//! The service configuration: embedded defaults, the TOML file of SPEC §6, and the command-line
+//! overrides. Parsing is strict (unknown fields are errors) so that a typo in a production
+//! config stops start-up with the file, line and field instead of being silently ignored.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
+pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("cannot read config file {path}: {source}")]
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("invalid config file {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    #[error("invalid configuration: {0}")]
+    Invalid(String),
+}
+
+/// The harness that runs an environment's agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Harness {
+    Demo,
+    Command,
+    Claude,
+    Codex,
+    Gemini,
+}
+
+/// One `[[environments]]` table as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EnvironmentFile {
+    id: String,
+    harness: Harness,
+    name: Option<String>,
+    description: Option<String>,
+    #[serde(default)]
+    command: Vec<String>,
+    #[serde(default)]
+    setup: Vec<String>,
+    model_id: Option<String>,
+    max_concurrent: Option<usize>,
+    max_runtime_secs: Option<u64>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+    workspace_root: Option<PathBuf>,
+    demo_duration_ms: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ServerFile {
+    bind: Option<String>,
+    public_url: Option<String>,
+    data_dir: Option<PathBuf>,
+    allow_non_loopback: Option<bool>,
+    cache_mb: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigFile {
+    #[serde(default)]
+    server: ServerFile,
+    #[serde(default)]
+    environments: Vec<EnvironmentFile>,
+}
+
+/// A configured environment, defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Environment {
+    pub id: String,
+    pub name: String,
+    pub description: Option<String>,
+    pub harness: Harness,
+    pub command: Vec<String>,
+    pub setup: Vec<String>,
+    pub model_id: String,
+    pub max_concurrent: usize,
+    pub max_runtime_secs: u64,
+    pub env: BTreeMap<String, String>,
+    pub workspace_root: Option<PathBuf>,
+    /// How long the demo agent works.
+    pub demo_duration_ms: u64,
+}
+
+impl Environment {
+    /// The built-in environment used when no config file names any.
+    pub fn demo() -> Environment {
+        Environment {
+            id: "demo".into(),
+            name: "demo".into(),
+            description: Some("Built-in demo agent: needs nothing installed".into()),
+            harness: Harness::Demo,
+            command: Vec::new(),
+            setup: Vec::new(),
+            model_id: "demo".into(),
+            max_concurrent: 64,
+            max_runtime_secs: 3600,
+            env: BTreeMap::new(),
+            workspace_root: None,
+            demo_duration_ms: 2000,
+        }
+    }
+}
+
+/// The resolved configuration of the service.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub bind: SocketAddr,
+    pub public_url: String,
+    pub data_dir: PathBuf,
+    pub cache_bytes: u64,
+    /// The first environment is the default.
+    pub environments: Vec<Environment>,
+    /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
+    pub loaded_at: crate::domain::Timestamp,
+}
+
+/// Command-line overrides; each wins over the file.
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub data_dir: Option<PathBuf>,
+    pub bind: Option<String>,
+}
+
+impl Config {
+    pub fn environment(&self, id: &str) -> Option<&Environment> {
+        self.environments.iter().find(|e| e.id == id)
+    }
+
+    pub fn default_environment(&self) -> &Environment {
+        // `load` guarantees at least one environment.
+        &self.environments[0]
+    }
+
+    /// Loads the configuration: the file if one is given, then the overrides.
+    pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Error> {
+        let parsed = match file {
+            None => ConfigFile::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                parse(path, &text)?
+            }
+        };
+        let loaded_at = file
+            .and_then(|p| std::fs::metadata(p).ok())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map(|d| crate::domain::Timestamp(d.as_millis() as u64))
+            .unwrap_or_else(crate::actor::now);
+        resolve(parsed, overrides, loaded_at)
+    }
+}
+
+fn parse(path: &Path, text: &str) -> Result<ConfigFile, Error> {
+    toml::from_str(text).map_err(|e| {
+        let location = e
+            .span()
+            .map(|span| {
+                let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+                format!("line {line}: ")
+            })
+            .unwrap_or_default();
+        Error::Parse {
+            path: path.to_path_buf(),
+            message: format!("{location}{}", e.message()),
+        }
+    })
+}
+
+fn resolve(file: ConfigFile, overrides: &Overrides, loaded_at: crate::domain::Timestamp) -> Result<Config, Error> {
+    let bind_text = overrides
+        .bind
+        .clone()
+        .or(file.server.bind)
+        .unwrap_or_else(|| DEFAULT_BIND.to_string());
+    let bind: SocketAddr = bind_text
+        .parse()
+        .map_err(|_| Error::Invalid(format!("server.bind: {bind_text:?} is not an address like 127.0.0.1:8080")))?;
+    if !bind.ip().is_loopback() && !file.server.allow_non_loopback.unwrap_or(false) {
+        return Err(Error::Invalid(format!(
+            "server.bind: {bind} is not a loopback address; plain HTTP is only served on loopback \
+             unless server.allow_non_loopback = true (for use behind a TLS-terminating proxy)"
+        )));
+    }
+    let public_url = file
+        .server
+        .public_url
+        .unwrap_or_else(|| format!("http://{bind}"))
+        .trim_end_matches('/')
+        .to_string();
+    let data_dir = overrides
+        .data_dir
+        .clone()
+        .or(file.server.data_dir)
+        .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    let mut environments = Vec::new();
+    for (i, env) in file.environments.into_iter().enumerate() {
+        let at = format!("environments[{i}]");
+        if env.id.is_empty() || env.id.len() > 64 || !env.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            return Err(Error::Invalid(format!(
+                "{at}.id: {:?} must be 1-64 characters of letters, digits, '-', '_' or '.'",
+                env.id
+            )));
+        }
+        if environments.iter().any(|e: &Environment| e.id == env.id) {
+            return Err(Error::Invalid(format!("{at}.id: {:?} is defined twice", env.id)));
+        }
+        if env.harness != Harness::Demo {
+            return Err(Error::Invalid(format!(
+                "{at}.harness: this build runs only the built-in 'demo' harness"
+            )));
+        }
+        let max_concurrent = env.max_concurrent.unwrap_or(64);
+        if max_concurrent == 0 {
+            return Err(Error::Invalid(format!("{at}.max_concurrent: must be at least 1")));
+        }
+        let demo = Environment::demo();
+        environments.push(Environment {
+            name: env.name.unwrap_or_else(|| env.id.clone()),
+            id: env.id,
+            description: env.description,
+            harness: env.harness,
+            command: env.command,
+            setup: env.setup,
+            model_id: env.model_id.unwrap_or(demo.model_id),
+            max_concurrent,
+            max_runtime_secs: env.max_runtime_secs.unwrap_or(demo.max_runtime_secs),
+            env: env.env,
+            workspace_root: env.workspace_root,
+            demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
+        });
+    }
+    if environments.is_empty() {
+        environments.push(Environment::demo());
+    }
+    Ok(Config {
+        bind,
+        public_url,
+        data_dir,
+        cache_bytes: file.server.cache_mb.unwrap_or(64) * 1024 * 1024,
+        environments,
+        loaded_at,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn load_text(text: &str) -> Result<Config, Error> {
+        let parsed = parse(Path::new("runledger.toml"), text)?;
+        resolve(parsed, &Overrides::default(), crate::domain::Timestamp(0))
+    }
+
+    #[test]
+    fn embedded_defaults() {
+        let config = load_text("").expect("valid");
+        assert_eq!(config.bind.to_string(), DEFAULT_BIND);
+        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert_eq!(config.public_url, "http://127.0.0.1:8080");
+        assert_eq!(config.default_environment().id, "demo");
+    }
+
+    #[test]
+    fn unknown_fields_name_the_file_and_line() {
+        let err = load_text("[server]\nbind = \"127.0.0.1:9\"\n\n[[environments]]\nid = \"x\"\nharness = \"demo\"\nmax_concurent = 3\n")
+            .expect_err("typo");
+        let text = err.to_string();
+        assert!(text.contains("runledger.toml"), "{text}");
+        assert!(text.contains("line 7"), "{text}");
+        assert!(text.contains("max_concurent"), "{text}");
+    }
+
+    #[test]
+    fn non_loopback_needs_explicit_permission() {
+        assert!(load_text("[server]\nbind = \"0.0.0.0:8080\"\n").is_err());
+        let ok = load_text("[server]\nbind = \"0.0.0.0:8080\"\nallow_non_loopback = true\n").expect("allowed");
+        assert!(!ok.bind.ip().is_loopback());
+    }
+
+    #[test]
+    fn environments_get_defaults_and_the_first_is_default() {
+        let config = load_text(
+            "[[environments]]\nid = \"fast\"\nharness = \"demo\"\ndemo_duration_ms = 10\nmax_concurrent = 2\n\n[[environments]]\nid = \"slow\"\nharness = \"demo\"\n",
+        )
+        .expect("valid");
+        assert_eq!(config.default_environment().id, "fast");
+        assert_eq!(config.default_environment().demo_duration_ms, 10);
+        assert_eq!(config.environment("slow").map(|e| e.demo_duration_ms), Some(2000));
+    }
+
+    #[test]
+    fn duplicate_ids_are_refused() {
+        let err = load_text("[[environments]]\nid = \"a\"\nharness = \"demo\"\n[[environments]]\nid = \"a\"\nharness = \"demo\"\n")
+            .expect_err("duplicate");
+        assert!(err.to_string().contains("defined twice"));
+    }
+}

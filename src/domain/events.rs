@@ -1,0 +1,182 @@
+//! The events of a run and the value types they carry.
+//!
+//! This is the schema of the append-only log. Variants and fields are encoded positionally
+//! (postcard), so the rules are: add enum variants only at the end, never reorder or remove
+//! them, and never change a field of an existing variant — add a new variant instead and bump
+//! the envelope's schema version. The golden-byte fixtures in `tests/fixtures` guard this.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// One change to a run. The time of the change lives in the envelope, not here.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Event {
+    /// The run was accepted. Always the first event of a run (sequence 0).
+    Created(RunCreated),
+    /// An execution of the agent began. `execution` counts from 1; resumed runs get 2, 3, …
+    Started { execution: u32 },
+    /// A follow-up message arrived, from the key `by`.
+    FollowupReceived {
+        message: String,
+        mode: FollowupMode,
+        by: String,
+    },
+    /// The execution ended successfully.
+    Succeeded { execution: u32 },
+    /// The execution ended in failure; `status` says why.
+    Failed {
+        execution: u32,
+        status: StatusMessage,
+    },
+    /// The run was cancelled by the key `by`.
+    Cancelled { by: String },
+}
+
+impl Event {
+    /// A stable, human-readable name of the variant (used in exports and the events API).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Event::Created(_) => "Created",
+            Event::Started { .. } => "Started",
+            Event::FollowupReceived { .. } => "FollowupReceived",
+            Event::Succeeded { .. } => "Succeeded",
+            Event::Failed { .. } => "Failed",
+            Event::Cancelled { .. } => "Cancelled",
+        }
+    }
+}
+
+/// Everything known about a run when it is accepted. `config` is already resolved:
+/// defaults are filled in, so replaying the log never depends on today's configuration.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunCreated {
+    pub title: String,
+    pub prompt: String,
+    pub config: AgentConfig,
+    pub creator: Creator,
+    pub source: SourceType,
+    pub metadata: BTreeMap<String, String>,
+}
+
+/// The resolved agent configuration of a run (OpenAPI `AmbientAgentConfig`).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct AgentConfig {
+    pub name: Option<String>,
+    pub model_id: Option<String>,
+    pub base_prompt: Option<String>,
+    pub environment_id: Option<String>,
+    pub skill_spec: Option<String>,
+    pub mcp_servers: BTreeMap<String, McpServer>,
+}
+
+/// One MCP server made available to the agent; exactly one of `warp_id`, `command`, `url`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct McpServer {
+    pub warp_id: Option<String>,
+    pub command: Option<String>,
+    pub args: Vec<String>,
+    pub url: Option<String>,
+    pub env: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, String>,
+}
+
+/// Who created a run: the API key's principal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Creator {
+    pub kind: CreatorKind,
+    /// The id of the API key that created the run.
+    pub uid: String,
+    /// The key's name.
+    pub display_name: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CreatorKind {
+    /// A personal key: the run is attributed to its user.
+    User,
+    /// An agent key: the run is attributed to the agent (a service account).
+    ServiceAccount,
+}
+
+/// Where a run came from (OpenAPI `RunSourceType`). Append new values at the end only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum SourceType {
+    Api,
+    Cli,
+    Linear,
+    Slack,
+    Local,
+    ScheduledAgent,
+    WebApp,
+    GithubAction,
+    CloudMode,
+}
+
+impl SourceType {
+    pub const ALL: [SourceType; 9] = [
+        SourceType::Api,
+        SourceType::Cli,
+        SourceType::Linear,
+        SourceType::Slack,
+        SourceType::Local,
+        SourceType::ScheduledAgent,
+        SourceType::WebApp,
+        SourceType::GithubAction,
+        SourceType::CloudMode,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::Api => "API",
+            SourceType::Cli => "CLI",
+            SourceType::Linear => "LINEAR",
+            SourceType::Slack => "SLACK",
+            SourceType::Local => "LOCAL",
+            SourceType::ScheduledAgent => "SCHEDULED_AGENT",
+            SourceType::WebApp => "WEB_APP",
+            SourceType::GithubAction => "GITHUB_ACTION",
+            SourceType::CloudMode => "CLOUD_MODE",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<SourceType> {
+        SourceType::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// How the agent should treat a follow-up (OpenAPI follow-up `mode`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, Default)]
+pub enum FollowupMode {
+    #[default]
+    Normal,
+    Plan,
+    Orchestrate,
+}
+
+impl FollowupMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FollowupMode::Normal => "normal",
+            FollowupMode::Plan => "plan",
+            FollowupMode::Orchestrate => "orchestrate",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<FollowupMode> {
+        match s {
+            "normal" => Some(FollowupMode::Normal),
+            "plan" => Some(FollowupMode::Plan),
+            "orchestrate" => Some(FollowupMode::Orchestrate),
+            _ => None,
+        }
+    }
+}
+
+/// Why a run failed (OpenAPI `RunStatusMessage`). `error_code` is a `PlatformErrorCode`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusMessage {
+    pub message: String,
+    pub error_code: Option<String>,
+    pub retryable: Option<bool>,
+}

@@ -1,0 +1,602 @@
+//! The run state machine: the state a run's events fold into, the commands clients and the
+//! executor issue, and the rules that decide them.
+//!
+//! `QUEUED → INPROGRESS → SUCCEEDED | FAILED`; `QUEUED | INPROGRESS → CANCELLED` by cancel; a
+//! follow-up on a terminal run puts it back to `QUEUED` for a new execution. Decisions return
+//! side effects as data (`Effect`); the shell performs them only after the events are durable,
+//! and replay never performs them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::events::{AgentConfig, Creator, Event, FollowupMode, RunCreated, SourceType, StatusMessage};
+use super::ids::{RunId, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RunState {
+    Queued,
+    InProgress,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 5] = [
+        RunState::Queued,
+        RunState::InProgress,
+        RunState::Succeeded,
+        RunState::Failed,
+        RunState::Cancelled,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        matches!(self, RunState::Succeeded | RunState::Failed | RunState::Cancelled)
+    }
+
+    /// The wire name (OpenAPI `RunState`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "QUEUED",
+            RunState::InProgress => "INPROGRESS",
+            RunState::Succeeded => "SUCCEEDED",
+            RunState::Failed => "FAILED",
+            RunState::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// A follow-up message waiting for, or handed to, an execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Followup {
+    pub message: String,
+    pub mode: FollowupMode,
+}
+
+/// The state of one run: the fold of its events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: RunId,
+    pub title: String,
+    pub prompt: String,
+    pub config: AgentConfig,
+    pub creator: Creator,
+    pub source: SourceType,
+    pub metadata: BTreeMap<String, String>,
+    pub state: RunState,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When the first execution started.
+    pub started_at: Option<Timestamp>,
+    pub status_message: Option<StatusMessage>,
+    /// How many executions have started (0 while the first one is queued).
+    pub executions: u32,
+    /// Follow-ups received while queued, handed to the next execution when it starts.
+    pub pending_followups: Vec<Followup>,
+    /// The follow-up that resumed a finished run, for the execution it resumes.
+    pub resumed_by: Option<Followup>,
+    /// Time spent in finished executions.
+    pub run_time_ms: u64,
+    /// Start of the execution in progress, if any.
+    pub execution_started_at: Option<Timestamp>,
+    /// Number of events folded; the next event's sequence number.
+    pub next_seq: u64,
+}
+
+impl Run {
+    /// Total time the agent has worked on the run, counting a live execution up to `now`.
+    pub fn run_time_ms(&self, now: Timestamp) -> u64 {
+        let live = match (self.state, self.execution_started_at) {
+            (RunState::InProgress, Some(start)) => now.0.saturating_sub(start.0),
+            _ => 0,
+        };
+        self.run_time_ms + live
+    }
+
+    /// Whether the run has had a session (an execution has started).
+    pub fn has_session(&self) -> bool {
+        self.executions > 0
+    }
+}
+
+/// What a client or the executor asks of a run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    Create(RunCreated),
+    /// The executor has a free slot for this queued run.
+    Start,
+    Followup {
+        message: String,
+        mode: FollowupMode,
+        by: String,
+    },
+    Cancel {
+        by: String,
+    },
+    /// Execution `execution` ended: `Ok` for success, `Err` with the reason for failure.
+    Finish {
+        execution: u32,
+        outcome: Result<(), StatusMessage>,
+    },
+}
+
+/// Why a command was refused. Refusals change nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("the run already exists")]
+    AlreadyExists,
+    #[error("the run does not exist")]
+    NotFound,
+    #[error("the run is already {}", .0.as_str())]
+    AlreadyTerminal(RunState),
+    #[error("the run is not queued")]
+    NotQueued,
+    #[error("execution {0} is not the one in progress")]
+    StaleExecution(u32),
+    #[error("a follow-up needs a non-empty message")]
+    EmptyMessage,
+}
+
+/// Work for the shell to do once the decision's events are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Put the run in its environment's queue to wait for a slot.
+    Enqueue,
+    /// Take the run out of its environment's queue.
+    Dequeue,
+    /// Launch execution `execution` of the agent with what it needs to know.
+    Launch {
+        execution: u32,
+        followups: Vec<Followup>,
+        resumed_by: Option<Followup>,
+    },
+    /// Hand a follow-up to the live execution.
+    Deliver(Followup),
+    /// Stop the live execution and its process tree.
+    Stop { execution: u32 },
+}
+
+/// The outcome of deciding a command: events to append, then effects to perform.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+/// Decides `command` against the current state of a run (`None`: the run does not exist).
+pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection> {
+    let decision = |events, effects| Ok(Decision { events, effects });
+    let Some(run) = run else {
+        return match command {
+            Command::Create(created) => decision(vec![Event::Created(created)], vec![Effect::Enqueue]),
+            _ => Err(Rejection::NotFound),
+        };
+    };
+    match command {
+        Command::Create(_) => Err(Rejection::AlreadyExists),
+        Command::Start => {
+            if run.state != RunState::Queued {
+                return Err(Rejection::NotQueued);
+            }
+            let execution = run.executions + 1;
+            decision(
+                vec![Event::Started { execution }],
+                vec![Effect::Launch {
+                    execution,
+                    followups: run.pending_followups.clone(),
+                    resumed_by: run.resumed_by.clone(),
+                }],
+            )
+        }
+        Command::Followup { message, mode, by } => {
+            if message.is_empty() {
+                return Err(Rejection::EmptyMessage);
+            }
+            let effects = match run.state {
+                RunState::Queued => vec![],
+                RunState::InProgress => vec![Effect::Deliver(Followup {
+                    message: message.clone(),
+                    mode,
+                })],
+                // A finished run resumes: it waits for a slot like a new one.
+                _ => vec![Effect::Enqueue],
+            };
+            decision(vec![Event::FollowupReceived { message, mode, by }], effects)
+        }
+        Command::Cancel { by } => match run.state {
+            RunState::Queued => decision(vec![Event::Cancelled { by }], vec![Effect::Dequeue]),
+            RunState::InProgress => decision(
+                vec![Event::Cancelled { by }],
+                vec![Effect::Stop {
+                    execution: run.executions,
+                }],
+            ),
+            terminal => Err(Rejection::AlreadyTerminal(terminal)),
+        },
+        Command::Finish { execution, outcome } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            let event = match outcome {
+                Ok(()) => Event::Succeeded { execution },
+                Err(status) => Event::Failed { execution, status },
+            };
+            decision(vec![event], vec![])
+        }
+    }
+}
+
+/// Folds one event, recorded at `at`, into the state of run `id`. Total: an event that does not
+/// apply (which a log written through `decide` never contains) leaves the state unchanged.
+pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
+    let Some(mut run) = run else {
+        return match event {
+            Event::Created(created) => Some(Run {
+                id,
+                title: created.title.clone(),
+                prompt: created.prompt.clone(),
+                config: created.config.clone(),
+                creator: created.creator.clone(),
+                source: created.source,
+                metadata: created.metadata.clone(),
+                state: RunState::Queued,
+                created_at: at,
+                updated_at: at,
+                started_at: None,
+                status_message: None,
+                executions: 0,
+                pending_followups: Vec::new(),
+                resumed_by: None,
+                run_time_ms: 0,
+                execution_started_at: None,
+                next_seq: 1,
+            }),
+            _ => None,
+        };
+    };
+    run.next_seq += 1;
+    run.updated_at = run.updated_at.max(at);
+    match event {
+        Event::Created(_) => {}
+        Event::Started { execution } => {
+            run.state = RunState::InProgress;
+            run.executions = *execution;
+            run.started_at.get_or_insert(at);
+            run.execution_started_at = Some(at);
+            run.pending_followups.clear();
+            run.status_message = None;
+        }
+        Event::FollowupReceived { message, mode, .. } => {
+            let followup = Followup {
+                message: message.clone(),
+                mode: *mode,
+            };
+            match run.state {
+                RunState::Queued => run.pending_followups.push(followup),
+                RunState::InProgress => {}
+                _ => {
+                    run.state = RunState::Queued;
+                    run.resumed_by = Some(followup);
+                    run.status_message = None;
+                }
+            }
+        }
+        Event::Succeeded { .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Succeeded;
+        }
+        Event::Failed { status, .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Failed;
+            run.status_message = Some(status.clone());
+        }
+        Event::Cancelled { .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Cancelled;
+            run.pending_followups.clear();
+        }
+    }
+    Some(run)
+}
+
+fn finish_execution(run: &mut Run, at: Timestamp) {
+    if let Some(start) = run.execution_started_at.take() {
+        run.run_time_ms += at.0.saturating_sub(start.0);
+    }
+}
+
+/// Folds a whole log, oldest first.
+pub fn fold<'a>(id: RunId, events: impl IntoIterator<Item = (&'a Event, Timestamp)>) -> Option<Run> {
+    events
+        .into_iter()
+        .fold(None, |run, (event, at)| evolve(run, id, event, at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::events::CreatorKind;
+
+    fn created() -> RunCreated {
+        RunCreated {
+            title: "Fix the bug".into(),
+            prompt: "Fix the bug in auth.go".into(),
+            config: AgentConfig::default(),
+            creator: Creator {
+                kind: CreatorKind::User,
+                uid: "key1".into(),
+                display_name: "alice".into(),
+            },
+            source: SourceType::Api,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    const ID: RunId = RunId(42);
+
+    /// Given `history`, when `command` is decided: the result.
+    fn given(history: &[Event], command: Command) -> Result<Decision, Rejection> {
+        let run = fold(ID, history.iter().enumerate().map(|(i, e)| (e, Timestamp(i as u64 * 10))));
+        decide(run.as_ref(), command)
+    }
+
+    fn state_after(history: &[Event]) -> Run {
+        fold(ID, history.iter().enumerate().map(|(i, e)| (e, Timestamp(i as u64 * 10))))
+            .expect("history creates the run")
+    }
+
+    fn failure() -> StatusMessage {
+        StatusMessage {
+            message: "exit code 1".into(),
+            error_code: None,
+            retryable: None,
+        }
+    }
+
+    #[test]
+    fn create_queues_a_new_run() {
+        let d = given(&[], Command::Create(created())).expect("accepted");
+        assert_eq!(d.events, vec![Event::Created(created())]);
+        assert_eq!(d.effects, vec![Effect::Enqueue]);
+        let run = state_after(&d.events);
+        assert_eq!(run.state, RunState::Queued);
+        assert_eq!(run.next_seq, 1);
+    }
+
+    #[test]
+    fn create_twice_is_rejected() {
+        assert_eq!(
+            given(&[Event::Created(created())], Command::Create(created())),
+            Err(Rejection::AlreadyExists)
+        );
+    }
+
+    #[test]
+    fn commands_on_missing_runs_are_not_found() {
+        for cmd in [
+            Command::Start,
+            Command::Cancel { by: "k".into() },
+            Command::Followup {
+                message: "hi".into(),
+                mode: FollowupMode::Normal,
+                by: "k".into(),
+            },
+        ] {
+            assert_eq!(given(&[], cmd), Err(Rejection::NotFound));
+        }
+    }
+
+    #[test]
+    fn start_launches_the_first_execution_with_queued_followups() {
+        let history = [
+            Event::Created(created()),
+            Event::FollowupReceived {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+                by: "k".into(),
+            },
+        ];
+        let d = given(&history, Command::Start).expect("accepted");
+        assert_eq!(d.events, vec![Event::Started { execution: 1 }]);
+        assert_eq!(
+            d.effects,
+            vec![Effect::Launch {
+                execution: 1,
+                followups: vec![Followup {
+                    message: "also add tests".into(),
+                    mode: FollowupMode::Plan
+                }],
+                resumed_by: None,
+            }]
+        );
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        let run = state_after(&all);
+        assert_eq!(run.state, RunState::InProgress);
+        assert!(run.pending_followups.is_empty());
+        assert_eq!(run.started_at, Some(Timestamp(20)));
+    }
+
+    #[test]
+    fn start_is_refused_unless_queued() {
+        let history = [Event::Created(created()), Event::Started { execution: 1 }];
+        assert_eq!(given(&history, Command::Start), Err(Rejection::NotQueued));
+    }
+
+    #[test]
+    fn finish_records_success_and_run_time() {
+        let history = [Event::Created(created()), Event::Started { execution: 1 }];
+        let d = given(
+            &history,
+            Command::Finish {
+                execution: 1,
+                outcome: Ok(()),
+            },
+        )
+        .expect("accepted");
+        assert_eq!(d.events, vec![Event::Succeeded { execution: 1 }]);
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        let run = state_after(&all);
+        assert_eq!(run.state, RunState::Succeeded);
+        assert_eq!(run.run_time_ms, 10);
+    }
+
+    #[test]
+    fn failure_carries_its_status_message() {
+        let history = [Event::Created(created()), Event::Started { execution: 1 }];
+        let d = given(
+            &history,
+            Command::Finish {
+                execution: 1,
+                outcome: Err(failure()),
+            },
+        )
+        .expect("accepted");
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        let run = state_after(&all);
+        assert_eq!(run.state, RunState::Failed);
+        assert_eq!(run.status_message, Some(failure()));
+    }
+
+    #[test]
+    fn finish_of_a_stale_execution_is_refused() {
+        let cancelled = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ];
+        let finish = Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        };
+        assert_eq!(given(&cancelled, finish.clone()), Err(Rejection::StaleExecution(1)));
+        let wrong = [Event::Created(created()), Event::Started { execution: 2 }];
+        assert_eq!(given(&wrong, finish), Err(Rejection::StaleExecution(1)));
+    }
+
+    #[test]
+    fn cancel_queued_dequeues_and_in_progress_stops() {
+        let queued = [Event::Created(created())];
+        let d = given(&queued, Command::Cancel { by: "k".into() }).expect("accepted");
+        assert_eq!(d.events, vec![Event::Cancelled { by: "k".into() }]);
+        assert_eq!(d.effects, vec![Effect::Dequeue]);
+
+        let running = [Event::Created(created()), Event::Started { execution: 1 }];
+        let d = given(&running, Command::Cancel { by: "k".into() }).expect("accepted");
+        assert_eq!(d.effects, vec![Effect::Stop { execution: 1 }]);
+        let mut all = running.to_vec();
+        all.extend(d.events);
+        assert_eq!(state_after(&all).state, RunState::Cancelled);
+    }
+
+    #[test]
+    fn cancel_of_a_finished_run_is_refused() {
+        for end in [
+            Event::Succeeded { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+            Event::Cancelled { by: "k".into() },
+        ] {
+            let history = [Event::Created(created()), Event::Started { execution: 1 }, end];
+            let state = state_after(&history).state;
+            assert_eq!(
+                given(&history, Command::Cancel { by: "k".into() }),
+                Err(Rejection::AlreadyTerminal(state))
+            );
+        }
+    }
+
+    #[test]
+    fn followup_while_in_progress_is_delivered() {
+        let running = [Event::Created(created()), Event::Started { execution: 1 }];
+        let d = given(
+            &running,
+            Command::Followup {
+                message: "more".into(),
+                mode: FollowupMode::Normal,
+                by: "k".into(),
+            },
+        )
+        .expect("accepted");
+        assert_eq!(
+            d.effects,
+            vec![Effect::Deliver(Followup {
+                message: "more".into(),
+                mode: FollowupMode::Normal
+            })]
+        );
+    }
+
+    #[test]
+    fn followup_on_a_finished_run_resumes_it_as_a_new_execution() {
+        let done = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ];
+        let followup = Event::FollowupReceived {
+            message: "try again".into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        };
+        let d = given(
+            &done,
+            Command::Followup {
+                message: "try again".into(),
+                mode: FollowupMode::Normal,
+                by: "k".into(),
+            },
+        )
+        .expect("accepted");
+        assert_eq!(d.events, vec![followup.clone()]);
+        assert_eq!(d.effects, vec![Effect::Enqueue]);
+        let mut all = done.to_vec();
+        all.push(followup);
+        let run = state_after(&all);
+        assert_eq!(run.state, RunState::Queued);
+        assert_eq!(run.status_message, None);
+        let d = decide(Some(&run), Command::Start).expect("accepted");
+        assert_eq!(d.events, vec![Event::Started { execution: 2 }]);
+        assert!(matches!(
+            &d.effects[..],
+            [Effect::Launch { execution: 2, resumed_by: Some(f), .. }] if f.message == "try again"
+        ));
+    }
+
+    #[test]
+    fn empty_followups_are_refused() {
+        assert_eq!(
+            given(
+                &[Event::Created(created())],
+                Command::Followup {
+                    message: String::new(),
+                    mode: FollowupMode::Normal,
+                    by: "k".into()
+                }
+            ),
+            Err(Rejection::EmptyMessage)
+        );
+    }
+
+    #[test]
+    fn evolve_ignores_events_that_do_not_apply() {
+        assert_eq!(evolve(None, ID, &Event::Started { execution: 1 }, Timestamp(1)), None);
+        let run = state_after(&[Event::Created(created())]);
+        let again = evolve(Some(run.clone()), ID, &Event::Created(created()), Timestamp(5))
+            .expect("still exists");
+        assert_eq!(again.state, run.state);
+        assert_eq!(again.title, run.title);
+    }
+}

@@ -1,0 +1,228 @@
+//! Execution: environment queues and capacity, and the agents that work on runs.
+//!
+//! The executor keeps, per environment, a FIFO queue of runs waiting for a slot and the number
+//! of slots in use (`max_concurrent`). It is driven by the effects of decided commands (enqueue,
+//! dequeue, launch, deliver, stop) and drives runs back through `Runs` (start, finish). It never
+//! writes events itself: every state change goes through the run's actor, so a late agent can
+//! never overwrite a cancellation. Agent output goes to the transcript, beside the log.
+
+mod demo;
+pub mod transcript;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use tokio::sync::mpsc;
+
+use crate::actor::Runs;
+use crate::config::{Environment, Harness};
+use crate::domain::{Command, Followup, Run, RunId};
+pub use transcript::Transcripts;
+
+/// What a live agent can be told.
+#[derive(Debug)]
+pub enum Control {
+    Followup(Followup),
+    Stop,
+}
+
+struct Live {
+    execution: u32,
+    control: mpsc::UnboundedSender<Control>,
+}
+
+#[derive(Default)]
+struct EnvState {
+    queue: VecDeque<RunId>,
+    running: usize,
+}
+
+struct State {
+    envs: HashMap<String, EnvState>,
+    live: HashMap<RunId, Live>,
+}
+
+/// A cheap-to-clone handle on the executor.
+#[derive(Clone)]
+pub struct Executor {
+    environments: Arc<Vec<Environment>>,
+    transcripts: Transcripts,
+    state: Arc<Mutex<State>>,
+}
+
+/// What an agent needs to know to work on one execution.
+pub struct Assignment {
+    pub run: Run,
+    pub execution: u32,
+    pub followups: Vec<Followup>,
+    pub resumed_by: Option<Followup>,
+    pub environment: Environment,
+}
+
+impl Executor {
+    pub fn new(environments: Vec<Environment>, transcripts: Transcripts) -> Executor {
+        Executor {
+            environments: Arc::new(environments),
+            transcripts,
+            state: Arc::new(Mutex::new(State {
+                envs: HashMap::new(),
+                live: HashMap::new(),
+            })),
+        }
+    }
+
+    pub fn transcripts(&self) -> &Transcripts {
+        &self.transcripts
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn environment_of(&self, run: &Run) -> Environment {
+        run.config
+            .environment_id
+            .as_deref()
+            .and_then(|id| self.environments.iter().find(|e| e.id == id))
+            .or_else(|| self.environments.first())
+            .cloned()
+            .unwrap_or_else(Environment::demo)
+    }
+
+    /// Queues a run for a slot in its environment. Returns whether it has to wait.
+    pub fn enqueue(&self, runs: &Runs, run: &Run) -> bool {
+        let env = self.environment_of(run);
+        let at_capacity = {
+            let mut state = self.state();
+            let slot = state.envs.entry(env.id.clone()).or_default();
+            let at_capacity = slot.running >= env.max_concurrent || !slot.queue.is_empty();
+            slot.queue.push_back(run.id);
+            at_capacity
+        };
+        self.pump(runs, &env);
+        at_capacity
+    }
+
+    /// Removes a cancelled run from its queue.
+    pub fn dequeue(&self, run: &Run) {
+        let env = self.environment_of(run);
+        if let Some(slot) = self.state().envs.get_mut(&env.id) {
+            slot.queue.retain(|id| *id != run.id);
+        }
+    }
+
+    /// Runs waiting and running, per environment: `(id, queued, running)`.
+    pub fn load(&self) -> Vec<(String, usize, usize)> {
+        let state = self.state();
+        self.environments
+            .iter()
+            .map(|e| {
+                let slot = state.envs.get(&e.id);
+                (
+                    e.id.clone(),
+                    slot.map_or(0, |s| s.queue.len()),
+                    slot.map_or(0, |s| s.running),
+                )
+            })
+            .collect()
+    }
+
+    /// Starts queued runs while the environment has free slots.
+    fn pump(&self, runs: &Runs, env: &Environment) {
+        loop {
+            let next = {
+                let mut state = self.state();
+                let slot = state.envs.entry(env.id.clone()).or_default();
+                if slot.running >= env.max_concurrent {
+                    return;
+                }
+                let Some(id) = slot.queue.pop_front() else { return };
+                slot.running += 1;
+                id
+            };
+            let runs = runs.clone();
+            let executor = self.clone();
+            let env = env.clone();
+            actix_rt::spawn(async move {
+                // The Launch effect of an accepted start hands the slot to the agent; a refused
+                // start (the run was cancelled meanwhile) gives it back at once.
+                if runs.execute(next, Command::Start).await.is_err() {
+                    executor.release(&runs, &env);
+                }
+            });
+        }
+    }
+
+    fn release(&self, runs: &Runs, env: &Environment) {
+        {
+            let mut state = self.state();
+            let slot = state.envs.entry(env.id.clone()).or_default();
+            slot.running = slot.running.saturating_sub(1);
+        }
+        self.pump(runs, env);
+    }
+
+    /// Launches an execution of the run's agent.
+    pub fn launch(&self, runs: &Runs, run: &Run, execution: u32, followups: Vec<Followup>, resumed_by: Option<Followup>) {
+        let environment = self.environment_of(run);
+        let (tx, rx) = mpsc::unbounded_channel();
+        self.state().live.insert(
+            run.id,
+            Live {
+                execution,
+                control: tx,
+            },
+        );
+        let assignment = Assignment {
+            run: run.clone(),
+            execution,
+            followups,
+            resumed_by,
+            environment: environment.clone(),
+        };
+        let runs = runs.clone();
+        let executor = self.clone();
+        actix_rt::spawn(async move {
+            let id = assignment.run.id;
+            let outcome = match environment.harness {
+                Harness::Demo => demo::run(&assignment, &executor.transcripts, rx).await,
+                // Configuration refuses other harnesses in this build.
+                _ => Some(Err(crate::domain::StatusMessage {
+                    message: "this harness is not available".into(),
+                    error_code: Some("operation_not_supported".into()),
+                    retryable: Some(false),
+                })),
+            };
+            {
+                let mut state = executor.state();
+                if state.live.get(&id).is_some_and(|l| l.execution == execution) {
+                    state.live.remove(&id);
+                }
+            }
+            // `None`: the agent was stopped (the run is already cancelled).
+            if let Some(outcome) = outcome {
+                let finish = Command::Finish { execution, outcome };
+                if let Err(e) = runs.execute(id, finish).await {
+                    tracing::debug!(run_id = %id, error = %e, "finish not recorded");
+                }
+            }
+            executor.release(&runs, &environment);
+        });
+    }
+
+    /// Hands a follow-up to a live execution.
+    pub fn deliver(&self, id: RunId, followup: Followup) {
+        if let Some(live) = self.state().live.get(&id) {
+            let _ = live.control.send(Control::Followup(followup));
+        }
+    }
+
+    /// Stops a live execution.
+    pub fn stop(&self, id: RunId, execution: u32) {
+        if let Some(live) = self.state().live.get(&id) {
+            if live.execution == execution {
+                let _ = live.control.send(Control::Stop);
+            }
+        }
+    }
+}

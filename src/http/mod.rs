@@ -1,0 +1,198 @@
+//! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
+//! cursors. It talks to runs only through the `Runs` handle and owns every status code.
+
+mod admin;
+pub use admin::key_json as admin_key_json;
+pub mod problem;
+mod runs;
+mod session;
+pub mod validate;
+pub mod wire;
+
+use std::sync::Arc;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::Next;
+use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+
+use crate::actor::Runs;
+use crate::config::Config;
+use crate::store::keys::KeyRecord;
+use problem::{ApiError, REQUEST};
+
+/// Largest request body accepted.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// Shared state of the HTTP layer.
+pub struct AppState {
+    pub runs: Runs,
+    pub config: Arc<Config>,
+    pub session_secret: [u8; 32],
+    /// Serialises creates that carry the same idempotency key (striped by key hash).
+    pub idempotency_locks: Vec<tokio::sync::Mutex<()>>,
+    pub ready: std::sync::atomic::AtomicBool,
+}
+
+impl AppState {
+    pub fn new(runs: Runs, config: Arc<Config>, session_secret: [u8; 32]) -> AppState {
+        AppState {
+            runs,
+            config,
+            session_secret,
+            idempotency_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
+            ready: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+}
+
+/// The authenticated caller of an `/api/v1` request.
+pub struct Principal(pub KeyRecord);
+
+impl FromRequest for Principal {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<Principal, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        std::future::ready(authenticate(req))
+    }
+}
+
+fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
+    let Some(state) = req.app_data::<web::Data<AppState>>() else {
+        return Err(ApiError::internal(&"application state missing"));
+    };
+    let header = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .ok_or_else(|| ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'"))?;
+    let secret = header
+        .to_str()
+        .ok()
+        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+        .map(str::trim)
+        .ok_or_else(|| ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'"))?;
+    match state.runs.store().keys().authenticate(secret)? {
+        Some(key) => Ok(Principal(key)),
+        None => Err(ApiError::unauthenticated("the API key is not valid or has been revoked")),
+    }
+}
+
+/// Gives every request an id (`x-request-id`, and `trace_id` in error bodies).
+async fn request_context(
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let id = req
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic()))
+        .map(str::to_string)
+        .unwrap_or_else(|| ulid::Ulid::new().to_string());
+    let path = req.path().to_string();
+    let header_value = HeaderValue::from_str(&id).ok();
+    let mut response = REQUEST.scope((id, path), next.call(req)).await?;
+    if let Some(v) = header_value {
+        response.headers_mut().insert(header::HeaderName::from_static("x-request-id"), v);
+    }
+    Ok(response)
+}
+
+async fn not_found() -> Result<HttpResponse, ApiError> {
+    Err(ApiError::not_found("no such route"))
+}
+
+fn only(allow: &'static str) -> actix_web::Route {
+    web::to(move || async move { Err::<HttpResponse, _>(ApiError::method_not_allowed(allow)) })
+}
+
+/// Registers every route on an actix-web app.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    let payload = web::PayloadConfig::new(MAX_BODY_BYTES);
+    cfg.app_data(payload)
+        .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::bad_request(e.to_string()).into()))
+        .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::bad_request(e.to_string()).into()))
+        .service(web::resource("/healthz").get(health).default_service(only("GET")))
+        .service(web::resource("/readyz").get(ready).default_service(only("GET")))
+        .service(web::resource("/sessions/{run_id}").get(session::page).default_service(only("GET")))
+        .service(
+            web::scope("/api/v1")
+                .service(web::resource("/agent/run").post(runs::create).default_service(only("POST")))
+                .service(
+                    web::resource("/agent/runs")
+                        .post(runs::create)
+                        .get(runs::list)
+                        .default_service(only("GET, POST")),
+                )
+                .service(web::resource("/agent/runs/{run_id}").get(runs::get).default_service(only("GET")))
+                .service(
+                    web::resource("/agent/runs/{run_id}/followups")
+                        .post(runs::followup)
+                        .default_service(only("POST")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/cancel")
+                        .post(runs::cancel)
+                        .default_service(only("POST")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/events")
+                        .get(runs::events)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/transcript")
+                        .get(runs::transcript)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/environments")
+                        .get(runs::environments)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/admin/keys")
+                        .get(admin::list)
+                        .post(admin::create)
+                        .default_service(only("GET, POST")),
+                )
+                .service(
+                    web::resource("/admin/keys/{key_id}/revoke")
+                        .post(admin::revoke)
+                        .default_service(only("POST")),
+                ),
+        )
+        .default_service(web::to(not_found));
+}
+
+/// Wraps `configure` in the middleware every app needs.
+pub fn app(
+    state: web::Data<AppState>,
+) -> actix_web::App<
+    impl actix_web::dev::ServiceFactory<
+        ServiceRequest,
+        Config = (),
+        Response = ServiceResponse<impl MessageBody>,
+        Error = actix_web::Error,
+        InitError = (),
+    >,
+> {
+    actix_web::App::new()
+        .app_data(state)
+        .wrap(actix_web::middleware::from_fn(request_context))
+        .configure(configure)
+}
+
+async fn health() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+}
+
+async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    if state.ready.load(std::sync::atomic::Ordering::Acquire) {
+        Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ready"})))
+    } else {
+        Err(ApiError::unavailable("the service is still recovering"))
+    }
+}

@@ -1,0 +1,182 @@
+//! Errors as RFC 7807 `application/problem+json`, in one table.
+//!
+//! Every failure the API can answer — validation, auth, unknown runs, unknown routes, wrong
+//! methods, malformed JSON, internal errors — becomes an `ApiError`, rendered here with the
+//! OpenAPI `Error` fields. `instance` and `trace_id` come from the request context that the
+//! request-id middleware puts in task-local storage. Internal causes are logged, never sent.
+
+use actix_web::http::{header, StatusCode};
+use actix_web::{HttpResponse, ResponseError};
+use serde::Serialize;
+
+tokio::task_local! {
+    /// `(request id, request path)` of the request being served.
+    pub static REQUEST: (String, String);
+}
+
+pub const TYPE_BASE: &str = "https://docs.warp.dev/reference/api-and-sdk/troubleshooting/errors/";
+
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub detail: String,
+    pub retryable: bool,
+    pub allow: Option<&'static str>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.status.as_u16(), self.code, self.detail)
+    }
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &'static str, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            status,
+            code,
+            detail: detail.into(),
+            retryable: false,
+            allow: None,
+        }
+    }
+
+    pub fn bad_request(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", detail)
+    }
+
+    pub fn unauthenticated(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNAUTHORIZED, "authentication_required", detail)
+    }
+
+    pub fn forbidden(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::FORBIDDEN, "not_authorized", detail)
+    }
+
+    pub fn not_found(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::NOT_FOUND, "resource_not_found", detail)
+    }
+
+    pub fn conflict(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::CONFLICT, "conflict", detail)
+    }
+
+    pub fn too_large(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request", detail)
+    }
+
+    pub fn method_not_allowed(allow: &'static str) -> ApiError {
+        ApiError {
+            allow: Some(allow),
+            ..ApiError::new(
+                StatusCode::METHOD_NOT_ALLOWED,
+                "invalid_request",
+                format!("this resource supports {allow}"),
+            )
+        }
+    }
+
+    pub fn unsupported_media_type(detail: impl Into<String>) -> ApiError {
+        ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "invalid_request", detail)
+    }
+
+    /// An unexpected failure: logged with its cause, answered opaquely.
+    pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
+        tracing::error!(error = %cause, "internal error");
+        ApiError {
+            retryable: true,
+            ..ApiError::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal_error",
+                "the service hit an unexpected error; the request may be retried",
+            )
+        }
+    }
+
+    pub fn unavailable(detail: impl Into<String>) -> ApiError {
+        ApiError {
+            retryable: true,
+            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "resource_unavailable", detail)
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        match self.status.as_u16() {
+            400 => "Invalid request",
+            401 => "Authentication required",
+            403 => "Not authorized",
+            404 => "Resource not found",
+            405 => "Method not allowed",
+            409 => "Conflict",
+            413 => "Request body too large",
+            415 => "Unsupported media type",
+            422 => "Operation not supported",
+            429 => "Too many requests",
+            503 => "Resource unavailable",
+            _ => "Internal error",
+        }
+    }
+}
+
+#[derive(Serialize)]
+struct Problem<'a> {
+    #[serde(rename = "type")]
+    kind: String,
+    title: &'a str,
+    status: u16,
+    detail: &'a str,
+    instance: String,
+    error: String,
+    retryable: bool,
+    trace_id: String,
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let (trace_id, instance) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        let title = self.title();
+        let body = Problem {
+            kind: format!("{TYPE_BASE}{}", self.code),
+            title,
+            status: self.status.as_u16(),
+            detail: &self.detail,
+            instance,
+            error: format!("{title} ({})", self.detail),
+            retryable: self.retryable,
+            trace_id,
+        };
+        let mut response = HttpResponse::build(self.status);
+        response.insert_header((header::CONTENT_TYPE, "application/problem+json"));
+        if let Some(allow) = self.allow {
+            response.insert_header((header::ALLOW, allow));
+        }
+        response.body(serde_json::to_vec(&body).unwrap_or_default())
+    }
+}
+
+impl From<crate::actor::Error> for ApiError {
+    fn from(e: crate::actor::Error) -> ApiError {
+        use crate::actor::Error as E;
+        use crate::domain::Rejection as R;
+        match e {
+            E::Rejected(R::NotFound) => ApiError::not_found("no run with this id"),
+            E::Rejected(r @ R::AlreadyTerminal(_)) => ApiError::bad_request(r.to_string()),
+            E::Rejected(r @ R::EmptyMessage) => ApiError::bad_request(r.to_string()),
+            E::Rejected(r) => ApiError::conflict(r.to_string()),
+            E::Unavailable => ApiError::unavailable("the run is busy; retry shortly"),
+            E::Index(crate::projection::Error::BadCursor(why)) => ApiError::bad_request(format!("cursor: {why}")),
+            other => ApiError::internal(&other),
+        }
+    }
+}
+
+impl From<crate::store::Error> for ApiError {
+    fn from(e: crate::store::Error) -> ApiError {
+        ApiError::internal(&e)
+    }
+}

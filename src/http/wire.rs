@@ -1,0 +1,344 @@
+//! JSON wire types of the v1 API (OpenAPI `RunAgentRequest`, `RunItem`, …) and their mapping
+//! to and from the domain. Field names and enums follow the OpenAPI document; optional fields
+//! are omitted rather than sent as null, because the official clients validate strictly.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use time::format_description::well_known::Rfc3339;
+use time::OffsetDateTime;
+
+use crate::domain::{AgentConfig, CreatorKind, McpServer, Run, RunId, StatusMessage, Timestamp};
+
+/// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`.
+pub fn format_time(t: Timestamp) -> String {
+    let Ok(dt) = OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.0) * 1_000_000) else {
+        return "1970-01-01T00:00:00.000Z".into();
+    };
+    format!(
+        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+        dt.year(),
+        u8::from(dt.month()),
+        dt.day(),
+        dt.hour(),
+        dt.minute(),
+        dt.second(),
+        dt.millisecond()
+    )
+}
+
+/// Parses an RFC 3339 time (a missing offset is read as UTC) into nanoseconds since the epoch.
+pub fn parse_time(s: &str) -> Option<i128> {
+    if let Ok(dt) = OffsetDateTime::parse(s, &Rfc3339) {
+        return Some(dt.unix_timestamp_nanos());
+    }
+    let with_zone = format!("{s}Z");
+    OffsetDateTime::parse(&with_zone, &Rfc3339)
+        .ok()
+        .map(|dt| dt.unix_timestamp_nanos())
+}
+
+/// ISO 8601 duration, e.g. `PT2M30.5S`.
+pub fn format_duration(ms: u64) -> String {
+    let hours = ms / 3_600_000;
+    let minutes = (ms / 60_000) % 60;
+    let seconds = (ms % 60_000) / 1000;
+    let millis = ms % 1000;
+    let mut out = String::from("PT");
+    if hours > 0 {
+        out.push_str(&format!("{hours}H"));
+    }
+    if minutes > 0 {
+        out.push_str(&format!("{minutes}M"));
+    }
+    if millis > 0 {
+        out.push_str(&format!("{seconds}.{millis:03}S"));
+    } else if seconds > 0 || (hours == 0 && minutes == 0) {
+        out.push_str(&format!("{seconds}S"));
+    }
+    out
+}
+
+/// A session id in UUID form, derived from the run id (one session per run).
+pub fn session_id(id: RunId) -> String {
+    let h = format!("{:032x}", id.0);
+    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+}
+
+/// The capability token of a run's session page.
+pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
+    let mut h = Sha256::new();
+    h.update(secret);
+    h.update(b"session-link");
+    h.update(id.to_bytes());
+    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+}
+
+// ---- requests ----
+
+#[derive(Debug, Deserialize)]
+pub struct McpServerIn {
+    pub warp_id: Option<String>,
+    pub command: Option<String>,
+    pub args: Option<Vec<String>>,
+    pub url: Option<String>,
+    pub env: Option<BTreeMap<String, String>>,
+    pub headers: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct AgentConfigIn {
+    pub name: Option<String>,
+    pub model_id: Option<String>,
+    pub base_prompt: Option<String>,
+    pub environment_id: Option<String>,
+    pub skill_spec: Option<String>,
+    pub mcp_servers: Option<BTreeMap<String, McpServerIn>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct RunAgentRequest {
+    pub prompt: Option<String>,
+    pub skill: Option<String>,
+    pub config: Option<AgentConfigIn>,
+    pub title: Option<String>,
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct FollowupRequest {
+    pub message: Option<String>,
+    pub mode: Option<String>,
+}
+
+// ---- responses ----
+
+#[derive(Debug, Serialize)]
+pub struct RunAgentResponse {
+    pub run_id: String,
+    pub task_id: String,
+    pub state: &'static str,
+    pub at_capacity: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct McpServerOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub warp_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub command: Option<&'a str>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    pub args: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<&'a str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: &'a BTreeMap<String, String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: &'a BTreeMap<String, String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct AgentConfigOut<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub base_prompt: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub environment_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skill_spec: Option<&'a str>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub mcp_servers: BTreeMap<&'a str, McpServerOut<'a>>,
+}
+
+impl<'a> AgentConfigOut<'a> {
+    pub fn from(c: &'a AgentConfig) -> Self {
+        AgentConfigOut {
+            name: c.name.as_deref(),
+            model_id: c.model_id.as_deref(),
+            base_prompt: c.base_prompt.as_deref(),
+            environment_id: c.environment_id.as_deref(),
+            skill_spec: c.skill_spec.as_deref(),
+            mcp_servers: c
+                .mcp_servers
+                .iter()
+                .map(|(k, s): (&'a String, &'a McpServer)| {
+                    (
+                        k.as_str(),
+                        McpServerOut {
+                            warp_id: s.warp_id.as_deref(),
+                            command: s.command.as_deref(),
+                            args: &s.args,
+                            url: s.url.as_deref(),
+                            env: &s.env,
+                            headers: &s.headers,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct CreatorOut<'a> {
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub uid: &'a str,
+    pub display_name: &'a str,
+}
+
+#[derive(Debug, Serialize)]
+pub struct StatusMessageOut<'a> {
+    pub message: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error_code: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retryable: Option<bool>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct RunItem<'a> {
+    pub run_id: String,
+    pub task_id: String,
+    pub title: &'a str,
+    pub state: &'static str,
+    pub prompt: &'a str,
+    pub created_at: String,
+    pub updated_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<String>,
+    pub source: &'static str,
+    pub creator: CreatorOut<'a>,
+    pub agent_config: AgentConfigOut<'a>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_link: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status_message: Option<StatusMessageOut<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub run_time: Option<String>,
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub metadata: &'a BTreeMap<String, String>,
+}
+
+/// What a `RunItem` needs beyond the run itself.
+pub struct Links<'a> {
+    pub public_url: &'a str,
+    pub secret: &'a [u8; 32],
+    pub now: Timestamp,
+}
+
+impl<'a> RunItem<'a> {
+    pub fn from(run: &'a Run, links: &Links<'_>) -> Self {
+        let id = run.id.to_string();
+        let session = run.has_session();
+        RunItem {
+            task_id: id.clone(),
+            title: &run.title,
+            state: run.state.as_str(),
+            prompt: &run.prompt,
+            created_at: format_time(run.created_at),
+            updated_at: format_time(run.updated_at),
+            started_at: run.started_at.map(format_time),
+            source: run.source.as_str(),
+            creator: CreatorOut {
+                kind: match run.creator.kind {
+                    CreatorKind::User => "user",
+                    CreatorKind::ServiceAccount => "service_account",
+                },
+                uid: &run.creator.uid,
+                display_name: &run.creator.display_name,
+            },
+            agent_config: AgentConfigOut::from(&run.config),
+            session_id: session.then(|| session_id(run.id)),
+            session_link: session.then(|| {
+                format!(
+                    "{}/sessions/{id}?token={}",
+                    links.public_url,
+                    session_token(links.secret, run.id)
+                )
+            }),
+            status_message: run.status_message.as_ref().map(|s: &'a StatusMessage| StatusMessageOut {
+                message: &s.message,
+                error_code: s.error_code.as_deref(),
+                retryable: s.retryable,
+            }),
+            run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
+            metadata: &run.metadata,
+            run_id: id,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_millis() {
+        assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time(Timestamp(1_763_768_489_123)), "2025-11-21T23:41:29.123Z");
+        assert_eq!(parse_time("2025-11-21T23:41:29.123Z"), Some(1_763_768_489_123_000_000));
+        assert_eq!(parse_time("2025-11-21T23:41:29.123+00:00"), Some(1_763_768_489_123_000_000));
+        assert_eq!(parse_time("2025-11-21T23:41:29.123"), Some(1_763_768_489_123_000_000));
+        assert_eq!(parse_time("yesterday"), None);
+    }
+
+    #[test]
+    fn durations_are_iso8601() {
+        assert_eq!(format_duration(0), "PT0S");
+        assert_eq!(format_duration(2_004), "PT2.004S");
+        assert_eq!(format_duration(150_000), "PT2M30S");
+        assert_eq!(format_duration(3_600_000), "PT1H");
+    }
+
+    #[test]
+    fn session_ids_are_uuid_shaped() {
+        let s = session_id(RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef));
+        assert_eq!(s, "01234567-89ab-cdef-0123-456789abcdef");
+    }
+}
+
+/// One stored event as JSON (the events endpoint and `runledger export` / `events --json`).
+pub fn event_json(e: &crate::store::Envelope) -> serde_json::Value {
+    use crate::domain::Event;
+    let data = match &e.event {
+        Event::Created(c) => serde_json::json!({
+            "title": c.title,
+            "prompt": c.prompt,
+            "config": AgentConfigOut::from(&c.config),
+            "creator": {
+                "type": match c.creator.kind { CreatorKind::User => "user", CreatorKind::ServiceAccount => "service_account" },
+                "uid": c.creator.uid,
+                "display_name": c.creator.display_name,
+            },
+            "source": c.source.as_str(),
+            "metadata": c.metadata,
+        }),
+        Event::Started { execution } | Event::Succeeded { execution } => serde_json::json!({ "execution": execution }),
+        Event::FollowupReceived { message, mode, by } => {
+            serde_json::json!({ "message": message, "mode": mode.as_str(), "by": by })
+        }
+        Event::Failed { execution, status } => serde_json::json!({
+            "execution": execution,
+            "status_message": StatusMessageOut {
+                message: &status.message,
+                error_code: status.error_code.as_deref(),
+                retryable: status.retryable,
+            },
+        }),
+        Event::Cancelled { by } => serde_json::json!({ "by": by }),
+    };
+    serde_json::json!({
+        "run_id": e.run_id.to_string(),
+        "seq": e.seq,
+        "at": format_time(e.at),
+        "type": e.event.kind(),
+        "data": data,
+    })
+}

@@ -1,0 +1,24 @@
+//! The `runledger` binary: parses the command line and hands over to `cli` or `startup`.
+
+use clap::Parser;
+use runledger::cli::{self, Cli, Cmd};
+
+fn main() -> anyhow::Result<()> {
+    runledger::telemetry::init();
+    let args = Cli::parse();
+    match &args.command {
+        Cmd::Serve { bind } => {
+            let config = args.load_config(bind.clone())?;
+            actix_rt::System::new().block_on(async move {
+                let app = runledger::startup::Application::build(config).await?;
+                eprintln!("runledger listening on http://{}", app.addr());
+                app.run().await?;
+                Ok(())
+            })
+        }
+        Cmd::Keys { command, admin_key, url } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
+        Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
+        Cmd::Export => cli::export(&args),
+        Cmd::Replay { verify } => cli::replay(&args, *verify),
+    }
+}

@@ -1,0 +1,382 @@
+//! List queries over the read index: filters, sort orders and opaque cursors.
+//!
+//! The filters that have secondary indexes (state, name, creator, model_id, source,
+//! environment_id) are answered by walking the matching index range in the requested order —
+//! never by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed
+//! fields) are checked on each candidate. A cursor is the position of the last returned run in
+//! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
+//! once while nothing changes, and a cursor cannot be replayed against a different query.
+
+use std::ops::Bound;
+
+use base64::Engine;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use super::keys::{self, Field};
+use super::{decode_row, Error, Index};
+use crate::domain::{Run, RunId, RunState, SourceType, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum SortBy {
+    #[default]
+    UpdatedAt,
+    CreatedAt,
+    Title,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub enum Order {
+    #[default]
+    Desc,
+    Asc,
+}
+
+/// A validated list query.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Query {
+    pub states: Vec<RunState>,
+    pub name: Option<String>,
+    pub model_id: Option<String>,
+    pub creator: Option<String>,
+    pub source: Option<SourceType>,
+    pub environment_id: Option<String>,
+    /// Exclusive bounds, in milliseconds (after: floor, before: ceiling of the given time).
+    pub created_after: Option<Timestamp>,
+    pub created_before: Option<Timestamp>,
+    pub updated_after: Option<Timestamp>,
+    pub q: Option<String>,
+    pub metadata: Vec<(String, String)>,
+    pub sort_by: SortBy,
+    pub order: Order,
+    pub limit: usize,
+    pub cursor: Option<Cursor>,
+}
+
+/// Where the previous page stopped.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    version: u8,
+    fingerprint: [u8; 8],
+    position: Vec<u8>,
+}
+
+const CURSOR_VERSION: u8 = 1;
+
+impl Cursor {
+    pub fn encode(&self) -> String {
+        let bytes = postcard::to_allocvec(self).unwrap_or_default();
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
+    }
+
+    pub fn decode(text: &str) -> Result<Cursor, Error> {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(text)
+            .map_err(|_| Error::BadCursor("not a cursor returned by this server"))?;
+        let cursor: Cursor =
+            postcard::from_bytes(&bytes).map_err(|_| Error::BadCursor("not a cursor returned by this server"))?;
+        if cursor.version != CURSOR_VERSION {
+            return Err(Error::BadCursor("cursor from an incompatible version"));
+        }
+        Ok(cursor)
+    }
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Page {
+    pub runs: Vec<Run>,
+    pub next_cursor: Option<Cursor>,
+}
+
+impl Query {
+    /// A fingerprint of everything but the cursor and the page size.
+    fn fingerprint(&self) -> [u8; 8] {
+        let mut h = Sha256::new();
+        let text = format!(
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.states,
+            self.name,
+            self.model_id,
+            self.creator,
+            self.source,
+            self.environment_id,
+            self.created_after,
+            self.created_before,
+            self.updated_after,
+            self.q,
+            self.metadata,
+            self.sort_by,
+            self.order
+        );
+        h.update(text.as_bytes());
+        let mut out = [0u8; 8];
+        out.copy_from_slice(&h.finalize()[..8]);
+        out
+    }
+
+    /// Whether `run` satisfies every filter.
+    pub fn matches(&self, run: &Run) -> bool {
+        let eq = |want: &Option<String>, have: &Option<String>| want.as_ref().is_none_or(|w| have.as_ref() == Some(w));
+        (self.states.is_empty() || self.states.contains(&run.state))
+            && eq(&self.name, &run.config.name)
+            && eq(&self.model_id, &run.config.model_id)
+            && eq(&self.environment_id, &run.config.environment_id)
+            && self.creator.as_ref().is_none_or(|c| *c == run.creator.uid)
+            && self.source.is_none_or(|s| s == run.source)
+            && self.created_after.is_none_or(|t| run.created_at > t)
+            && self.created_before.is_none_or(|t| run.created_at < t)
+            && self.updated_after.is_none_or(|t| run.updated_at > t)
+            && self
+                .q
+                .as_ref()
+                .is_none_or(|q| contains_ci(&run.title, q) || contains_ci(&run.prompt, q))
+            && self
+                .metadata
+                .iter()
+                .all(|(k, v)| run.metadata.get(k) == Some(v))
+    }
+
+    /// The index ranges to walk: a list of prefixes whose entries share one position format.
+    /// The first indexed filter present picks the ranges (several for several states).
+    fn sources(&self) -> Source {
+        match self.sort_by {
+            SortBy::CreatedAt => Source::Rows,
+            SortBy::Title => Source::Index(vec![vec![keys::TITLE]]),
+            SortBy::UpdatedAt => {
+                let single = |field, value: &str| Source::Index(vec![keys::filter_prefix(field, value)]);
+                if let Some(env) = &self.environment_id {
+                    single(Field::EnvironmentId, env)
+                } else if let Some(name) = &self.name {
+                    single(Field::Name, name)
+                } else if let Some(model) = &self.model_id {
+                    single(Field::ModelId, model)
+                } else if let Some(creator) = &self.creator {
+                    single(Field::Creator, creator)
+                } else if !self.states.is_empty() && self.states.len() < RunState::ALL.len() {
+                    let mut states = self.states.clone();
+                    states.sort();
+                    states.dedup();
+                    Source::Index(
+                        states
+                            .into_iter()
+                            .map(|s| keys::filter_prefix(Field::State, s.as_str()))
+                            .collect(),
+                    )
+                } else if let Some(source) = self.source {
+                    single(Field::Source, source.as_str())
+                } else {
+                    Source::Index(vec![vec![keys::UPDATED]])
+                }
+            }
+        }
+    }
+}
+
+fn contains_ci(haystack: &str, needle: &str) -> bool {
+    if needle.is_ascii() && haystack.is_ascii() {
+        return haystack
+            .as_bytes()
+            .windows(needle.len().max(1))
+            .any(|w| w.eq_ignore_ascii_case(needle.as_bytes()))
+            || needle.is_empty();
+    }
+    haystack.to_lowercase().contains(&needle.to_lowercase())
+}
+
+enum Source {
+    /// Walk the rows tree (positions are run ids: created-at order).
+    Rows,
+    /// Walk these prefixes of the index tree, merged by position.
+    Index(Vec<Vec<u8>>),
+}
+
+type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
+
+/// The positions under `prefix` in `order`, starting after the cursor position `after` and not
+/// below `lower`.
+fn range_after(
+    tree: &sled::Tree,
+    prefix: &[u8],
+    after: Option<&[u8]>,
+    lower: Option<&[u8]>,
+    order: Order,
+) -> Positions<'static> {
+    let full = |suffix: &[u8]| [prefix, suffix].concat();
+    let mut lo = Bound::Included(full(lower.unwrap_or(&[])));
+    let mut hi = match successor(prefix) {
+        Some(upper) => Bound::Excluded(upper),
+        None => Bound::Unbounded,
+    };
+    if let Some(pos) = after {
+        match order {
+            Order::Asc => lo = Bound::Excluded(full(pos)),
+            Order::Desc => hi = Bound::Excluded(full(pos)),
+        }
+    }
+    let prefix_len = prefix.len();
+    let iter = tree.range::<Vec<u8>, _>((lo, hi));
+    let strip = move |item: Result<(sled::IVec, sled::IVec), sled::Error>| -> Result<Vec<u8>, Error> {
+        let (k, _) = item?;
+        Ok(k[prefix_len..].to_vec())
+    };
+    match order {
+        Order::Asc => Box::new(iter.map(strip)),
+        Order::Desc => Box::new(iter.rev().map(strip)),
+    }
+}
+
+/// The smallest byte string greater than every string starting with `prefix`.
+fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
+/// Merges position streams into one stream in `order`, dropping duplicates.
+struct Merge<'a> {
+    heads: Vec<Option<Vec<u8>>>,
+    iters: Vec<Positions<'a>>,
+    order: Order,
+}
+
+impl<'a> Merge<'a> {
+    fn new(mut iters: Vec<Positions<'a>>, order: Order) -> Result<Merge<'a>, Error> {
+        let heads = iters.iter_mut().map(|it| it.next().transpose()).collect::<Result<_, _>>()?;
+        Ok(Merge { heads, iters, order })
+    }
+
+    fn next(&mut self) -> Result<Option<Vec<u8>>, Error> {
+        let mut best: Option<usize> = None;
+        for (i, head) in self.heads.iter().enumerate() {
+            let Some(h) = head else { continue };
+            best = match best {
+                None => Some(i),
+                Some(b) => {
+                    let current = self.heads[b].as_ref();
+                    let better = match self.order {
+                        Order::Asc => Some(h) < current,
+                        Order::Desc => Some(h) > current,
+                    };
+                    if better {
+                        Some(i)
+                    } else {
+                        Some(b)
+                    }
+                }
+            };
+        }
+        let Some(b) = best else { return Ok(None) };
+        let out = self.heads[b].take();
+        self.heads[b] = self.iters[b].next().transpose()?;
+        Ok(out)
+    }
+}
+
+impl Index {
+    /// Runs one list query.
+    pub fn list(&self, query: &Query) -> Result<Page, Error> {
+        let fingerprint = query.fingerprint();
+        let after = match &query.cursor {
+            Some(c) if c.fingerprint != fingerprint => {
+                return Err(Error::BadCursor("the cursor belongs to a different query"));
+            }
+            Some(c) => Some(c.position.as_slice()),
+            None => None,
+        };
+        let limit = query.limit.max(1);
+        let mut runs = Vec::with_capacity(limit.min(64) + 1);
+        let mut last_position = None;
+        match query.sources() {
+            Source::Rows => {
+                // Positions are run ids; creation-time bounds become id bounds.
+                let lower = query
+                    .created_after
+                    .map(|t| RunId::lower_bound(Timestamp(t.0 + 1)).to_bytes().to_vec());
+                let mut iter = range_after(&self.rows, &[], after, lower.as_deref(), query.order);
+                let stop_before = query.created_before;
+                while let Some(pos) = iter.next().transpose()? {
+                    let Some(id) = keys::id_of_position(&pos) else { continue };
+                    if let Some(before) = stop_before {
+                        if id.created_at() >= before {
+                            if query.order == Order::Asc {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
+                    if let Some(after) = query.created_after {
+                        if id.created_at() <= after && query.order == Order::Desc {
+                            break;
+                        }
+                    }
+                    let Some(run) = self.get(id)? else { continue };
+                    if query.matches(&run) {
+                        if runs.len() == limit {
+                            return Ok(Page {
+                                runs,
+                                next_cursor: last_position.map(|position| Cursor {
+                                    version: CURSOR_VERSION,
+                                    fingerprint,
+                                    position,
+                                }),
+                            });
+                        }
+                        runs.push(run);
+                        last_position = Some(pos);
+                    }
+                }
+            }
+            Source::Index(prefixes) => {
+                let by_updated = query.sort_by == SortBy::UpdatedAt;
+                let iters = prefixes
+                    .iter()
+                    .map(|p| range_after(&self.index, p, after, None, query.order))
+                    .collect();
+                let mut merged = Merge::new(iters, query.order)?;
+                while let Some(pos) = merged.next()? {
+                    if by_updated && query.order == Order::Desc {
+                        // Walking newest first: nothing older can satisfy updated_after.
+                        if let (Some(bound), Some(updated)) = (query.updated_after, keys::updated_of_position(&pos)) {
+                            if updated <= bound.0 {
+                                break;
+                            }
+                        }
+                    }
+                    let Some(id) = keys::id_of_position(&pos) else { continue };
+                    let Some(bytes) = self.rows.get(id.to_bytes())? else { continue };
+                    let run = decode_row(id, &bytes)?;
+                    // A stale entry (which `apply` never leaves behind) must not show a run twice.
+                    let current = if by_updated {
+                        keys::updated_position(&run)
+                    } else {
+                        keys::title_position(&run)
+                    };
+                    if current == pos && query.matches(&run) {
+                        if runs.len() == limit {
+                            return Ok(Page {
+                                runs,
+                                next_cursor: last_position.map(|position| Cursor {
+                                    version: CURSOR_VERSION,
+                                    fingerprint,
+                                    position,
+                                }),
+                            });
+                        }
+                        runs.push(run);
+                        last_position = Some(pos);
+                    }
+                }
+            }
+        }
+        Ok(Page {
+            runs,
+            next_cursor: None,
+        })
+    }
+}

@@ -1,0 +1,182 @@
+//! API keys: creation, lookup by secret, listing and revocation.
+//!
+//! A key's secret (`rl_` + 256 random bits, base64url) is shown once and stored only as its
+//! SHA-256. Lookup goes through the hash, and the stored hash is compared in constant time, so
+//! neither timing nor the store reveals a usable key. Records are read from sled on every
+//! request, which is what makes a revocation effective on the very next request.
+
+use base64::Engine;
+use rand::RngCore;
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use super::Error;
+use crate::domain::{CreatorKind, Timestamp};
+
+const KEYS: &str = "keys";
+const KEY_HASHES: &str = "key_hashes";
+pub const PREFIX: &str = "rl_";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyKind {
+    /// Runs are attributed to the key's user.
+    Personal,
+    /// Runs are attributed to an agent (a service account).
+    Agent,
+}
+
+impl KeyKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyKind::Personal => "personal",
+            KeyKind::Agent => "agent",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<KeyKind> {
+        match s {
+            "personal" => Some(KeyKind::Personal),
+            "agent" => Some(KeyKind::Agent),
+            _ => None,
+        }
+    }
+
+    pub fn creator_kind(self) -> CreatorKind {
+        match self {
+            KeyKind::Personal => CreatorKind::User,
+            KeyKind::Agent => CreatorKind::ServiceAccount,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KeyRecord {
+    pub id: String,
+    pub name: String,
+    pub kind: KeyKind,
+    /// Admin keys may manage other keys through the admin API.
+    pub admin: bool,
+    pub hash: [u8; 32],
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+pub(super) struct KeyTrees {
+    keys: sled::Tree,
+    hashes: sled::Tree,
+}
+
+impl KeyTrees {
+    pub(super) fn open(db: &sled::Db) -> Result<KeyTrees, Error> {
+        Ok(KeyTrees {
+            keys: db.open_tree(KEYS)?,
+            hashes: db.open_tree(KEY_HASHES)?,
+        })
+    }
+}
+
+pub struct Keys<'a> {
+    trees: &'a KeyTrees,
+}
+
+fn hash(secret: &str) -> [u8; 32] {
+    Sha256::digest(secret.as_bytes()).into()
+}
+
+fn corrupt(detail: impl ToString) -> Error {
+    Error::CorruptRecord {
+        tree: KEYS,
+        detail: detail.to_string(),
+    }
+}
+
+impl<'a> Keys<'a> {
+    pub(super) fn new(trees: &'a KeyTrees) -> Keys<'a> {
+        Keys { trees }
+    }
+
+    /// Creates a key and returns its record and its secret (which is not stored).
+    /// The caller must `sync` before handing the secret out.
+    pub fn create(&self, name: &str, kind: KeyKind, admin: bool, now: Timestamp) -> Result<(KeyRecord, String), Error> {
+        let mut secret_bytes = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut secret_bytes);
+        let secret = format!(
+            "{PREFIX}{}",
+            base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(secret_bytes)
+        );
+        let mut id_random = [0u8; 16];
+        rand::rngs::OsRng.fill_bytes(&mut id_random);
+        let id = ulid::Ulid::from_parts(now.0, u128::from_be_bytes(id_random)).to_string();
+        let record = KeyRecord {
+            id: id.clone(),
+            name: name.to_string(),
+            kind,
+            admin,
+            hash: hash(&secret),
+            created_at: now,
+            revoked_at: None,
+        };
+        self.put(&record)?;
+        self.trees.hashes.insert(record.hash, id.as_bytes())?;
+        Ok((record, secret))
+    }
+
+    fn put(&self, record: &KeyRecord) -> Result<(), Error> {
+        let bytes = postcard::to_allocvec(record).map_err(corrupt)?;
+        self.trees.keys.insert(record.id.as_bytes(), bytes)?;
+        Ok(())
+    }
+
+    pub fn get(&self, id: &str) -> Result<Option<KeyRecord>, Error> {
+        match self.trees.keys.get(id.as_bytes())? {
+            None => Ok(None),
+            Some(bytes) => postcard::from_bytes(&bytes).map(Some).map_err(corrupt),
+        }
+    }
+
+    /// Every key, oldest first, revoked ones included.
+    pub fn list(&self) -> Result<Vec<KeyRecord>, Error> {
+        self.trees
+            .keys
+            .iter()
+            .values()
+            .map(|v| postcard::from_bytes(&v?).map_err(corrupt))
+            .collect()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.trees.keys.is_empty()
+    }
+
+    /// Revokes a key; revoking twice keeps the first revocation time.
+    pub fn revoke(&self, id: &str, now: Timestamp) -> Result<Option<KeyRecord>, Error> {
+        let Some(mut record) = self.get(id)? else {
+            return Ok(None);
+        };
+        if record.revoked_at.is_none() {
+            record.revoked_at = Some(now);
+            self.put(&record)?;
+        }
+        Ok(Some(record))
+    }
+
+    /// The live key whose secret is `secret`, if any.
+    pub fn authenticate(&self, secret: &str) -> Result<Option<KeyRecord>, Error> {
+        if !secret.starts_with(PREFIX) {
+            return Ok(None);
+        }
+        let digest = hash(secret);
+        let Some(id) = self.trees.hashes.get(digest)? else {
+            return Ok(None);
+        };
+        let id = std::str::from_utf8(&id).map_err(corrupt)?;
+        let Some(record) = self.get(id)? else {
+            return Ok(None);
+        };
+        if !bool::from(record.hash.ct_eq(&digest)) || record.revoked_at.is_some() {
+            return Ok(None);
+        }
+        Ok(Some(record))
+    }
+}

@@ -1,0 +1,357 @@
+//! The event log on sled, and the other small durable records that live beside it (API keys,
+//! idempotency keys, instance secrets, the "dirty runs" marker).
+//!
+//! This module alone knows the sled key layout of these trees and the record codec. It knows
+//! nothing of the read index (`projection` owns its own trees) or of HTTP. Writes are plain
+//! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
+//! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
+
+pub mod codec;
+pub mod keys;
+mod sync;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use crate::domain::{Event, Run, RunId, Timestamp};
+pub use codec::Envelope;
+pub use sync::SyncError;
+
+const EVENTS: &str = "events";
+const DIRTY: &str = "dirty";
+const IDEMPOTENCY: &str = "idempotency";
+const META: &str = "meta";
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("the data directory {0} is in use by another runledger process (is the server running?)")]
+    Locked(PathBuf),
+    #[error("storage error: {0}")]
+    Sled(#[from] sled::Error),
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("corrupt event record of run {run_id} at sequence {seq}: {source}")]
+    Corrupt {
+        run_id: String,
+        seq: u64,
+        source: codec::Error,
+    },
+    #[error("event record of run {run_id} at sequence {seq} cannot be encoded: {source}")]
+    Encode {
+        run_id: RunId,
+        seq: u64,
+        source: codec::Error,
+    },
+    #[error("event {seq} of run {run_id} was already written: concurrent writers on one run")]
+    Conflict { run_id: RunId, seq: u64 },
+    #[error("corrupt record in tree {tree}: {detail}")]
+    CorruptRecord { tree: &'static str, detail: String },
+    #[error(transparent)]
+    Sync(#[from] SyncError),
+}
+
+/// How the store is opened.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// sled's page cache; its default of 1 GiB would dominate the service's memory.
+    pub cache_bytes: u64,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            cache_bytes: 64 * 1024 * 1024,
+        }
+    }
+}
+
+/// A cheap-to-clone handle on the open store.
+#[derive(Clone)]
+pub struct Store {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    db: sled::Db,
+    events: sled::Tree,
+    dirty: sled::Tree,
+    idempotency: sled::Tree,
+    meta: sled::Tree,
+    keys: keys::KeyTrees,
+    syncer: sync::Syncer,
+    dir: PathBuf,
+}
+
+/// What an idempotent create remembers about the first request that used a key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IdempotencyRecord {
+    pub run_id: RunId,
+    /// Hash of the request body, to refuse the same key with a different request.
+    pub fingerprint: [u8; 32],
+    pub at: Timestamp,
+}
+
+fn event_key(run_id: RunId, seq: u64) -> [u8; 24] {
+    let mut key = [0u8; 24];
+    key[..16].copy_from_slice(&run_id.to_bytes());
+    key[16..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+fn split_event_key(key: &[u8]) -> Option<(RunId, u64)> {
+    let id: [u8; 16] = key.get(..16)?.try_into().ok()?;
+    let seq: [u8; 8] = key.get(16..24)?.try_into().ok()?;
+    Some((RunId::from_bytes(id), u64::from_be_bytes(seq)))
+}
+
+impl Store {
+    /// Opens (creating if needed) the store under `data_dir`.
+    pub fn open(data_dir: &Path, options: &Options) -> Result<Store, Error> {
+        let dir = data_dir.join("sled");
+        std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
+            path: dir.clone(),
+            source,
+        })?;
+        let db = sled::Config::new()
+            .path(&dir)
+            .cache_capacity(options.cache_bytes)
+            .mode(sled::Mode::HighThroughput)
+            .open()
+            .map_err(|e| match e {
+                sled::Error::Io(ref io)
+                    if io.kind() == std::io::ErrorKind::WouldBlock
+                        || io.to_string().contains("lock") =>
+                {
+                    Error::Locked(data_dir.to_path_buf())
+                }
+                other => Error::Sled(other),
+            })?;
+        // sled 0.34 keeps its whole log in this one file; fdatasync of it makes flushed
+        // writes durable. Large values (over 128 KiB) would go to separate blob files, which
+        // is why the HTTP layer caps the size of a run's created event well below that.
+        let data_path = dir.join("db");
+        let data_file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&data_path)
+            .map_err(|source| Error::Io {
+                path: data_path,
+                source,
+            })?;
+        let syncer = sync::Syncer::start(db.clone(), data_file);
+        Ok(Store {
+            inner: Arc::new(Inner {
+                events: db.open_tree(EVENTS)?,
+                dirty: db.open_tree(DIRTY)?,
+                idempotency: db.open_tree(IDEMPOTENCY)?,
+                meta: db.open_tree(META)?,
+                keys: keys::KeyTrees::open(&db)?,
+                syncer,
+                dir: data_dir.to_path_buf(),
+                db,
+            }),
+        })
+    }
+
+    pub fn db(&self) -> &sled::Db {
+        &self.inner.db
+    }
+
+    pub fn data_dir(&self) -> &Path {
+        &self.inner.dir
+    }
+
+    /// Waits until every write made before the call is durable (group commit).
+    pub async fn sync(&self) -> Result<(), Error> {
+        Ok(self.inner.syncer.sync().await?)
+    }
+
+    /// Blocking variant of `sync` for the command line.
+    pub fn sync_blocking(&self) -> Result<(), Error> {
+        self.inner.db.flush()?;
+        let path = self.inner.dir.join("sled").join("db");
+        std::fs::File::open(&path)
+            .and_then(|f| f.sync_data())
+            .map_err(|source| Error::Io { path, source })
+    }
+
+    /// `(syncs, microseconds spent syncing)` since the store was opened.
+    pub fn sync_stats(&self) -> (u64, u64) {
+        self.inner.syncer.stats()
+    }
+
+    /// Appends envelopes to the log. Each `(run_id, seq)` may be written once only; a second
+    /// write of the same position is a bug in the caller and is refused loudly.
+    pub fn append(&self, envelopes: &[Envelope]) -> Result<(), Error> {
+        for envelope in envelopes {
+            let record = codec::encode(envelope).map_err(|source| Error::Encode {
+                run_id: envelope.run_id,
+                seq: envelope.seq,
+                source,
+            })?;
+            let key = event_key(envelope.run_id, envelope.seq);
+            if self
+                .inner
+                .events
+                .compare_and_swap(key, None as Option<&[u8]>, Some(record))?
+                .is_err()
+            {
+                return Err(Error::Conflict {
+                    run_id: envelope.run_id,
+                    seq: envelope.seq,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The whole log of one run, oldest first. Every record is verified.
+    pub fn read_run(&self, run_id: RunId) -> Result<Vec<Envelope>, Error> {
+        self.inner
+            .events
+            .scan_prefix(run_id.to_bytes())
+            .map(|item| {
+                let (key, value) = item?;
+                decode_checked(&key, &value)
+            })
+            .collect()
+    }
+
+    /// The state of one run, folded from its log (`None` if it has no events).
+    pub fn load_run(&self, run_id: RunId) -> Result<Option<Run>, Error> {
+        let log = self.read_run(run_id)?;
+        Ok(crate::domain::fold(
+            run_id,
+            log.iter().map(|e| (&e.event, e.at)),
+        ))
+    }
+
+    /// Every record of the log in key order; a damaged record yields an error and the scan
+    /// goes on with the next one.
+    pub fn scan(&self) -> impl Iterator<Item = Result<Envelope, Error>> + '_ {
+        self.inner.events.iter().map(|item| {
+            let (key, value) = item?;
+            decode_checked(&key, &value)
+        })
+    }
+
+    /// Number of records in the log (walks the tree; for tools, not hot paths).
+    pub fn event_count(&self) -> usize {
+        self.inner.events.len()
+    }
+
+    /// Marks a run whose log is about to grow ahead of its read-index entry. Cleared by
+    /// `clear_dirty` once the index has caught up; startup re-projects what is still marked.
+    pub fn mark_dirty(&self, run_id: RunId) -> Result<(), Error> {
+        self.inner.dirty.insert(run_id.to_bytes(), &[])?;
+        Ok(())
+    }
+
+    pub fn clear_dirty(&self, run_id: RunId) -> Result<(), Error> {
+        self.inner.dirty.remove(run_id.to_bytes())?;
+        Ok(())
+    }
+
+    pub fn dirty_runs(&self) -> Result<Vec<RunId>, Error> {
+        self.inner
+            .dirty
+            .iter()
+            .keys()
+            .map(|k| {
+                let k = k?;
+                let bytes: [u8; 16] = k.as_ref().try_into().map_err(|_| Error::CorruptRecord {
+                    tree: DIRTY,
+                    detail: format!("key of {} bytes", k.len()),
+                })?;
+                Ok(RunId::from_bytes(bytes))
+            })
+            .collect()
+    }
+
+    pub fn idempotency_get(&self, key: &[u8; 32]) -> Result<Option<IdempotencyRecord>, Error> {
+        match self.inner.idempotency.get(key)? {
+            None => Ok(None),
+            Some(bytes) => postcard::from_bytes(&bytes)
+                .map(Some)
+                .map_err(|e| Error::CorruptRecord {
+                    tree: IDEMPOTENCY,
+                    detail: e.to_string(),
+                }),
+        }
+    }
+
+    pub fn idempotency_put(&self, key: &[u8; 32], record: &IdempotencyRecord) -> Result<(), Error> {
+        let bytes = postcard::to_allocvec(record).map_err(|e| Error::CorruptRecord {
+            tree: IDEMPOTENCY,
+            detail: e.to_string(),
+        })?;
+        self.inner.idempotency.insert(key, bytes)?;
+        Ok(())
+    }
+
+    /// A secret of this instance, created on first use (e.g. for session-link tokens).
+    pub fn instance_secret(&self, name: &str) -> Result<[u8; 32], Error> {
+        use rand::RngCore;
+        let mut fresh = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut fresh);
+        let stored = match self
+            .inner
+            .meta
+            .compare_and_swap(name, None as Option<&[u8]>, Some(&fresh[..]))?
+        {
+            Ok(()) => fresh.to_vec(),
+            Err(existing) => existing.current.map(|v| v.to_vec()).unwrap_or_default(),
+        };
+        stored.try_into().map_err(|_| Error::CorruptRecord {
+            tree: META,
+            detail: format!("secret {name} has the wrong length"),
+        })
+    }
+
+    pub fn keys(&self) -> keys::Keys<'_> {
+        keys::Keys::new(&self.inner.keys)
+    }
+}
+
+/// Decodes a record and checks that it sits under the key it names.
+fn decode_checked(key: &[u8], value: &[u8]) -> Result<Envelope, Error> {
+    let (run_id, seq) = split_event_key(key).ok_or_else(|| Error::CorruptRecord {
+        tree: EVENTS,
+        detail: format!("key of {} bytes", key.len()),
+    })?;
+    let envelope = codec::decode(value).map_err(|source| Error::Corrupt {
+        run_id: run_id.to_string(),
+        seq,
+        source,
+    })?;
+    if envelope.run_id != run_id || envelope.seq != seq {
+        return Err(Error::Corrupt {
+            run_id: run_id.to_string(),
+            seq,
+            source: codec::Error::Body(format!(
+                "record names run {} sequence {}",
+                envelope.run_id, envelope.seq
+            )),
+        });
+    }
+    Ok(envelope)
+}
+
+/// Convenience for building the envelopes of a decision.
+pub fn envelopes(run_id: RunId, first_seq: u64, at: Timestamp, events: Vec<Event>) -> Vec<Envelope> {
+    events
+        .into_iter()
+        .enumerate()
+        .map(|(i, event)| Envelope {
+            run_id,
+            seq: first_seq + i as u64,
+            at,
+            event,
+        })
+        .collect()
+}

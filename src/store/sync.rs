@@ -1,0 +1,151 @@
+//! Group commit: makes sled's writes durable, sharing one disk sync among concurrent writers.
+//!
+//! sled 0.34's `flush()` writes its buffers with `pwrite` + `sync_file_range` and never calls
+//! fsync/fdatasync, so on its own it does not survive power loss (see
+//! `docs/decisions/0001-durability.md`). A dedicated thread therefore runs `flush()` followed by
+//! `fdatasync` of sled's data file. Writers take a ticket after their inserts and wait until a
+//! sync that *started* after the ticket has completed; every writer that arrives while a sync is
+//! running is covered by the next one, so under load one fdatasync serves many appends.
+
+use std::fs::File;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use tokio::sync::watch;
+
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("durable sync failed: {0}")]
+pub struct SyncError(pub Arc<str>);
+
+struct State {
+    requested: u64,
+    stop: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    wake: Condvar,
+    syncs: AtomicU64,
+    sync_micros: AtomicU64,
+}
+
+/// What the sync thread publishes: the highest ticket known durable, or the failure that
+/// stopped it. After a failed sync nothing is acknowledged again: the disk state is unknown.
+type Published = Result<u64, SyncError>;
+
+pub struct Syncer {
+    shared: Arc<Shared>,
+    done: watch::Receiver<Published>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Syncer {
+    pub fn start(db: sled::Db, data_file: File) -> Syncer {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                requested: 0,
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            syncs: AtomicU64::new(0),
+            sync_micros: AtomicU64::new(0),
+        });
+        let (tx, done) = watch::channel(Ok(0));
+        let thread_shared = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("runledger-sync".into())
+            .spawn(move || run(thread_shared, db, data_file, tx))
+            .ok();
+        Syncer {
+            shared,
+            done,
+            thread,
+        }
+    }
+
+    fn ticket(&self) -> u64 {
+        let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+        state.requested += 1;
+        self.shared.wake.notify_one();
+        state.requested
+    }
+
+    /// Returns once everything written before the call is on disk.
+    pub async fn sync(&self) -> Result<(), SyncError> {
+        if self.thread.is_none() {
+            return Err(SyncError("the sync thread could not be started".into()));
+        }
+        let ticket = self.ticket();
+        let mut rx = self.done.clone();
+        let outcome = rx
+            .wait_for(|published| match published {
+                Ok(done) => *done >= ticket,
+                Err(_) => true,
+            })
+            .await
+            .map_err(|_| SyncError("the sync thread stopped".into()))?;
+        match &*outcome {
+            Ok(_) => Ok(()),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    /// `(number of syncs, total microseconds spent in them)` since start.
+    pub fn stats(&self) -> (u64, u64) {
+        (
+            self.shared.syncs.load(Ordering::Relaxed),
+            self.shared.sync_micros.load(Ordering::Relaxed),
+        )
+    }
+}
+
+impl Drop for Syncer {
+    fn drop(&mut self) {
+        {
+            let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            state.stop = true;
+            self.shared.wake.notify_one();
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+fn run(shared: Arc<Shared>, db: sled::Db, data_file: File, tx: watch::Sender<Published>) {
+    let mut done = 0u64;
+    loop {
+        let target = {
+            let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
+            while state.requested == done && !state.stop {
+                state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            if state.requested == done && state.stop {
+                return;
+            }
+            state.requested
+        };
+        let started = Instant::now();
+        let outcome = db
+            .flush()
+            .map_err(|e| e.to_string())
+            .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()));
+        shared.syncs.fetch_add(1, Ordering::Relaxed);
+        shared
+            .sync_micros
+            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+        match outcome {
+            Ok(()) => {
+                done = target;
+                let _previous = tx.send_replace(Ok(done));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "durable sync failed; refusing further acknowledgements");
+                let _previous = tx.send_replace(Err(SyncError(e.into())));
+                return;
+            }
+        }
+    }
+}
