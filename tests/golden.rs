@@ -1,0 +1,126 @@
+//! Golden bytes of the event encoding: one fixture per event variant under
+//! `tests/fixtures/events/`. An accidental change to the format (a reordered variant, a changed
+//! field, another postcard version) fails here. To add a fixture for a NEW variant, run with
+//! `RUNLEDGER_WRITE_GOLDEN=1`; existing fixtures are never rewritten.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use runledger::domain::{
+    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, RunCreated, RunId, SourceType, StatusMessage,
+    Timestamp,
+};
+use runledger::store::codec::{decode, encode, Envelope};
+
+fn samples() -> Vec<(&'static str, Event)> {
+    let mut mcp = BTreeMap::new();
+    mcp.insert(
+        "github".to_string(),
+        McpServer {
+            url: Some("https://mcp.example.com/sse".into()),
+            headers: [("X-Token".to_string(), "t".to_string())].into(),
+            ..McpServer::default()
+        },
+    );
+    mcp.insert(
+        "files".to_string(),
+        McpServer {
+            command: Some("npx".into()),
+            args: vec!["-y".into(), "server-files".into()],
+            env: [("ROOT".to_string(), "/srv".to_string())].into(),
+            ..McpServer::default()
+        },
+    );
+    vec![
+        (
+            "created",
+            Event::Created(RunCreated {
+                title: "Fix the bug".into(),
+                prompt: "Fix the bug in auth.go".into(),
+                config: AgentConfig {
+                    name: Some("deploy".into()),
+                    model_id: Some("gpt-x".into()),
+                    base_prompt: Some("Be careful".into()),
+                    environment_id: Some("demo".into()),
+                    skill_spec: Some("acme/tools:deploy".into()),
+                    mcp_servers: mcp,
+                },
+                creator: Creator {
+                    kind: CreatorKind::ServiceAccount,
+                    uid: "01KEY".into(),
+                    display_name: "ci-bot".into(),
+                },
+                source: SourceType::Api,
+                metadata: [("ticket".to_string(), "VIS-1".to_string())].into(),
+            }),
+        ),
+        ("started", Event::Started { execution: 2 }),
+        (
+            "followup_received",
+            Event::FollowupReceived {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+                by: "01KEY".into(),
+            },
+        ),
+        ("succeeded", Event::Succeeded { execution: 1 }),
+        (
+            "failed",
+            Event::Failed {
+                execution: 3,
+                status: StatusMessage {
+                    message: "exit code 2".into(),
+                    error_code: Some("internal_error".into()),
+                    retryable: Some(true),
+                },
+            },
+        ),
+        ("cancelled", Event::Cancelled { by: "01KEY".into() }),
+    ]
+}
+
+fn envelope(event: Event) -> Envelope {
+    Envelope {
+        run_id: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a),
+        seq: 5,
+        at: Timestamp(1_763_768_489_123),
+        event,
+    }
+}
+
+fn fixture_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/events")
+}
+
+#[test]
+fn every_variant_has_a_fixture_and_matches_it() {
+    let write = std::env::var("RUNLEDGER_WRITE_GOLDEN").is_ok();
+    let dir = fixture_dir();
+    let mut kinds = Vec::new();
+    for (name, event) in samples() {
+        kinds.push(event.kind());
+        let bytes = encode(&envelope(event.clone())).expect("encodes");
+        let path = dir.join(format!("{name}.bin"));
+        if !path.exists() && write {
+            std::fs::create_dir_all(&dir).expect("fixture dir");
+            std::fs::write(&path, &bytes).expect("write fixture");
+        }
+        let golden = std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()));
+        assert_eq!(bytes, golden, "encoding of {name} changed; the stored log format must not change");
+        assert_eq!(decode(&golden).expect("decodes").event, event, "{name} decodes differently");
+    }
+    // A new variant must come with a sample above (and so a fixture): this match stops
+    // compiling when one is added.
+    for (_, event) in samples() {
+        match event {
+            Event::Created(_)
+            | Event::Started { .. }
+            | Event::FollowupReceived { .. }
+            | Event::Succeeded { .. }
+            | Event::Failed { .. }
+            | Event::Cancelled { .. } => {}
+        }
+    }
+    let all = ["Created", "Started", "FollowupReceived", "Succeeded", "Failed", "Cancelled"];
+    assert_eq!(kinds, all);
+}

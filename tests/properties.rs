@@ -1,0 +1,258 @@
+//! Property tests of the event-sourced core against a real sled store:
+//! - folding a run's stored log equals the state the index holds (replay == live);
+//! - rebuilding the read index from the log equals the incrementally maintained index;
+//! - paging through any list query returns exactly the matching runs, in order, once each.
+
+use std::collections::BTreeMap;
+
+use proptest::prelude::*;
+use runledger::domain::{
+    decide, evolve, AgentConfig, Command, Creator, CreatorKind, FollowupMode, Run, RunCreated, RunId, RunState,
+    SourceType, StatusMessage, Timestamp,
+};
+use runledger::projection::{keys, Index, Order, Query, SortBy};
+use runledger::store::{self, Store};
+
+#[derive(Debug, Clone)]
+struct RunSpec {
+    name: Option<u8>,
+    model: u8,
+    env: u8,
+    creator: u8,
+    title: u8,
+    meta: Option<u8>,
+    steps: Vec<Step>,
+}
+
+#[derive(Debug, Clone, Copy)]
+enum Step {
+    Start,
+    Succeed,
+    Fail,
+    Cancel,
+    Followup,
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        Just(Step::Start),
+        Just(Step::Succeed),
+        Just(Step::Fail),
+        Just(Step::Cancel),
+        Just(Step::Followup)
+    ]
+}
+
+fn run_spec() -> impl Strategy<Value = RunSpec> {
+    (
+        proptest::option::of(0u8..3),
+        0u8..3,
+        0u8..2,
+        0u8..3,
+        0u8..5,
+        proptest::option::of(0u8..2),
+        proptest::collection::vec(step(), 0..7),
+    )
+        .prop_map(|(name, model, env, creator, title, meta, steps)| RunSpec {
+            name,
+            model,
+            env,
+            creator,
+            title,
+            meta,
+            steps,
+        })
+}
+
+fn created(spec: &RunSpec) -> RunCreated {
+    RunCreated {
+        title: format!("title {}\0{}", spec.title, spec.title % 2),
+        prompt: format!("prompt about bug {}", spec.title),
+        config: AgentConfig {
+            name: spec.name.map(|n| format!("name{n}")),
+            model_id: Some(format!("model{}", spec.model)),
+            environment_id: Some(format!("env{}", spec.env)),
+            ..AgentConfig::default()
+        },
+        creator: Creator {
+            kind: CreatorKind::User,
+            uid: format!("key{}", spec.creator),
+            display_name: "k".into(),
+        },
+        source: SourceType::Api,
+        metadata: spec
+            .meta
+            .map(|m| BTreeMap::from([("team".to_string(), format!("t{m}"))]))
+            .unwrap_or_default(),
+    }
+}
+
+fn command(step: Step, run: &Run) -> Command {
+    match step {
+        Step::Start => Command::Start,
+        Step::Succeed => Command::Finish {
+            execution: run.executions,
+            outcome: Ok(()),
+        },
+        Step::Fail => Command::Finish {
+            execution: run.executions,
+            outcome: Err(StatusMessage {
+                message: "boom".into(),
+                error_code: None,
+                retryable: None,
+            }),
+        },
+        Step::Cancel => Command::Cancel { by: "k".into() },
+        Step::Followup => Command::Followup {
+            message: "more".into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        },
+    }
+}
+
+/// Applies each run's commands the way the actor does (decide, append, evolve, index).
+/// Returns the live states.
+fn populate(store: &Store, index: &Index, specs: &[RunSpec]) -> Vec<Run> {
+    let mut live = Vec::new();
+    let mut clock = 1_000_000u64;
+    for (i, spec) in specs.iter().enumerate() {
+        clock += 7;
+        let id = RunId::new(Timestamp(clock), i as u128);
+        let mut state: Option<Run> = None;
+        let commands = std::iter::once(Command::Create(created(spec))).chain(spec.steps.iter().map(|_| Command::Start));
+        for (n, cmd) in commands.enumerate() {
+            let cmd = match (n, &state) {
+                (0, _) => cmd,
+                (_, Some(run)) => command(spec.steps[n - 1], run),
+                (_, None) => break,
+            };
+            let Ok(decision) = decide(state.as_ref(), cmd) else { continue };
+            let at = if state.is_none() { Timestamp(clock) } else { Timestamp(clock + n as u64 * 3) };
+            let seq = state.as_ref().map_or(0, |r| r.next_seq);
+            let new = decision.events.iter().fold(state.clone(), |r, e| evolve(r, id, e, at));
+            store.append(&store::envelopes(id, seq, at, decision.events)).expect("append");
+            let new = new.expect("run exists");
+            index.apply(state.as_ref(), &new).expect("apply");
+            state = Some(new);
+        }
+        clock += 30;
+        live.extend(state);
+    }
+    live
+}
+
+fn open() -> (tempfile::TempDir, Store, Index) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(dir.path(), &store::Options { cache_bytes: 8 << 20 }).expect("open");
+    let index = Index::open(store.db()).expect("index");
+    (dir, store, index)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 24, .. ProptestConfig::default() })]
+
+    #[test]
+    fn replay_equals_live_and_rebuild_equals_incremental(specs in proptest::collection::vec(run_spec(), 1..25)) {
+        let (_dir, store, index) = open();
+        let live = populate(&store, &index, &specs);
+        for run in &live {
+            prop_assert_eq!(store.load_run(run.id).expect("load"), Some(run.clone()));
+            prop_assert_eq!(index.get(run.id).expect("get"), Some(run.clone()));
+        }
+        let incremental = index.dump().expect("dump");
+        let (_, _, differences) = index.verify(&store).expect("verify");
+        prop_assert!(differences.is_empty(), "verify found {:?}", differences);
+        index.rebuild(&store).expect("rebuild");
+        prop_assert_eq!(index.dump().expect("dump"), incremental);
+    }
+
+    #[test]
+    fn paging_returns_every_match_once_in_order(
+        specs in proptest::collection::vec(run_spec(), 1..30),
+        states in proptest::collection::vec(0usize..5, 0..3),
+        name in proptest::option::of(0u8..3),
+        model in proptest::option::of(0u8..3),
+        creator in proptest::option::of(0u8..3),
+        meta in proptest::option::of(0u8..2),
+        q in proptest::option::of(0u8..5),
+        sort in 0u8..3,
+        asc in any::<bool>(),
+        limit in 1usize..6,
+        after in proptest::option::of(0u64..400),
+    ) {
+        let (_dir, store, index) = open();
+        let live = populate(&store, &index, &specs);
+        let base = live.first().map_or(0, |r| r.created_at.0);
+        let query = Query {
+            states: states.iter().map(|&s| RunState::ALL[s]).collect(),
+            name: name.map(|n| format!("name{n}")),
+            model_id: model.map(|m| format!("model{m}")),
+            creator: creator.map(|c| format!("key{c}")),
+            metadata: meta.map(|m| vec![("team".to_string(), format!("t{m}"))]).unwrap_or_default(),
+            q: q.map(|t| format!("BUG {t}")),
+            updated_after: after.map(|a| Timestamp(base + a)),
+            sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort as usize],
+            order: if asc { Order::Asc } else { Order::Desc },
+            limit,
+            ..Query::default()
+        };
+        let mut expected: Vec<&Run> = live.iter().filter(|r| query.matches(r)).collect();
+        expected.sort_by_key(|r| match query.sort_by {
+            SortBy::UpdatedAt => keys::updated_position(r),
+            SortBy::CreatedAt => r.id.to_bytes().to_vec(),
+            SortBy::Title => keys::title_position(r),
+        });
+        if !asc {
+            expected.reverse();
+        }
+        let mut got = Vec::new();
+        let mut q = query.clone();
+        for _ in 0..100 {
+            let page = index.list(&q).expect("list");
+            prop_assert!(page.runs.len() <= limit);
+            got.extend(page.runs.into_iter().map(|r| r.id));
+            match page.next_cursor {
+                Some(c) => q.cursor = Some(c),
+                None => break,
+            }
+        }
+        let expected: Vec<RunId> = expected.iter().map(|r| r.id).collect();
+        prop_assert_eq!(got, expected);
+    }
+}
+
+#[test]
+fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
+    let (_dir, store, index) = open();
+    let spec = RunSpec { name: Some(1), model: 0, env: 0, creator: 0, title: 1, meta: None, steps: vec![] };
+    let live = populate(&store, &index, &[spec]);
+    let run = &live[0];
+    // A crash after the append but before the index update: the log is ahead.
+    let decision = decide(Some(run), Command::Start).expect("start");
+    let at = Timestamp(run.updated_at.0 + 5);
+    store.mark_dirty(run.id).expect("mark");
+    store.append(&store::envelopes(run.id, run.next_seq, at, decision.events)).expect("append");
+    assert_eq!(index.get(run.id).expect("get").map(|r| r.state), Some(RunState::Queued));
+
+    let fixed = index.catch_up(&store, &store.dirty_runs().expect("dirty")).expect("catch up");
+    assert_eq!(fixed, 1);
+    assert_eq!(index.get(run.id).expect("get").map(|r| r.state), Some(RunState::InProgress));
+    assert!(store.dirty_runs().expect("dirty").is_empty());
+    let (_, _, differences) = index.verify(&store).expect("verify");
+    assert!(differences.is_empty(), "{differences:?}");
+}
+
+#[test]
+fn a_cursor_cannot_be_used_with_another_query() {
+    let (_dir, store, index) = open();
+    let specs: Vec<RunSpec> = (0..5)
+        .map(|i| RunSpec { name: Some(0), model: 0, env: 0, creator: 0, title: i, meta: None, steps: vec![] })
+        .collect();
+    populate(&store, &index, &specs);
+    let query = Query { limit: 2, ..Query::default() };
+    let page = index.list(&query).expect("list");
+    let cursor = page.next_cursor.expect("more pages");
+    let other = Query { limit: 2, cursor: Some(cursor), name: Some("name0".into()), ..Query::default() };
+    assert!(index.list(&other).is_err());
+}
