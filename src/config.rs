@@ -117,7 +117,8 @@ impl Environment {
 #[derive(Debug, Clone)]
 pub struct Config {
     pub bind: SocketAddr,
-    pub public_url: String,
+    /// Base of `session_link`s; when not configured, the address the server is bound to.
+    pub public_url: Option<String>,
     pub data_dir: PathBuf,
     pub cache_bytes: u64,
     /// The first environment is the default.
@@ -134,6 +135,13 @@ pub struct Overrides {
 }
 
 impl Config {
+    /// The URL clients reach the server at: `public_url`, or the bind address.
+    pub fn base_url(&self) -> String {
+        self.public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", self.bind))
+    }
+
     pub fn environment(&self, id: &str) -> Option<&Environment> {
         self.environments.iter().find(|e| e.id == id)
     }
@@ -181,15 +189,21 @@ fn parse(path: &Path, text: &str) -> Result<ConfigFile, Error> {
     })
 }
 
-fn resolve(file: ConfigFile, overrides: &Overrides, loaded_at: crate::domain::Timestamp) -> Result<Config, Error> {
+fn resolve(
+    file: ConfigFile,
+    overrides: &Overrides,
+    loaded_at: crate::domain::Timestamp,
+) -> Result<Config, Error> {
     let bind_text = overrides
         .bind
         .clone()
         .or(file.server.bind)
         .unwrap_or_else(|| DEFAULT_BIND.to_string());
-    let bind: SocketAddr = bind_text
-        .parse()
-        .map_err(|_| Error::Invalid(format!("server.bind: {bind_text:?} is not an address like 127.0.0.1:8080")))?;
+    let bind: SocketAddr = bind_text.parse().map_err(|_| {
+        Error::Invalid(format!(
+            "server.bind: {bind_text:?} is not an address like 127.0.0.1:8080"
+        ))
+    })?;
     if !bind.ip().is_loopback() && !file.server.allow_non_loopback.unwrap_or(false) {
         return Err(Error::Invalid(format!(
             "server.bind: {bind} is not a loopback address; plain HTTP is only served on loopback \
@@ -199,9 +213,7 @@ fn resolve(file: ConfigFile, overrides: &Overrides, loaded_at: crate::domain::Ti
     let public_url = file
         .server
         .public_url
-        .unwrap_or_else(|| format!("http://{bind}"))
-        .trim_end_matches('/')
-        .to_string();
+        .map(|u| u.trim_end_matches('/').to_string());
     let data_dir = overrides
         .data_dir
         .clone()
@@ -210,14 +222,23 @@ fn resolve(file: ConfigFile, overrides: &Overrides, loaded_at: crate::domain::Ti
     let mut environments = Vec::new();
     for (i, env) in file.environments.into_iter().enumerate() {
         let at = format!("environments[{i}]");
-        if env.id.is_empty() || env.id.len() > 64 || !env.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+        if env.id.is_empty()
+            || env.id.len() > 64
+            || !env
+                .id
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+        {
             return Err(Error::Invalid(format!(
                 "{at}.id: {:?} must be 1-64 characters of letters, digits, '-', '_' or '.'",
                 env.id
             )));
         }
         if environments.iter().any(|e: &Environment| e.id == env.id) {
-            return Err(Error::Invalid(format!("{at}.id: {:?} is defined twice", env.id)));
+            return Err(Error::Invalid(format!(
+                "{at}.id: {:?} is defined twice",
+                env.id
+            )));
         }
         if env.harness != Harness::Demo {
             return Err(Error::Invalid(format!(
@@ -226,7 +247,9 @@ fn resolve(file: ConfigFile, overrides: &Overrides, loaded_at: crate::domain::Ti
         }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
         if max_concurrent == 0 {
-            return Err(Error::Invalid(format!("{at}.max_concurrent: must be at least 1")));
+            return Err(Error::Invalid(format!(
+                "{at}.max_concurrent: must be at least 1"
+            )));
         }
         let demo = Environment::demo();
         environments.push(Environment {
@@ -271,7 +294,7 @@ mod tests {
         let config = load_text("").expect("valid");
         assert_eq!(config.bind.to_string(), DEFAULT_BIND);
         assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
-        assert_eq!(config.public_url, "http://127.0.0.1:8080");
+        assert_eq!(config.base_url(), "http://127.0.0.1:8080");
         assert_eq!(config.default_environment().id, "demo");
     }
 
@@ -288,7 +311,8 @@ mod tests {
     #[test]
     fn non_loopback_needs_explicit_permission() {
         assert!(load_text("[server]\nbind = \"0.0.0.0:8080\"\n").is_err());
-        let ok = load_text("[server]\nbind = \"0.0.0.0:8080\"\nallow_non_loopback = true\n").expect("allowed");
+        let ok = load_text("[server]\nbind = \"0.0.0.0:8080\"\nallow_non_loopback = true\n")
+            .expect("allowed");
         assert!(!ok.bind.ip().is_loopback());
     }
 
@@ -300,7 +324,10 @@ mod tests {
         .expect("valid");
         assert_eq!(config.default_environment().id, "fast");
         assert_eq!(config.default_environment().demo_duration_ms, 10);
-        assert_eq!(config.environment("slow").map(|e| e.demo_duration_ms), Some(2000));
+        assert_eq!(
+            config.environment("slow").map(|e| e.demo_duration_ms),
+            Some(2000)
+        );
     }
 
     #[test]

@@ -16,7 +16,11 @@ fn main() -> anyhow::Result<()> {
                 Ok(())
             })
         }
-        Cmd::Keys { command, admin_key, url } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
+        Cmd::Keys {
+            command,
+            admin_key,
+            url,
+        } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
         Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
         Cmd::Export => cli::export(&args),
         Cmd::Replay { verify } => cli::replay(&args, *verify),

@@ -48,7 +48,9 @@ impl Application {
         let config = Arc::new(config);
         let (store, index) = open_store(&config)?;
         if store.keys().is_empty() {
-            let (record, secret) = store.keys().create("admin", KeyKind::Personal, true, now())?;
+            let (record, secret) = store
+                .keys()
+                .create("admin", KeyKind::Personal, true, now())?;
             store.sync().await?;
             eprintln!(
                 "runledger: created the first API key (an admin key named {:?}, id {}). It is shown once:",
@@ -56,18 +58,32 @@ impl Application {
             );
             println!("{secret}");
         }
-        let transcripts = Transcripts::open(&config.data_dir)
-            .with_context(|| format!("cannot create transcripts under {}", config.data_dir.display()))?;
+        let transcripts = Transcripts::open(&config.data_dir).with_context(|| {
+            format!(
+                "cannot create transcripts under {}",
+                config.data_dir.display()
+            )
+        })?;
         let executor = Executor::new(config.environments.clone(), transcripts);
         let runs = Runs::new(store.clone(), index, executor);
         let secret = store.instance_secret("session_secret")?;
         store.sync().await?;
-        let state = web::Data::new(AppState::new(runs.clone(), config.clone(), secret));
-        let app_state = state.clone();
-        let server = HttpServer::new(move || http::app(app_state.clone()))
-            .bind(config.bind)
+        // Bind first, so that a port-0 address is known before the links are built.
+        let listener = std::net::TcpListener::bind(config.bind)
             .with_context(|| format!("cannot listen on {}", config.bind))?;
-        let addr = server.addrs().first().copied().context("no listening address")?;
+        let addr = listener.local_addr()?;
+        let public_url = config
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{addr}"));
+        let state = web::Data::new(AppState::new(
+            runs.clone(),
+            config.clone(),
+            public_url,
+            secret,
+        ));
+        let app_state = state.clone();
+        let server = HttpServer::new(move || http::app(app_state.clone())).listen(listener)?;
         let server = server.run();
         // Recovery runs beside the server: /healthz answers at once, /readyz once it is done.
         actix_rt::spawn(async move {

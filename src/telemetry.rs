@@ -5,7 +5,9 @@ use tracing_subscriber::EnvFilter;
 
 pub fn init() {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
     let result = if std::env::var("RUNLEDGER_LOG_FORMAT").is_ok_and(|v| v == "json") {
         builder.json().try_init()
     } else {

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use runledger::domain::{
-    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, RunCreated, RunId, SourceType, StatusMessage,
-    Timestamp,
+    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, RunCreated, RunId,
+    SourceType, StatusMessage, Timestamp,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -105,9 +105,17 @@ fn every_variant_has_a_fixture_and_matches_it() {
             std::fs::create_dir_all(&dir).expect("fixture dir");
             std::fs::write(&path, &bytes).expect("write fixture");
         }
-        let golden = std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()));
-        assert_eq!(bytes, golden, "encoding of {name} changed; the stored log format must not change");
-        assert_eq!(decode(&golden).expect("decodes").event, event, "{name} decodes differently");
+        let golden =
+            std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()));
+        assert_eq!(
+            bytes, golden,
+            "encoding of {name} changed; the stored log format must not change"
+        );
+        assert_eq!(
+            decode(&golden).expect("decodes").event,
+            event,
+            "{name} decodes differently"
+        );
     }
     // A new variant must come with a sample above (and so a fixture): this match stops
     // compiling when one is added.
@@ -121,6 +129,13 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Cancelled { .. } => {}
         }
     }
-    let all = ["Created", "Started", "FollowupReceived", "Succeeded", "Failed", "Cancelled"];
+    let all = [
+        "Created",
+        "Started",
+        "FollowupReceived",
+        "Succeeded",
+        "Failed",
+        "Cancelled",
+    ];
     assert_eq!(kinds, all);
 }

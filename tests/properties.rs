@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use runledger::domain::{
-    decide, evolve, AgentConfig, Command, Creator, CreatorKind, FollowupMode, Run, RunCreated, RunId, RunState,
-    SourceType, StatusMessage, Timestamp,
+    decide, evolve, AgentConfig, Command, Creator, CreatorKind, FollowupMode, Run, RunCreated,
+    RunId, RunState, SourceType, StatusMessage, Timestamp,
 };
 use runledger::projection::{keys, Index, Order, Query, SortBy};
 use runledger::store::{self, Store};
@@ -120,18 +120,30 @@ fn populate(store: &Store, index: &Index, specs: &[RunSpec]) -> Vec<Run> {
         clock += 7;
         let id = RunId::new(Timestamp(clock), i as u128);
         let mut state: Option<Run> = None;
-        let commands = std::iter::once(Command::Create(created(spec))).chain(spec.steps.iter().map(|_| Command::Start));
+        let commands = std::iter::once(Command::Create(created(spec)))
+            .chain(spec.steps.iter().map(|_| Command::Start));
         for (n, cmd) in commands.enumerate() {
             let cmd = match (n, &state) {
                 (0, _) => cmd,
                 (_, Some(run)) => command(spec.steps[n - 1], run),
                 (_, None) => break,
             };
-            let Ok(decision) = decide(state.as_ref(), cmd) else { continue };
-            let at = if state.is_none() { Timestamp(clock) } else { Timestamp(clock + n as u64 * 3) };
+            let Ok(decision) = decide(state.as_ref(), cmd) else {
+                continue;
+            };
+            let at = if state.is_none() {
+                Timestamp(clock)
+            } else {
+                Timestamp(clock + n as u64 * 3)
+            };
             let seq = state.as_ref().map_or(0, |r| r.next_seq);
-            let new = decision.events.iter().fold(state.clone(), |r, e| evolve(r, id, e, at));
-            store.append(&store::envelopes(id, seq, at, decision.events)).expect("append");
+            let new = decision
+                .events
+                .iter()
+                .fold(state.clone(), |r, e| evolve(r, id, e, at));
+            store
+                .append(&store::envelopes(id, seq, at, decision.events))
+                .expect("append");
             let new = new.expect("run exists");
             index.apply(state.as_ref(), &new).expect("apply");
             state = Some(new);
@@ -144,7 +156,13 @@ fn populate(store: &Store, index: &Index, specs: &[RunSpec]) -> Vec<Run> {
 
 fn open() -> (tempfile::TempDir, Store, Index) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(dir.path(), &store::Options { cache_bytes: 8 << 20 }).expect("open");
+    let store = Store::open(
+        dir.path(),
+        &store::Options {
+            cache_bytes: 8 << 20,
+        },
+    )
+    .expect("open");
     let index = Index::open(store.db()).expect("index");
     (dir, store, index)
 }
@@ -225,19 +243,37 @@ proptest! {
 #[test]
 fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
     let (_dir, store, index) = open();
-    let spec = RunSpec { name: Some(1), model: 0, env: 0, creator: 0, title: 1, meta: None, steps: vec![] };
+    let spec = RunSpec {
+        name: Some(1),
+        model: 0,
+        env: 0,
+        creator: 0,
+        title: 1,
+        meta: None,
+        steps: vec![],
+    };
     let live = populate(&store, &index, &[spec]);
     let run = &live[0];
     // A crash after the append but before the index update: the log is ahead.
     let decision = decide(Some(run), Command::Start).expect("start");
     let at = Timestamp(run.updated_at.0 + 5);
     store.mark_dirty(run.id).expect("mark");
-    store.append(&store::envelopes(run.id, run.next_seq, at, decision.events)).expect("append");
-    assert_eq!(index.get(run.id).expect("get").map(|r| r.state), Some(RunState::Queued));
+    store
+        .append(&store::envelopes(run.id, run.next_seq, at, decision.events))
+        .expect("append");
+    assert_eq!(
+        index.get(run.id).expect("get").map(|r| r.state),
+        Some(RunState::Queued)
+    );
 
-    let fixed = index.catch_up(&store, &store.dirty_runs().expect("dirty")).expect("catch up");
+    let fixed = index
+        .catch_up(&store, &store.dirty_runs().expect("dirty"))
+        .expect("catch up");
     assert_eq!(fixed, 1);
-    assert_eq!(index.get(run.id).expect("get").map(|r| r.state), Some(RunState::InProgress));
+    assert_eq!(
+        index.get(run.id).expect("get").map(|r| r.state),
+        Some(RunState::InProgress)
+    );
     assert!(store.dirty_runs().expect("dirty").is_empty());
     let (_, _, differences) = index.verify(&store).expect("verify");
     assert!(differences.is_empty(), "{differences:?}");
@@ -247,12 +283,28 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
 fn a_cursor_cannot_be_used_with_another_query() {
     let (_dir, store, index) = open();
     let specs: Vec<RunSpec> = (0..5)
-        .map(|i| RunSpec { name: Some(0), model: 0, env: 0, creator: 0, title: i, meta: None, steps: vec![] })
+        .map(|i| RunSpec {
+            name: Some(0),
+            model: 0,
+            env: 0,
+            creator: 0,
+            title: i,
+            meta: None,
+            steps: vec![],
+        })
         .collect();
     populate(&store, &index, &specs);
-    let query = Query { limit: 2, ..Query::default() };
+    let query = Query {
+        limit: 2,
+        ..Query::default()
+    };
     let page = index.list(&query).expect("list");
     let cursor = page.next_cursor.expect("more pages");
-    let other = Query { limit: 2, cursor: Some(cursor), name: Some("name0".into()), ..Query::default() };
+    let other = Query {
+        limit: 2,
+        cursor: Some(cursor),
+        name: Some("name0".into()),
+        ..Query::default()
+    };
     assert!(index.list(&other).is_err());
 }

@@ -15,7 +15,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use actix::prelude::*;
 
-use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage, Timestamp};
+use crate::domain::{
+    Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage, Timestamp,
+};
 use crate::exec::Executor;
 use crate::projection::{self, Index, Page, Query};
 use crate::store::{self, Envelope, Store};
@@ -125,7 +127,12 @@ impl Runs {
         self.execute_inner(id, command, false).await
     }
 
-    async fn execute_inner(&self, id: RunId, command: Command, fresh: bool) -> Result<Outcome, Error> {
+    async fn execute_inner(
+        &self,
+        id: RunId,
+        command: Command,
+        fresh: bool,
+    ) -> Result<Outcome, Error> {
         // An actor may stop between lookup and send; a second activation then succeeds.
         for _ in 0..3 {
             let addr = self.activate(id, fresh);
@@ -148,14 +155,18 @@ impl Runs {
     /// Creates a run with a fresh id.
     pub async fn create(&self, created: RunCreated) -> Result<Outcome, Error> {
         // A fresh id has no log yet, so the actor need not read one.
-        self.execute_inner(self.new_id(), Command::Create(created), true).await
+        self.execute_inner(self.new_id(), Command::Create(created), true)
+            .await
     }
 
     /// Creates a run under an id chosen beforehand (see `new_id`). Creating an id that exists
     /// is refused with `AlreadyExists`, and answered here with the existing run, which is what
     /// an idempotent retry needs.
     pub async fn create_with_id(&self, id: RunId, created: RunCreated) -> Result<Outcome, Error> {
-        match self.execute_inner(id, Command::Create(created), false).await {
+        match self
+            .execute_inner(id, Command::Create(created), false)
+            .await
+        {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,
@@ -193,7 +204,9 @@ impl Runs {
         };
         for run in self.all_in_state(RunState::InProgress)? {
             let lost = StatusMessage {
-                message: "the service restarted while this run was in progress; its execution was lost".into(),
+                message:
+                    "the service restarted while this run was in progress; its execution was lost"
+                        .into(),
                 error_code: Some("internal_error".into()),
                 retryable: Some(true),
             };

@@ -71,10 +71,9 @@ impl Handler<Execute> for RunActor {
                 (Some(run), _) => now().max(run.updated_at),
             };
             let first_seq = current.as_ref().map_or(0, |r| r.next_seq);
-            let new = decision
-                .events
-                .iter()
-                .fold(current.clone(), |run, event| evolve(run, self.id, event, at));
+            let new = decision.events.iter().fold(current.clone(), |run, event| {
+                evolve(run, self.id, event, at)
+            });
             let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
             let store = &self.runs.inner.store;
             store.mark_dirty(self.id)?;
@@ -90,12 +89,14 @@ impl Handler<Execute> for RunActor {
                     .state
                     .as_ref()
                     .is_some_and(|s| s.as_ref().is_none_or(|r| r.state.is_terminal()));
-                return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(move |r, _, ctx: &mut Context<Self>| {
-                    if finished {
-                        ctx.stop();
-                    }
-                    r
-                })));
+                return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(
+                    move |r, _, ctx: &mut Context<Self>| {
+                        if finished {
+                            ctx.stop();
+                        }
+                        r
+                    },
+                )));
             }
         };
         let store = self.runs.inner.store.clone();
@@ -126,7 +127,9 @@ impl Handler<Execute> for RunActor {
                                 execution,
                                 followups,
                                 resumed_by,
-                            } => executor.launch(&actor.runs, &run, execution, followups, resumed_by),
+                            } => {
+                                executor.launch(&actor.runs, &run, execution, followups, resumed_by)
+                            }
                             Effect::Deliver(followup) => executor.deliver(run.id, followup),
                             Effect::Stop { execution } => executor.stop(run.id, execution),
                         }

@@ -7,12 +7,21 @@ use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 
-pub fn request(method: &str, url: &str, key: &str, body: Option<&serde_json::Value>) -> anyhow::Result<serde_json::Value> {
+pub fn request(
+    method: &str,
+    url: &str,
+    key: &str,
+    body: Option<&serde_json::Value>,
+) -> anyhow::Result<serde_json::Value> {
     let rest = url
         .strip_prefix("http://")
         .context("the admin API can be reached over http:// only from the command line")?;
-    let (host, path) = rest.split_once('/').map(|(h, p)| (h, format!("/{p}"))).unwrap_or((rest, "/".into()));
-    let mut stream = TcpStream::connect(host).with_context(|| format!("cannot connect to {host}"))?;
+    let (host, path) = rest
+        .split_once('/')
+        .map(|(h, p)| (h, format!("/{p}")))
+        .unwrap_or((rest, "/".into()));
+    let mut stream =
+        TcpStream::connect(host).with_context(|| format!("cannot connect to {host}"))?;
     stream.set_read_timeout(Some(Duration::from_secs(30)))?;
     let body = body.map(|b| b.to_string()).unwrap_or_default();
     write!(
@@ -24,14 +33,22 @@ pub fn request(method: &str, url: &str, key: &str, body: Option<&serde_json::Val
     let mut raw = Vec::new();
     stream.read_to_end(&mut raw)?;
     let text = String::from_utf8_lossy(&raw);
-    let (head, payload) = text.split_once("\r\n\r\n").context("malformed HTTP response")?;
+    let (head, payload) = text
+        .split_once("\r\n\r\n")
+        .context("malformed HTTP response")?;
     let status: u16 = head
         .split_whitespace()
         .nth(1)
         .and_then(|s| s.parse().ok())
         .context("malformed HTTP status line")?;
-    let chunked = head.to_ascii_lowercase().contains("transfer-encoding: chunked");
-    let payload = if chunked { dechunk(payload) } else { payload.to_string() };
+    let chunked = head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked");
+    let payload = if chunked {
+        dechunk(payload)
+    } else {
+        payload.to_string()
+    };
     let json: serde_json::Value = serde_json::from_str(&payload).unwrap_or(serde_json::Value::Null);
     if !(200..300).contains(&status) {
         let detail = json["error"].as_str().unwrap_or(payload.trim());
@@ -43,7 +60,9 @@ pub fn request(method: &str, url: &str, key: &str, body: Option<&serde_json::Val
 fn dechunk(mut s: &str) -> String {
     let mut out = String::new();
     while let Some((size, rest)) = s.split_once("\r\n") {
-        let Ok(n) = usize::from_str_radix(size.trim(), 16) else { break };
+        let Ok(n) = usize::from_str_radix(size.trim(), 16) else {
+            break;
+        };
         if n == 0 || rest.len() < n {
             break;
         }

@@ -20,7 +20,11 @@ use crate::store::keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
 #[derive(Parser, Debug)]
-#[command(name = "runledger", version, about = "Runs AI coding agents on request; every change is an event.")]
+#[command(
+    name = "runledger",
+    version,
+    about = "Runs AI coding agents on request; every change is an event."
+)]
 pub struct Cli {
     /// Config file (TOML).
     #[arg(long, global = true, env = "RUNLEDGER_CONFIG")]
@@ -46,7 +50,12 @@ pub enum Cmd {
         command: KeysCmd,
         /// Admin key for the running server's admin API (used when the server holds the data
         /// directory).
-        #[arg(long, global = true, env = "RUNLEDGER_ADMIN_KEY", hide_env_values = true)]
+        #[arg(
+            long,
+            global = true,
+            env = "RUNLEDGER_ADMIN_KEY",
+            hide_env_values = true
+        )]
         admin_key: Option<String>,
         /// Base URL of the running server (default: the config's public_url).
         #[arg(long, global = true, env = "RUNLEDGER_URL")]
@@ -119,12 +128,17 @@ fn open_offline(config: &Config) -> anyhow::Result<Store> {
     }
 }
 
-pub fn keys(cli: &Cli, command: &KeysCmd, admin_key: Option<&str>, url: Option<&str>) -> anyhow::Result<()> {
+pub fn keys(
+    cli: &Cli,
+    command: &KeysCmd,
+    admin_key: Option<&str>,
+    url: Option<&str>,
+) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
     match open(&config) {
         Ok(store) => keys_offline(&store, command),
         Err(store::Error::Locked(_)) => {
-            let url = url.map(str::to_string).unwrap_or_else(|| config.public_url.clone());
+            let url = url.map(str::to_string).unwrap_or_else(|| config.base_url());
             let Some(admin_key) = admin_key else {
                 bail!(
                     "a running server holds {}; to manage keys through it, pass an admin key with \
@@ -145,9 +159,23 @@ fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
             writeln!(out, "{k}")?;
         } else {
             let s = |f: &str| k[f].as_str().unwrap_or("").to_string();
-            let revoked = k["revoked_at"].as_str().map(|t| format!("revoked {t}")).unwrap_or_else(|| "active".into());
-            let admin = if k["admin"].as_bool() == Some(true) { " admin" } else { "" };
-            writeln!(out, "{}  {:<8}{admin}  {:<24}  created {}  {revoked}", s("id"), s("kind"), s("name"), s("created_at"))?;
+            let revoked = k["revoked_at"]
+                .as_str()
+                .map(|t| format!("revoked {t}"))
+                .unwrap_or_else(|| "active".into());
+            let admin = if k["admin"].as_bool() == Some(true) {
+                " admin"
+            } else {
+                ""
+            };
+            writeln!(
+                out,
+                "{}  {:<8}{admin}  {:<24}  created {}  {revoked}",
+                s("id"),
+                s("kind"),
+                s("name"),
+                s("created_at")
+            )?;
         }
     }
     Ok(())
@@ -184,8 +212,15 @@ fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<
         KeysCmd::Create { name, kind, admin } => {
             let body = serde_json::json!({ "name": name, "kind": kind, "admin": admin });
             let reply = client::request("POST", &base, admin_key, Some(&body))?;
-            eprintln!("created key {} ({}) through the running server", reply["id"].as_str().unwrap_or("?"), name);
-            println!("{}", reply["key"].as_str().context("the server sent no key")?);
+            eprintln!(
+                "created key {} ({}) through the running server",
+                reply["id"].as_str().unwrap_or("?"),
+                name
+            );
+            println!(
+                "{}",
+                reply["key"].as_str().context("the server sent no key")?
+            );
         }
         KeysCmd::List { json } => {
             let reply = client::request("GET", &base, admin_key, None)?;
@@ -194,7 +229,10 @@ fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<
         }
         KeysCmd::Revoke { id } => {
             let reply = client::request("POST", &format!("{base}/{id}/revoke"), admin_key, None)?;
-            eprintln!("revoked key {} through the running server", reply["id"].as_str().unwrap_or(id));
+            eprintln!(
+                "revoked key {} through the running server",
+                reply["id"].as_str().unwrap_or(id)
+            );
         }
     }
     Ok(())
@@ -203,7 +241,9 @@ fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<
 pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
     let store = open_offline(&config)?;
-    let id = run_id.parse().map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
+    let id = run_id
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
     let log = store.read_run(id)?;
     if log.is_empty() {
         bail!("no run with id {run_id}");
@@ -214,7 +254,14 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
             writeln!(out, "{}", event_json(e))?;
         } else {
             let v = event_json(e);
-            writeln!(out, "{:>4}  {}  {:<16}  {}", e.seq, format_time(e.at), e.event.kind(), v["data"])?;
+            writeln!(
+                out,
+                "{:>4}  {}  {:<16}  {}",
+                e.seq,
+                format_time(e.at),
+                e.event.kind(),
+                v["data"]
+            )?;
         }
     }
     Ok(())

@@ -8,7 +8,9 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 /// Milliseconds since the Unix epoch, UTC. The domain never reads a clock; callers pass it in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, Default,
+)]
 pub struct Timestamp(pub u64);
 
 impl Timestamp {

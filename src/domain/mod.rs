@@ -15,4 +15,6 @@ pub use events::{
     StatusMessage,
 };
 pub use ids::{RunId, Timestamp};
-pub use run::{decide, evolve, fold, Command, Decision, Effect, Followup, Rejection, Run, RunState};
+pub use run::{
+    decide, evolve, fold, Command, Decision, Effect, Followup, Rejection, Run, RunState,
+};

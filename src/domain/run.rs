@@ -10,7 +10,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::events::{AgentConfig, Creator, Event, FollowupMode, RunCreated, SourceType, StatusMessage};
+use super::events::{
+    AgentConfig, Creator, Event, FollowupMode, RunCreated, SourceType, StatusMessage,
+};
 use super::ids::{RunId, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -32,7 +34,10 @@ impl RunState {
     ];
 
     pub fn is_terminal(self) -> bool {
-        matches!(self, RunState::Succeeded | RunState::Failed | RunState::Cancelled)
+        matches!(
+            self,
+            RunState::Succeeded | RunState::Failed | RunState::Cancelled
+        )
     }
 
     /// The wire name (OpenAPI `RunState`).
@@ -105,6 +110,7 @@ impl Run {
 }
 
 /// What a client or the executor asks of a run.
+#[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     Create(RunCreated),
@@ -173,7 +179,9 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
     let decision = |events, effects| Ok(Decision { events, effects });
     let Some(run) = run else {
         return match command {
-            Command::Create(created) => decision(vec![Event::Created(created)], vec![Effect::Enqueue]),
+            Command::Create(created) => {
+                decision(vec![Event::Created(created)], vec![Effect::Enqueue])
+            }
             _ => Err(Rejection::NotFound),
         };
     };
@@ -311,7 +319,10 @@ fn finish_execution(run: &mut Run, at: Timestamp) {
 }
 
 /// Folds a whole log, oldest first.
-pub fn fold<'a>(id: RunId, events: impl IntoIterator<Item = (&'a Event, Timestamp)>) -> Option<Run> {
+pub fn fold<'a>(
+    id: RunId,
+    events: impl IntoIterator<Item = (&'a Event, Timestamp)>,
+) -> Option<Run> {
     events
         .into_iter()
         .fold(None, |run, (event, at)| evolve(run, id, event, at))
@@ -341,13 +352,25 @@ mod tests {
 
     /// Given `history`, when `command` is decided: the result.
     fn given(history: &[Event], command: Command) -> Result<Decision, Rejection> {
-        let run = fold(ID, history.iter().enumerate().map(|(i, e)| (e, Timestamp(i as u64 * 10))));
+        let run = fold(
+            ID,
+            history
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
+        );
         decide(run.as_ref(), command)
     }
 
     fn state_after(history: &[Event]) -> Run {
-        fold(ID, history.iter().enumerate().map(|(i, e)| (e, Timestamp(i as u64 * 10))))
-            .expect("history creates the run")
+        fold(
+            ID,
+            history
+                .iter()
+                .enumerate()
+                .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
+        )
+        .expect("history creates the run")
     }
 
     fn failure() -> StatusMessage {
@@ -476,7 +499,10 @@ mod tests {
             execution: 1,
             outcome: Ok(()),
         };
-        assert_eq!(given(&cancelled, finish.clone()), Err(Rejection::StaleExecution(1)));
+        assert_eq!(
+            given(&cancelled, finish.clone()),
+            Err(Rejection::StaleExecution(1))
+        );
         let wrong = [Event::Created(created()), Event::Started { execution: 2 }];
         assert_eq!(given(&wrong, finish), Err(Rejection::StaleExecution(1)));
     }
@@ -506,7 +532,11 @@ mod tests {
             },
             Event::Cancelled { by: "k".into() },
         ] {
-            let history = [Event::Created(created()), Event::Started { execution: 1 }, end];
+            let history = [
+                Event::Created(created()),
+                Event::Started { execution: 1 },
+                end,
+            ];
             let state = state_after(&history).state;
             assert_eq!(
                 given(&history, Command::Cancel { by: "k".into() }),
@@ -592,10 +622,18 @@ mod tests {
 
     #[test]
     fn evolve_ignores_events_that_do_not_apply() {
-        assert_eq!(evolve(None, ID, &Event::Started { execution: 1 }, Timestamp(1)), None);
+        assert_eq!(
+            evolve(None, ID, &Event::Started { execution: 1 }, Timestamp(1)),
+            None
+        );
         let run = state_after(&[Event::Created(created())]);
-        let again = evolve(Some(run.clone()), ID, &Event::Created(created()), Timestamp(5))
-            .expect("still exists");
+        let again = evolve(
+            Some(run.clone()),
+            ID,
+            &Event::Created(created()),
+            Timestamp(5),
+        )
+        .expect("still exists");
         assert_eq!(again.state, run.state);
         assert_eq!(again.title, run.title);
     }

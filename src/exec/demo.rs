@@ -43,10 +43,18 @@ pub(super) async fn run(
         format!("config: {config}"),
     ];
     if let Some(f) = &job.resumed_by {
-        intro.push(format!("resumed by follow-up ({}): {}", f.mode.as_str(), f.message));
+        intro.push(format!(
+            "resumed by follow-up ({}): {}",
+            f.mode.as_str(),
+            f.message
+        ));
     }
     for f in &job.followups {
-        intro.push(format!("queued follow-up ({}): {}", f.mode.as_str(), f.message));
+        intro.push(format!(
+            "queued follow-up ({}): {}",
+            f.mode.as_str(),
+            f.message
+        ));
     }
     for line in intro {
         if let Err(e) = write("stdout", line) {

@@ -136,7 +136,9 @@ impl Executor {
                 if slot.running >= env.max_concurrent {
                     return;
                 }
-                let Some(id) = slot.queue.pop_front() else { return };
+                let Some(id) = slot.queue.pop_front() else {
+                    return;
+                };
                 slot.running += 1;
                 id
             };
@@ -163,7 +165,14 @@ impl Executor {
     }
 
     /// Launches an execution of the run's agent.
-    pub fn launch(&self, runs: &Runs, run: &Run, execution: u32, followups: Vec<Followup>, resumed_by: Option<Followup>) {
+    pub fn launch(
+        &self,
+        runs: &Runs,
+        run: &Run,
+        execution: u32,
+        followups: Vec<Followup>,
+        resumed_by: Option<Followup>,
+    ) {
         let environment = self.environment_of(run);
         let (tx, rx) = mpsc::unbounded_channel();
         self.state().live.insert(
@@ -195,7 +204,11 @@ impl Executor {
             };
             {
                 let mut state = executor.state();
-                if state.live.get(&id).is_some_and(|l| l.execution == execution) {
+                if state
+                    .live
+                    .get(&id)
+                    .is_some_and(|l| l.execution == execution)
+                {
                     state.live.remove(&id);
                 }
             }

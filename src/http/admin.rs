@@ -29,10 +29,14 @@ pub fn key_json(k: &KeyRecord) -> serde_json::Value {
     })
 }
 
-pub async fn list(state: web::Data<AppState>, Principal(key): Principal) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let keys = state.runs.store().keys().list()?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "keys": keys.iter().map(key_json).collect::<Vec<_>>() })))
+    Ok(HttpResponse::Ok()
+        .json(serde_json::json!({ "keys": keys.iter().map(key_json).collect::<Vec<_>>() })))
 }
 
 #[derive(Deserialize)]
@@ -42,7 +46,11 @@ struct CreateKey {
     admin: Option<bool>,
 }
 
-pub async fn create(state: web::Data<AppState>, Principal(key): Principal, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+pub async fn create(
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let request: CreateKey = validate::parse_json(&body)?;
     if request.name.trim().is_empty() || request.name.len() > 128 {
@@ -50,17 +58,25 @@ pub async fn create(state: web::Data<AppState>, Principal(key): Principal, body:
     }
     let kind = match request.kind.as_deref() {
         None => KeyKind::Personal,
-        Some(k) => KeyKind::parse(k).ok_or_else(|| ApiError::bad_request("kind must be personal or agent"))?,
+        Some(k) => KeyKind::parse(k)
+            .ok_or_else(|| ApiError::bad_request("kind must be personal or agent"))?,
     };
     let store = state.runs.store();
-    let (record, secret) = store.keys().create(&request.name, kind, request.admin.unwrap_or(false), now())?;
+    let (record, secret) =
+        store
+            .keys()
+            .create(&request.name, kind, request.admin.unwrap_or(false), now())?;
     store.sync().await?;
     let mut body = key_json(&record);
     body["key"] = serde_json::json!(secret);
     Ok(HttpResponse::Ok().json(body))
 }
 
-pub async fn revoke(path: web::Path<String>, state: web::Data<AppState>, Principal(key): Principal) -> Result<HttpResponse, ApiError> {
+pub async fn revoke(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let store = state.runs.store();
     let record = store

@@ -29,6 +29,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub struct AppState {
     pub runs: Runs,
     pub config: Arc<Config>,
+    /// Base of `session_link`s (the configured public URL or the bound address).
+    pub public_url: String,
     pub session_secret: [u8; 32],
     /// Serialises creates that carry the same idempotency key (striped by key hash).
     pub idempotency_locks: Vec<tokio::sync::Mutex<()>>,
@@ -36,10 +38,16 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(runs: Runs, config: Arc<Config>, session_secret: [u8; 32]) -> AppState {
+    pub fn new(
+        runs: Runs,
+        config: Arc<Config>,
+        public_url: String,
+        session_secret: [u8; 32],
+    ) -> AppState {
         AppState {
             runs,
             config,
+            public_url,
             session_secret,
             idempotency_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
             ready: std::sync::atomic::AtomicBool::new(false),
@@ -63,19 +71,25 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     let Some(state) = req.app_data::<web::Data<AppState>>() else {
         return Err(ApiError::internal(&"application state missing"));
     };
-    let header = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'"))?;
+    let header = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
+    })?;
     let secret = header
         .to_str()
         .ok()
-        .and_then(|h| h.strip_prefix("Bearer ").or_else(|| h.strip_prefix("bearer ")))
+        .and_then(|h| {
+            h.strip_prefix("Bearer ")
+                .or_else(|| h.strip_prefix("bearer "))
+        })
         .map(str::trim)
-        .ok_or_else(|| ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'"))?;
+        .ok_or_else(|| {
+            ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
+        })?;
     match state.runs.store().keys().authenticate(secret)? {
         Some(key) => Ok(Principal(key)),
-        None => Err(ApiError::unauthenticated("the API key is not valid or has been revoked")),
+        None => Err(ApiError::unauthenticated(
+            "the API key is not valid or has been revoked",
+        )),
     }
 }
 
@@ -95,7 +109,9 @@ async fn request_context(
     let header_value = HeaderValue::from_str(&id).ok();
     let mut response = REQUEST.scope((id, path), next.call(req)).await?;
     if let Some(v) = header_value {
-        response.headers_mut().insert(header::HeaderName::from_static("x-request-id"), v);
+        response
+            .headers_mut()
+            .insert(header::HeaderName::from_static("x-request-id"), v);
     }
     Ok(response)
 }
@@ -112,21 +128,47 @@ fn only(allow: &'static str) -> actix_web::Route {
 pub fn configure(cfg: &mut web::ServiceConfig) {
     let payload = web::PayloadConfig::new(MAX_BODY_BYTES);
     cfg.app_data(payload)
-        .app_data(web::QueryConfig::default().error_handler(|e, _| ApiError::bad_request(e.to_string()).into()))
-        .app_data(web::PathConfig::default().error_handler(|e, _| ApiError::bad_request(e.to_string()).into()))
-        .service(web::resource("/healthz").get(health).default_service(only("GET")))
-        .service(web::resource("/readyz").get(ready).default_service(only("GET")))
-        .service(web::resource("/sessions/{run_id}").get(session::page).default_service(only("GET")))
+        .app_data(
+            web::QueryConfig::default()
+                .error_handler(|e, _| ApiError::bad_request(e.to_string()).into()),
+        )
+        .app_data(
+            web::PathConfig::default()
+                .error_handler(|e, _| ApiError::bad_request(e.to_string()).into()),
+        )
+        .service(
+            web::resource("/healthz")
+                .get(health)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/readyz")
+                .get(ready)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/sessions/{run_id}")
+                .get(session::page)
+                .default_service(only("GET")),
+        )
         .service(
             web::scope("/api/v1")
-                .service(web::resource("/agent/run").post(runs::create).default_service(only("POST")))
+                .service(
+                    web::resource("/agent/run")
+                        .post(runs::create)
+                        .default_service(only("POST")),
+                )
                 .service(
                     web::resource("/agent/runs")
                         .post(runs::create)
                         .get(runs::list)
                         .default_service(only("GET, POST")),
                 )
-                .service(web::resource("/agent/runs/{run_id}").get(runs::get).default_service(only("GET")))
+                .service(
+                    web::resource("/agent/runs/{run_id}")
+                        .get(runs::get)
+                        .default_service(only("GET")),
+                )
                 .service(
                     web::resource("/agent/runs/{run_id}/followups")
                         .post(runs::followup)

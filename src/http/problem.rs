@@ -78,7 +78,11 @@ impl ApiError {
     }
 
     pub fn unsupported_media_type(detail: impl Into<String>) -> ApiError {
-        ApiError::new(StatusCode::UNSUPPORTED_MEDIA_TYPE, "invalid_request", detail)
+        ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "invalid_request",
+            detail,
+        )
     }
 
     /// An unexpected failure: logged with its cause, answered opaquely.
@@ -97,7 +101,11 @@ impl ApiError {
     pub fn unavailable(detail: impl Into<String>) -> ApiError {
         ApiError {
             retryable: true,
-            ..ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "resource_unavailable", detail)
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "resource_unavailable",
+                detail,
+            )
         }
     }
 
@@ -169,7 +177,9 @@ impl From<crate::actor::Error> for ApiError {
             E::Rejected(r @ R::EmptyMessage) => ApiError::bad_request(r.to_string()),
             E::Rejected(r) => ApiError::conflict(r.to_string()),
             E::Unavailable => ApiError::unavailable("the run is busy; retry shortly"),
-            E::Index(crate::projection::Error::BadCursor(why)) => ApiError::bad_request(format!("cursor: {why}")),
+            E::Index(crate::projection::Error::BadCursor(why)) => {
+                ApiError::bad_request(format!("cursor: {why}"))
+            }
             other => ApiError::internal(&other),
         }
     }

@@ -16,12 +16,13 @@ const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;
 
 /// Unknown and malformed run ids are both "no such run".
 fn run_id(raw: &str) -> Result<RunId, ApiError> {
-    raw.parse().map_err(|_| ApiError::not_found(format!("no run with id {raw:?}")))
+    raw.parse()
+        .map_err(|_| ApiError::not_found(format!("no run with id {raw:?}")))
 }
 
 fn links(state: &AppState) -> Links<'_> {
     Links {
-        public_url: &state.config.public_url,
+        public_url: &state.public_url,
         secret: &state.session_secret,
         now: now(),
     }
@@ -55,7 +56,9 @@ pub async fn create(
                 .to_str()
                 .ok()
                 .filter(|v| !v.is_empty() && v.len() <= 255)
-                .ok_or_else(|| ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters"))?;
+                .ok_or_else(|| {
+                    ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters")
+                })?;
             Some(v.to_string())
         }
     };
@@ -127,7 +130,11 @@ struct ListRunsResponse<'a> {
     page_info: PageInfo,
 }
 
-pub async fn list(req: HttpRequest, state: web::Data<AppState>, _: Principal) -> Result<HttpResponse, ApiError> {
+pub async fn list(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    _: Principal,
+) -> Result<HttpResponse, ApiError> {
     let query = validate::list_query(req.query_string())?;
     let page = state.runs.list(&query)?;
     let links = links(&state);
@@ -141,9 +148,16 @@ pub async fn list(req: HttpRequest, state: web::Data<AppState>, _: Principal) ->
     Ok(HttpResponse::Ok().json(body))
 }
 
-pub async fn get(path: web::Path<String>, state: web::Data<AppState>, _: Principal) -> Result<HttpResponse, ApiError> {
+pub async fn get(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    _: Principal,
+) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let run = state.runs.get(id)?.ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let run = state
+        .runs
+        .get(id)?
+        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
     Ok(HttpResponse::Ok().json(RunItem::from(&run, &links(&state))))
 }
 
@@ -157,7 +171,14 @@ pub async fn followup(
     let (message, mode) = validate::followup(&body)?;
     let outcome = state
         .runs
-        .execute(id, Command::Followup { message, mode, by: key.id })
+        .execute(
+            id,
+            Command::Followup {
+                message,
+                mode,
+                by: key.id,
+            },
+        )
         .await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({
         "run_id": outcome.run.id.to_string(),
@@ -165,13 +186,24 @@ pub async fn followup(
     })))
 }
 
-pub async fn cancel(path: web::Path<String>, state: web::Data<AppState>, Principal(key): Principal) -> Result<HttpResponse, ApiError> {
+pub async fn cancel(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let outcome = state.runs.execute(id, Command::Cancel { by: key.id }).await?;
+    let outcome = state
+        .runs
+        .execute(id, Command::Cancel { by: key.id })
+        .await?;
     Ok(HttpResponse::Ok().json(outcome.run.id.to_string()))
 }
 
-pub async fn events(path: web::Path<String>, state: web::Data<AppState>, _: Principal) -> Result<HttpResponse, ApiError> {
+pub async fn events(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    _: Principal,
+) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let events = state.runs.events(id)?;
     if events.is_empty() {
@@ -181,9 +213,16 @@ pub async fn events(path: web::Path<String>, state: web::Data<AppState>, _: Prin
     Ok(HttpResponse::Ok().json(serde_json::json!({ "run_id": id.to_string(), "events": events })))
 }
 
-pub async fn transcript(path: web::Path<String>, state: web::Data<AppState>, _: Principal) -> Result<HttpResponse, ApiError> {
+pub async fn transcript(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    _: Principal,
+) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let run = state.runs.get(id)?.ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let run = state
+        .runs
+        .get(id)?
+        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
     let entries = state
         .runs
         .executor()
@@ -208,7 +247,10 @@ pub async fn transcript(path: web::Path<String>, state: web::Data<AppState>, _: 
     })))
 }
 
-pub async fn environments(state: web::Data<AppState>, _: Principal) -> Result<HttpResponse, ApiError> {
+pub async fn environments(
+    state: web::Data<AppState>,
+    _: Principal,
+) -> Result<HttpResponse, ApiError> {
     let last_updated = format_time(state.config.loaded_at);
     let environments: Vec<_> = state
         .config

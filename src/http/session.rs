@@ -31,7 +31,11 @@ fn escape(s: &str) -> String {
     out
 }
 
-pub async fn page(path: web::Path<String>, query: web::Query<TokenQuery>, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+pub async fn page(
+    path: web::Path<String>,
+    query: web::Query<TokenQuery>,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
     let missing = || ApiError::not_found("no such session");
     let id: RunId = path.parse().map_err(|_| missing())?;
     let expected = session_token(&state.session_secret, id);

@@ -24,7 +24,9 @@ const TITLE_FROM_PROMPT_CHARS: usize = 80;
 
 fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.len() > max {
-        return Err(ApiError::bad_request(format!("{field} is longer than {max} bytes")));
+        return Err(ApiError::bad_request(format!(
+            "{field} is longer than {max} bytes"
+        )));
     }
     Ok(())
 }
@@ -44,19 +46,36 @@ fn short_field(field: &str, value: Option<String>) -> Result<Option<String>, Api
 pub fn skill_name(spec: &str) -> Option<String> {
     let (repo, skill) = spec.split_once(':')?;
     let (owner, name) = repo.split_once('/')?;
-    let part_ok = |s: &str| !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c));
-    if !part_ok(owner) || !part_ok(name) || skill.is_empty() || skill.chars().any(char::is_whitespace) {
+    let part_ok = |s: &str| {
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    };
+    if !part_ok(owner)
+        || !part_ok(name)
+        || skill.is_empty()
+        || skill.chars().any(char::is_whitespace)
+    {
         return None;
     }
     if let Some(dir) = skill.strip_suffix("SKILL.md") {
         let dir = dir.trim_end_matches('/');
-        if dir.split('/').any(|seg| seg == ".." ) {
+        if dir.split('/').any(|seg| seg == "..") {
             return None;
         }
         // `owner/repo:SKILL.md` names the repository's own skill.
-        return Some(dir.rsplit('/').next().filter(|s| !s.is_empty()).unwrap_or(name).to_string());
+        return Some(
+            dir.rsplit('/')
+                .next()
+                .filter(|s| !s.is_empty())
+                .unwrap_or(name)
+                .to_string(),
+        );
     }
-    skill.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)).then(|| skill.to_string())
+    skill
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+        .then(|| skill.to_string())
 }
 
 fn mcp_server(name: &str, s: McpServerIn) -> Result<McpServer, ApiError> {
@@ -75,12 +94,16 @@ fn mcp_server(name: &str, s: McpServerIn) -> Result<McpServer, ApiError> {
             && url.len() > "https://".len()
             && !url.chars().any(char::is_whitespace);
         if !ok {
-            return Err(ApiError::bad_request(format!("{field}.url must be an http(s) URL")));
+            return Err(ApiError::bad_request(format!(
+                "{field}.url must be an http(s) URL"
+            )));
         }
     }
     for (what, v) in [("warp_id", &s.warp_id), ("command", &s.command)] {
         if v.as_deref() == Some("") {
-            return Err(ApiError::bad_request(format!("{field}.{what} must not be empty")));
+            return Err(ApiError::bad_request(format!(
+                "{field}.{what} must not be empty"
+            )));
         }
     }
     Ok(McpServer {
@@ -121,7 +144,9 @@ fn resolve_config(
     };
     let environment = match short_field("config.environment_id", input.environment_id)? {
         Some(id) => config.environment(&id).ok_or_else(|| {
-            ApiError::bad_request(format!("config.environment_id: no environment named {id:?} is configured"))
+            ApiError::bad_request(format!(
+                "config.environment_id: no environment named {id:?} is configured"
+            ))
         })?,
         None => config.default_environment(),
     };
@@ -137,14 +162,19 @@ fn resolve_config(
     let mut mcp_servers = BTreeMap::new();
     for (name, server) in servers {
         if name.is_empty() || name.len() > 64 {
-            return Err(ApiError::bad_request("config.mcp_servers names must be 1-64 bytes"));
+            return Err(ApiError::bad_request(
+                "config.mcp_servers names must be 1-64 bytes",
+            ));
         }
         let server = mcp_server(&name, server)?;
         mcp_servers.insert(name, server);
     }
     Ok(AgentConfig {
         name: short_field("config.name", input.name)?.or(skill_named),
-        model_id: Some(short_field("config.model_id", input.model_id)?.unwrap_or_else(|| environment.model_id.clone())),
+        model_id: Some(
+            short_field("config.model_id", input.model_id)?
+                .unwrap_or_else(|| environment.model_id.clone()),
+        ),
         base_prompt: input.base_prompt,
         environment_id: Some(environment.id.clone()),
         skill_spec,
@@ -152,10 +182,14 @@ fn resolve_config(
     })
 }
 
-pub fn metadata(input: Option<BTreeMap<String, String>>) -> Result<BTreeMap<String, String>, ApiError> {
+pub fn metadata(
+    input: Option<BTreeMap<String, String>>,
+) -> Result<BTreeMap<String, String>, ApiError> {
     let input = input.unwrap_or_default();
     if input.len() > MAX_METADATA_KEYS {
-        return Err(ApiError::bad_request(format!("metadata has more than {MAX_METADATA_KEYS} keys")));
+        return Err(ApiError::bad_request(format!(
+            "metadata has more than {MAX_METADATA_KEYS} keys"
+        )));
     }
     for (k, v) in &input {
         metadata_pair(k, v)?;
@@ -164,7 +198,12 @@ pub fn metadata(input: Option<BTreeMap<String, String>>) -> Result<BTreeMap<Stri
 }
 
 fn metadata_pair(k: &str, v: &str) -> Result<(), ApiError> {
-    if k.is_empty() || k.len() > 64 || !k.chars().all(|c| c.is_ascii_alphanumeric() || "._-".contains(c)) {
+    if k.is_empty()
+        || k.len() > 64
+        || !k
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
         return Err(ApiError::bad_request(format!(
             "metadata key {k:?} must be 1-64 characters of [a-zA-Z0-9._-]"
         )));
@@ -179,7 +218,11 @@ fn metadata_pair(k: &str, v: &str) -> Result<(), ApiError> {
 
 /// A title from the prompt's first non-empty line, shortened at a character boundary.
 pub fn title_from(prompt: &str) -> String {
-    let line = prompt.lines().map(str::trim).find(|l| !l.is_empty()).unwrap_or("");
+    let line = prompt
+        .lines()
+        .map(str::trim)
+        .find(|l| !l.is_empty())
+        .unwrap_or("");
     if line.chars().count() <= TITLE_FROM_PROMPT_CHARS {
         return line.to_string();
     }
@@ -192,15 +235,25 @@ pub fn create(body: &[u8], config: &Config, creator: Creator) -> Result<RunCreat
     let request: RunAgentRequest = parse_json(body)?;
     let prompt = request.prompt.unwrap_or_default();
     check_len("prompt", &prompt, MAX_PROMPT_BYTES)?;
-    let has_skill = request.skill.is_some() || request.config.as_ref().is_some_and(|c| c.skill_spec.is_some());
+    let has_skill = request.skill.is_some()
+        || request
+            .config
+            .as_ref()
+            .is_some_and(|c| c.skill_spec.is_some());
     if prompt.trim().is_empty() && !has_skill {
-        return Err(ApiError::bad_request("prompt is required (or a skill to run)"));
+        return Err(ApiError::bad_request(
+            "prompt is required (or a skill to run)",
+        ));
     }
     let config = resolve_config(request.config, request.skill, config)?;
     let title = match request.title {
-        Some(t) if t.trim().is_empty() => return Err(ApiError::bad_request("title must not be empty")),
+        Some(t) if t.trim().is_empty() => {
+            return Err(ApiError::bad_request("title must not be empty"))
+        }
         Some(t) if t.chars().count() > MAX_TITLE_CHARS => {
-            return Err(ApiError::bad_request(format!("title is longer than {MAX_TITLE_CHARS} characters")))
+            return Err(ApiError::bad_request(format!(
+                "title is longer than {MAX_TITLE_CHARS} characters"
+            )))
         }
         Some(t) => t,
         None if !prompt.trim().is_empty() => title_from(&prompt),
@@ -220,13 +273,16 @@ pub fn followup(body: &[u8]) -> Result<(String, FollowupMode), ApiError> {
     let request: FollowupRequest = parse_json(body)?;
     let message = request.message.unwrap_or_default();
     if message.trim().is_empty() {
-        return Err(ApiError::bad_request("message is required and must not be empty"));
+        return Err(ApiError::bad_request(
+            "message is required and must not be empty",
+        ));
     }
     check_len("message", &message, MAX_FOLLOWUP_BYTES)?;
     let mode = match request.mode.as_deref() {
         None => FollowupMode::Normal,
-        Some(m) => FollowupMode::parse(m)
-            .ok_or_else(|| ApiError::bad_request("mode must be one of normal, plan, orchestrate"))?,
+        Some(m) => FollowupMode::parse(m).ok_or_else(|| {
+            ApiError::bad_request("mode must be one of normal, plan, orchestrate")
+        })?,
     };
     Ok((message, mode))
 }
@@ -258,7 +314,11 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             return Err(ApiError::bad_request(format!("{key} is before 1970")));
         }
         let ms = nanos / 1_000_000;
-        let ms = if ceil && nanos % 1_000_000 != 0 { ms + 1 } else { ms };
+        let ms = if ceil && nanos % 1_000_000 != 0 {
+            ms + 1
+        } else {
+            ms
+        };
         Ok(Timestamp(ms as u64))
     };
     for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
@@ -276,7 +336,9 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     .parse()
                     .map_err(|_| ApiError::bad_request("limit must be an integer from 1 to 500"))?;
                 if !(1..=500).contains(&n) {
-                    return Err(ApiError::bad_request("limit must be an integer from 1 to 500"));
+                    return Err(ApiError::bad_request(
+                        "limit must be an integer from 1 to 500",
+                    ));
                 }
                 q.limit = n;
             }
@@ -286,7 +348,11 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     "updated_at" => SortBy::UpdatedAt,
                     "created_at" => SortBy::CreatedAt,
                     "title" => SortBy::Title,
-                    _ => return Err(ApiError::bad_request("sort_by must be one of updated_at, created_at, title")),
+                    _ => {
+                        return Err(ApiError::bad_request(
+                            "sort_by must be one of updated_at, created_at, title",
+                        ))
+                    }
                 }
             }
             "sort_order" => {
@@ -311,17 +377,19 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             "creator" => q.creator = Some(nonempty(value)?),
             "environment_id" => q.environment_id = Some(nonempty(value)?),
             "source" => {
-                q.source = Some(
-                    SourceType::parse(&value)
-                        .ok_or_else(|| ApiError::bad_request(format!("source {value:?} is not a known source type")))?,
-                )
+                q.source = Some(SourceType::parse(&value).ok_or_else(|| {
+                    ApiError::bad_request(format!("source {value:?} is not a known source type"))
+                })?)
             }
             "created_after" => q.created_after = Some(time("created_after", &value, false)?),
             "created_before" => q.created_before = Some(time("created_before", &value, true)?),
             "updated_after" => q.updated_after = Some(time("updated_after", &value, false)?),
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
             other => {
-                if let Some(k) = other.strip_prefix("metadata[").and_then(|r| r.strip_suffix(']')) {
+                if let Some(k) = other
+                    .strip_prefix("metadata[")
+                    .and_then(|r| r.strip_suffix(']'))
+                {
                     metadata_pair(k, &value)?;
                     q.metadata.retain(|(existing, _)| existing != k);
                     q.metadata.push((k.to_string(), value));
@@ -339,7 +407,10 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
     q.metadata.sort();
     q.states.sort();
     if let Some(c) = seen_cursor {
-        q.cursor = Some(Cursor::decode(&c).map_err(|_| ApiError::bad_request("cursor is not valid for this server"))?);
+        q.cursor = Some(
+            Cursor::decode(&c)
+                .map_err(|_| ApiError::bad_request("cursor is not valid for this server"))?,
+        );
     }
     Ok(q)
 }
@@ -351,7 +422,10 @@ mod tests {
     #[test]
     fn skill_names() {
         assert_eq!(skill_name("acme/tools:deploy").as_deref(), Some("deploy"));
-        assert_eq!(skill_name("acme/tools:.claude/skills/deploy/SKILL.md").as_deref(), Some("deploy"));
+        assert_eq!(
+            skill_name("acme/tools:.claude/skills/deploy/SKILL.md").as_deref(),
+            Some("deploy")
+        );
         assert_eq!(skill_name("acme/tools:SKILL.md").as_deref(), Some("tools"));
         assert_eq!(skill_name("tools:deploy"), None);
         assert_eq!(skill_name("acme/tools:"), None);

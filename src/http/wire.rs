@@ -63,7 +63,14 @@ pub fn format_duration(ms: u64) -> String {
 /// A session id in UUID form, derived from the run id (one session per run).
 pub fn session_id(id: RunId) -> String {
     let h = format!("{:032x}", id.0);
-    format!("{}-{}-{}-{}-{}", &h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32])
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// The capability token of a run's session page.
@@ -72,7 +79,10 @@ pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
     h.update(secret);
     h.update(b"session-link");
     h.update(id.to_bytes());
-    h.finalize()[..16].iter().map(|b| format!("{b:02x}")).collect()
+    h.finalize()[..16]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 // ---- requests ----
@@ -263,44 +273,17 @@ impl<'a> RunItem<'a> {
                     session_token(links.secret, run.id)
                 )
             }),
-            status_message: run.status_message.as_ref().map(|s: &'a StatusMessage| StatusMessageOut {
-                message: &s.message,
-                error_code: s.error_code.as_deref(),
-                retryable: s.retryable,
+            status_message: run.status_message.as_ref().map(|s: &'a StatusMessage| {
+                StatusMessageOut {
+                    message: &s.message,
+                    error_code: s.error_code.as_deref(),
+                    retryable: s.retryable,
+                }
             }),
             run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
             metadata: &run.metadata,
             run_id: id,
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn times_are_rfc3339_utc_millis() {
-        assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_time(Timestamp(1_763_768_489_123)), "2025-11-21T23:41:29.123Z");
-        assert_eq!(parse_time("2025-11-21T23:41:29.123Z"), Some(1_763_768_489_123_000_000));
-        assert_eq!(parse_time("2025-11-21T23:41:29.123+00:00"), Some(1_763_768_489_123_000_000));
-        assert_eq!(parse_time("2025-11-21T23:41:29.123"), Some(1_763_768_489_123_000_000));
-        assert_eq!(parse_time("yesterday"), None);
-    }
-
-    #[test]
-    fn durations_are_iso8601() {
-        assert_eq!(format_duration(0), "PT0S");
-        assert_eq!(format_duration(2_004), "PT2.004S");
-        assert_eq!(format_duration(150_000), "PT2M30S");
-        assert_eq!(format_duration(3_600_000), "PT1H");
-    }
-
-    #[test]
-    fn session_ids_are_uuid_shaped() {
-        let s = session_id(RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef));
-        assert_eq!(s, "01234567-89ab-cdef-0123-456789abcdef");
     }
 }
 
@@ -320,7 +303,9 @@ pub fn event_json(e: &crate::store::Envelope) -> serde_json::Value {
             "source": c.source.as_str(),
             "metadata": c.metadata,
         }),
-        Event::Started { execution } | Event::Succeeded { execution } => serde_json::json!({ "execution": execution }),
+        Event::Started { execution } | Event::Succeeded { execution } => {
+            serde_json::json!({ "execution": execution })
+        }
         Event::FollowupReceived { message, mode, by } => {
             serde_json::json!({ "message": message, "mode": mode.as_str(), "by": by })
         }
@@ -341,4 +326,45 @@ pub fn event_json(e: &crate::store::Envelope) -> serde_json::Value {
         "type": e.event.kind(),
         "data": data,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_rfc3339_utc_millis() {
+        assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            format_time(Timestamp(1_763_768_489_123)),
+            "2025-11-21T23:41:29.123Z"
+        );
+        assert_eq!(
+            parse_time("2025-11-21T23:41:29.123Z"),
+            Some(1_763_768_489_123_000_000)
+        );
+        assert_eq!(
+            parse_time("2025-11-21T23:41:29.123+00:00"),
+            Some(1_763_768_489_123_000_000)
+        );
+        assert_eq!(
+            parse_time("2025-11-21T23:41:29.123"),
+            Some(1_763_768_489_123_000_000)
+        );
+        assert_eq!(parse_time("yesterday"), None);
+    }
+
+    #[test]
+    fn durations_are_iso8601() {
+        assert_eq!(format_duration(0), "PT0S");
+        assert_eq!(format_duration(2_004), "PT2.004S");
+        assert_eq!(format_duration(150_000), "PT2M30S");
+        assert_eq!(format_duration(3_600_000), "PT1H");
+    }
+
+    #[test]
+    fn session_ids_are_uuid_shaped() {
+        let s = session_id(RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef));
+        assert_eq!(s, "01234567-89ab-cdef-0123-456789abcdef");
+    }
 }

@@ -6,7 +6,7 @@
 //! ```text
 //! U  updated_at(8, BE)  run_id(16)                     every run, default sort
 //! F  field(1)  hash(value)(8)  updated_at(8)  run_id    one per filterable field with a value
-//! T  escaped(title)  00 00  run_id(16)                  title sort
+//! T  escaped(lowercase(title))  00 00  run_id(16)       title sort
 //! ```
 //! Filter values are hashed to fixed width so that any string works as a key part; a hash
 //! collision only costs a wasted candidate, because every candidate is re-checked against the
@@ -58,11 +58,13 @@ pub fn updated_position(run: &Run) -> Vec<u8> {
     pos
 }
 
-/// The position of a run in title order. Zero bytes in the title are escaped as `00 FF` and the
-/// title ends with `00 00`, so byte order of positions is the byte order of titles.
+/// The position of a run in title order: alphabetical ignoring case (the lowercased title),
+/// ties broken by run id. Zero bytes are escaped as `00 FF` and the title ends with `00 00`, so
+/// the byte order of positions is the order of lowercased titles.
 pub fn title_position(run: &Run) -> Vec<u8> {
-    let mut pos = Vec::with_capacity(run.title.len() + 18);
-    for &b in run.title.as_bytes() {
+    let folded = run.title.to_lowercase();
+    let mut pos = Vec::with_capacity(folded.len() + 18);
+    for &b in folded.as_bytes() {
         pos.push(b);
         if b == 0 {
             pos.push(0xFF);

@@ -42,6 +42,9 @@ pub struct Index {
     index: sled::Tree,
 }
 
+/// Every row (id, encoded run) and every index key, for comparing two indexes in tests.
+pub type Dump = (Vec<(Vec<u8>, Vec<u8>)>, BTreeSet<Vec<u8>>);
+
 /// One difference found by `verify`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Difference {
@@ -226,7 +229,7 @@ impl Index {
     }
 
     /// Every (key, value) of both trees, for tests that compare two indexes.
-    pub fn dump(&self) -> Result<(Vec<(Vec<u8>, Vec<u8>)>, BTreeSet<Vec<u8>>), Error> {
+    pub fn dump(&self) -> Result<Dump, Error> {
         let rows = self
             .rows
             .iter()

@@ -73,8 +73,8 @@ impl Cursor {
         let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
             .decode(text)
             .map_err(|_| Error::BadCursor("not a cursor returned by this server"))?;
-        let cursor: Cursor =
-            postcard::from_bytes(&bytes).map_err(|_| Error::BadCursor("not a cursor returned by this server"))?;
+        let cursor: Cursor = postcard::from_bytes(&bytes)
+            .map_err(|_| Error::BadCursor("not a cursor returned by this server"))?;
         if cursor.version != CURSOR_VERSION {
             return Err(Error::BadCursor("cursor from an incompatible version"));
         }
@@ -117,7 +117,9 @@ impl Query {
 
     /// Whether `run` satisfies every filter.
     pub fn matches(&self, run: &Run) -> bool {
-        let eq = |want: &Option<String>, have: &Option<String>| want.as_ref().is_none_or(|w| have.as_ref() == Some(w));
+        let eq = |want: &Option<String>, have: &Option<String>| {
+            want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
+        };
         (self.states.is_empty() || self.states.contains(&run.state))
             && eq(&self.name, &run.config.name)
             && eq(&self.model_id, &run.config.model_id)
@@ -144,7 +146,8 @@ impl Query {
             SortBy::CreatedAt => Source::Rows,
             SortBy::Title => Source::Index(vec![vec![keys::TITLE]]),
             SortBy::UpdatedAt => {
-                let single = |field, value: &str| Source::Index(vec![keys::filter_prefix(field, value)]);
+                let single =
+                    |field, value: &str| Source::Index(vec![keys::filter_prefix(field, value)]);
                 if let Some(env) = &self.environment_id {
                     single(Field::EnvironmentId, env)
                 } else if let Some(name) = &self.name {
@@ -216,10 +219,11 @@ fn range_after(
     }
     let prefix_len = prefix.len();
     let iter = tree.range::<Vec<u8>, _>((lo, hi));
-    let strip = move |item: Result<(sled::IVec, sled::IVec), sled::Error>| -> Result<Vec<u8>, Error> {
-        let (k, _) = item?;
-        Ok(k[prefix_len..].to_vec())
-    };
+    let strip =
+        move |item: Result<(sled::IVec, sled::IVec), sled::Error>| -> Result<Vec<u8>, Error> {
+            let (k, _) = item?;
+            Ok(k[prefix_len..].to_vec())
+        };
     match order {
         Order::Asc => Box::new(iter.map(strip)),
         Order::Desc => Box::new(iter.rev().map(strip)),
@@ -247,8 +251,15 @@ struct Merge<'a> {
 
 impl<'a> Merge<'a> {
     fn new(mut iters: Vec<Positions<'a>>, order: Order) -> Result<Merge<'a>, Error> {
-        let heads = iters.iter_mut().map(|it| it.next().transpose()).collect::<Result<_, _>>()?;
-        Ok(Merge { heads, iters, order })
+        let heads = iters
+            .iter_mut()
+            .map(|it| it.next().transpose())
+            .collect::<Result<_, _>>()?;
+        Ok(Merge {
+            heads,
+            iters,
+            order,
+        })
     }
 
     fn next(&mut self) -> Result<Option<Vec<u8>>, Error> {
@@ -301,7 +312,9 @@ impl Index {
                 let mut iter = range_after(&self.rows, &[], after, lower.as_deref(), query.order);
                 let stop_before = query.created_before;
                 while let Some(pos) = iter.next().transpose()? {
-                    let Some(id) = keys::id_of_position(&pos) else { continue };
+                    let Some(id) = keys::id_of_position(&pos) else {
+                        continue;
+                    };
                     if let Some(before) = stop_before {
                         if id.created_at() >= before {
                             if query.order == Order::Asc {
@@ -342,14 +355,20 @@ impl Index {
                 while let Some(pos) = merged.next()? {
                     if by_updated && query.order == Order::Desc {
                         // Walking newest first: nothing older can satisfy updated_after.
-                        if let (Some(bound), Some(updated)) = (query.updated_after, keys::updated_of_position(&pos)) {
+                        if let (Some(bound), Some(updated)) =
+                            (query.updated_after, keys::updated_of_position(&pos))
+                        {
                             if updated <= bound.0 {
                                 break;
                             }
                         }
                     }
-                    let Some(id) = keys::id_of_position(&pos) else { continue };
-                    let Some(bytes) = self.rows.get(id.to_bytes())? else { continue };
+                    let Some(id) = keys::id_of_position(&pos) else {
+                        continue;
+                    };
+                    let Some(bytes) = self.rows.get(id.to_bytes())? else {
+                        continue;
+                    };
                     let run = decode_row(id, &bytes)?;
                     // A stale entry (which `apply` never leaves behind) must not show a run twice.
                     let current = if by_updated {

@@ -98,7 +98,13 @@ impl<'a> Keys<'a> {
 
     /// Creates a key and returns its record and its secret (which is not stored).
     /// The caller must `sync` before handing the secret out.
-    pub fn create(&self, name: &str, kind: KeyKind, admin: bool, now: Timestamp) -> Result<(KeyRecord, String), Error> {
+    pub fn create(
+        &self,
+        name: &str,
+        kind: KeyKind,
+        admin: bool,
+        now: Timestamp,
+    ) -> Result<(KeyRecord, String), Error> {
         let mut secret_bytes = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut secret_bytes);
         let secret = format!(

@@ -26,7 +26,9 @@ const META: &str = "meta";
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("the data directory {0} is in use by another runledger process (is the server running?)")]
+    #[error(
+        "the data directory {0} is in use by another runledger process (is the server running?)"
+    )]
     Locked(PathBuf),
     #[error("storage error: {0}")]
     Sled(#[from] sled::Error),
@@ -276,12 +278,14 @@ impl Store {
     pub fn idempotency_get(&self, key: &[u8; 32]) -> Result<Option<IdempotencyRecord>, Error> {
         match self.inner.idempotency.get(key)? {
             None => Ok(None),
-            Some(bytes) => postcard::from_bytes(&bytes)
-                .map(Some)
-                .map_err(|e| Error::CorruptRecord {
-                    tree: IDEMPOTENCY,
-                    detail: e.to_string(),
-                }),
+            Some(bytes) => {
+                postcard::from_bytes(&bytes)
+                    .map(Some)
+                    .map_err(|e| Error::CorruptRecord {
+                        tree: IDEMPOTENCY,
+                        detail: e.to_string(),
+                    })
+            }
         }
     }
 
@@ -299,14 +303,15 @@ impl Store {
         use rand::RngCore;
         let mut fresh = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut fresh);
-        let stored = match self
-            .inner
-            .meta
-            .compare_and_swap(name, None as Option<&[u8]>, Some(&fresh[..]))?
-        {
-            Ok(()) => fresh.to_vec(),
-            Err(existing) => existing.current.map(|v| v.to_vec()).unwrap_or_default(),
-        };
+        let stored =
+            match self
+                .inner
+                .meta
+                .compare_and_swap(name, None as Option<&[u8]>, Some(&fresh[..]))?
+            {
+                Ok(()) => fresh.to_vec(),
+                Err(existing) => existing.current.map(|v| v.to_vec()).unwrap_or_default(),
+            };
         stored.try_into().map_err(|_| Error::CorruptRecord {
             tree: META,
             detail: format!("secret {name} has the wrong length"),
@@ -343,7 +348,12 @@ fn decode_checked(key: &[u8], value: &[u8]) -> Result<Envelope, Error> {
 }
 
 /// Convenience for building the envelopes of a decision.
-pub fn envelopes(run_id: RunId, first_seq: u64, at: Timestamp, events: Vec<Event>) -> Vec<Envelope> {
+pub fn envelopes(
+    run_id: RunId,
+    first_seq: u64,
+    at: Timestamp,
+    events: Vec<Event>,
+) -> Vec<Envelope> {
     events
         .into_iter()
         .enumerate()

@@ -1,0 +1,220 @@
+//! Test harness: runs the real `runledger` binary on port 0 with a temporary data directory,
+//! and a few helpers to talk to it. Waiting is always polling against a deadline.
+
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+pub const BIN: &str = env!("CARGO_BIN_EXE_runledger");
+
+/// A config with a fast environment (default), a slow one, and a single-slot one.
+pub const CONFIG: &str = r#"
+[server]
+bind = "127.0.0.1:0"
+
+[[environments]]
+id = "fast"
+harness = "demo"
+demo_duration_ms = 200
+model_id = "fast-model"
+
+[[environments]]
+id = "slow"
+harness = "demo"
+demo_duration_ms = 60000
+
+[[environments]]
+id = "single"
+harness = "demo"
+demo_duration_ms = 60000
+max_concurrent = 1
+"#;
+
+pub struct Server {
+    child: Child,
+    pub base: String,
+    pub data_dir: PathBuf,
+    pub config: PathBuf,
+    /// The admin key printed on first start (empty on restarts).
+    pub key: String,
+    pub client: reqwest::Client,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Server {
+    pub fn start() -> Server {
+        let tmp = tempfile::tempdir().expect("tempdir");
+        let mut server = Server::start_in(tmp.path(), CONFIG);
+        server._tmp = Some(tmp);
+        server
+    }
+
+    /// Starts a server on `dir` (kept by the caller), writing `config` there.
+    pub fn start_in(dir: &Path, config: &str) -> Server {
+        let config_path = dir.join("runledger.toml");
+        std::fs::write(&config_path, config).expect("write config");
+        let data_dir = dir.join("data");
+        let mut child = Command::new(BIN)
+            .args(["serve", "--config"])
+            .arg(&config_path)
+            .arg("--data-dir")
+            .arg(&data_dir)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env("RUST_LOG", "warn")
+            .spawn()
+            .expect("spawn runledger");
+        let (tx, rx) = mpsc::channel();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                if let Some(addr) = line.strip_prefix("runledger listening on ") {
+                    let _ = tx.send(addr.to_string());
+                }
+            }
+        });
+        let (ktx, krx) = mpsc::channel();
+        let stdout = child.stdout.take().expect("stdout");
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let _ = ktx.send(line);
+            }
+        });
+        let base = rx
+            .recv_timeout(Duration::from_secs(30))
+            .expect("server did not start listening");
+        let key = krx
+            .recv_timeout(Duration::from_millis(300))
+            .unwrap_or_default();
+        Server {
+            child,
+            base,
+            data_dir,
+            config: config_path,
+            key,
+            client: reqwest::Client::new(),
+            _tmp: None,
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    pub fn api(&self, path: &str) -> String {
+        format!("{}/api/v1{path}", self.base)
+    }
+
+    /// SIGKILL: no chance to flush or clean up.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok(r) = self.client.get(self.url("/readyz")).send().await {
+                if r.status() == 200 {
+                    return;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("server never became ready");
+    }
+
+    pub async fn post(&self, key: &str, path: &str, body: Value) -> (u16, Value) {
+        let r = self
+            .client
+            .post(self.api(path))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
+        let r = self
+            .client
+            .get(self.api(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .expect("request");
+        let status = r.status().as_u16();
+        (status, r.json().await.unwrap_or(Value::Null))
+    }
+
+    pub async fn create(&self, body: Value) -> String {
+        let (status, v) = self.post(&self.key.clone(), "/agent/runs", body).await;
+        assert_eq!(status, 200, "{v}");
+        v["run_id"].as_str().expect("run_id").to_string()
+    }
+
+    pub async fn run(&self, id: &str) -> Value {
+        let (status, v) = self
+            .get(&self.key.clone(), &format!("/agent/runs/{id}"))
+            .await;
+        assert_eq!(status, 200, "{v}");
+        v
+    }
+
+    /// Polls a run until `pred` holds (or panics after 20 s).
+    pub async fn wait_run(&self, id: &str, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let v = self.run(id).await;
+            if pred(&v) {
+                return v;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {id} never became {what}: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    pub async fn wait_state(&self, id: &str, state: &str) -> Value {
+        self.wait_run(id, state, |v| v["state"] == state).await
+    }
+
+    pub async fn events(&self, id: &str) -> Vec<Value> {
+        let (status, v) = self
+            .get(&self.key.clone(), &format!("/agent/runs/{id}/events"))
+            .await;
+        assert_eq!(status, 200, "{v}");
+        v["events"].as_array().cloned().unwrap_or_default()
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Runs the CLI; returns (exit success, stdout, stderr).
+pub fn cli(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
+    let out = Command::new(BIN)
+        .args(args)
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run cli");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}

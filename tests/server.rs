@@ -1,0 +1,626 @@
+//! Integration tests: the real binary, real HTTP, a real data directory.
+
+mod common;
+
+use common::{cli, Server};
+use serde_json::{json, Value};
+
+fn assert_problem(status: u16, body: &Value, want_status: u16, code: &str) {
+    assert_eq!(status, want_status, "{body}");
+    assert_eq!(body["status"], want_status, "{body}");
+    assert_eq!(
+        body["type"],
+        format!("https://docs.warp.dev/reference/api-and-sdk/troubleshooting/errors/{code}"),
+        "{body}"
+    );
+    for field in ["title", "detail", "instance", "error", "trace_id"] {
+        assert!(body[field].is_string(), "{field} missing in {body}");
+    }
+    assert!(body["retryable"].is_boolean(), "{body}");
+}
+
+#[tokio::test]
+async fn a_run_goes_queued_inprogress_succeeded_with_a_transcript() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let (status, created) = s
+        .post(
+            &s.key,
+            "/agent/run",
+            json!({"prompt": "Fix <b>the</b> bug\nin auth.go"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{created}");
+    assert_eq!(created["state"], "QUEUED");
+    assert_eq!(created["task_id"], created["run_id"]);
+    assert_eq!(created["at_capacity"], false);
+    let id = created["run_id"].as_str().expect("id").to_string();
+
+    let run = s.wait_state(&id, "SUCCEEDED").await;
+    assert_eq!(run["title"], "Fix <b>the</b> bug");
+    assert_eq!(run["agent_config"]["environment_id"], "fast");
+    assert_eq!(run["agent_config"]["model_id"], "fast-model");
+    assert_eq!(run["source"], "API");
+    assert_eq!(run["creator"]["type"], "user");
+    assert!(
+        run["started_at"].is_string() && run["run_time"].is_string(),
+        "{run}"
+    );
+    let link = run["session_link"]
+        .as_str()
+        .expect("session_link when SUCCEEDED")
+        .to_string();
+
+    let kinds: Vec<Value> = s
+        .events(&id)
+        .await
+        .iter()
+        .map(|e| e["type"].clone())
+        .collect();
+    assert_eq!(
+        kinds,
+        vec![json!("Created"), json!("Started"), json!("Succeeded")]
+    );
+
+    let (status, transcript) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
+    assert_eq!(status, 200);
+    let texts: Vec<&str> = transcript["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect();
+    assert!(
+        texts.iter().any(|t| t.contains("Fix <b>the</b> bug")),
+        "{texts:?}"
+    );
+    assert_eq!(texts.last(), Some(&"done"));
+
+    // The capability link works without a key and escapes the transcript; without the token
+    // the page does not exist.
+    let page = s.client.get(&link).send().await.expect("page");
+    assert_eq!(page.status(), 200);
+    let html = page.text().await.expect("html");
+    assert!(html.contains("Fix &lt;b&gt;the&lt;/b&gt; bug") && !html.contains("<b>the</b>"));
+    let no_token = s
+        .client
+        .get(s.url(&format!("/sessions/{id}")))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(no_token.status(), 404);
+    let bad_token = s
+        .client
+        .get(s.url(&format!("/sessions/{id}?token=00")))
+        .send()
+        .await
+        .expect("page");
+    assert_eq!(bad_token.status(), 404);
+}
+
+#[tokio::test]
+async fn cancel_is_durable_before_the_answer_and_refused_on_finished_runs() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let id = s
+        .create(json!({"prompt": "long job", "config": {"environment_id": "slow"}}))
+        .await;
+    s.wait_state(&id, "INPROGRESS").await;
+    let (status, body) = s
+        .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body, json!(id));
+    // No waiting: the answer came after the event was durable and indexed.
+    assert_eq!(s.run(&id).await["state"], "CANCELLED");
+
+    let (status, body) = s
+        .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_problem(status, &body, 400, "invalid_request");
+    let (status, body) = s
+        .post(
+            &s.key,
+            "/agent/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/cancel",
+            json!({}),
+        )
+        .await;
+    assert_problem(status, &body, 404, "resource_not_found");
+    let (status, body) = s.get(&s.key, "/agent/runs/not-a-run").await;
+    assert_problem(status, &body, 404, "resource_not_found");
+}
+
+#[tokio::test]
+async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let single = json!({"environment_id": "single"});
+    let (_, first) = s
+        .post(
+            &s.key,
+            "/agent/runs",
+            json!({"prompt": "first", "config": single}),
+        )
+        .await;
+    let first = first["run_id"].as_str().expect("id").to_string();
+    s.wait_state(&first, "INPROGRESS").await;
+    let (_, second) = s
+        .post(
+            &s.key,
+            "/agent/runs",
+            json!({"prompt": "second", "config": single}),
+        )
+        .await;
+    assert_eq!(second["at_capacity"], true, "{second}");
+    let second = second["run_id"].as_str().expect("id").to_string();
+    let (_, third) = s
+        .post(
+            &s.key,
+            "/agent/runs",
+            json!({"prompt": "third", "config": single}),
+        )
+        .await;
+    let third = third["run_id"].as_str().expect("id").to_string();
+
+    // Queued: kept for the agent.
+    let (status, body) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{second}/followups"),
+            json!({"message": "queued note", "mode": "plan"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "QUEUED");
+    // In progress: delivered to the agent.
+    let (status, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{first}/followups"),
+            json!({"message": "live note"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+
+    // Freeing the slot starts the oldest waiting run, not the newest.
+    s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
+        .await;
+    s.wait_state(&second, "INPROGRESS").await;
+    assert_eq!(s.run(&third).await["state"], "QUEUED");
+
+    // Finished: the run resumes as a new execution.
+    let (status, body) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{first}/followups"),
+            json!({"message": "try again"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["state"], "QUEUED");
+    s.post(&s.key, &format!("/agent/runs/{second}/cancel"), json!({}))
+        .await;
+    s.wait_state(&third, "INPROGRESS").await;
+    s.post(&s.key, &format!("/agent/runs/{third}/cancel"), json!({}))
+        .await;
+    s.wait_state(&first, "INPROGRESS").await;
+
+    let kinds: Vec<(String, Value)> = s
+        .events(&first)
+        .await
+        .iter()
+        .map(|e| {
+            (
+                e["type"].as_str().unwrap_or("").to_string(),
+                e["data"].clone(),
+            )
+        })
+        .collect();
+    let names: Vec<&str> = kinds.iter().map(|(k, _)| k.as_str()).collect();
+    assert_eq!(
+        names,
+        [
+            "Created",
+            "Started",
+            "FollowupReceived",
+            "Cancelled",
+            "FollowupReceived",
+            "Started"
+        ]
+    );
+    assert_eq!(kinds[5].1["execution"], 2);
+
+    let transcript = |id: String| {
+        let s = &s;
+        async move {
+            let (_, t) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
+            t["entries"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let first_lines = transcript(first.clone()).await;
+    assert!(first_lines.iter().any(|e| e["stream"] == "followup"
+        && e["text"].as_str().is_some_and(|t| t.contains("live note"))));
+    assert!(first_lines.iter().any(
+        |e| e["execution"] == 2 && e["text"].as_str().is_some_and(|t| t.contains("try again"))
+    ));
+    let second_lines = transcript(second.clone()).await;
+    assert!(second_lines.iter().any(|e| e["text"]
+        .as_str()
+        .is_some_and(|t| t.contains("queued follow-up (plan): queued note"))));
+
+    let (status, body) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{first}/followups"),
+            json!({"message": ""}),
+        )
+        .await;
+    assert_problem(status, &body, 400, "invalid_request");
+}
+
+#[tokio::test]
+async fn every_failure_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let problem = |r: reqwest::Response| async move {
+        let status = r.status().as_u16();
+        let ct = r
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string();
+        assert_eq!(ct, "application/problem+json");
+        (status, r.json::<Value>().await.expect("json"))
+    };
+    let c = &s.client;
+    let (st, b) = problem(c.get(s.url("/nope")).send().await.expect("req")).await;
+    assert_problem(st, &b, 404, "resource_not_found");
+    let r = c
+        .delete(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(
+        r.headers().get("allow").and_then(|v| v.to_str().ok()),
+        Some("GET, POST")
+    );
+    let (st, b) = problem(r).await;
+    assert_eq!(st, 405, "{b}");
+    let (st, b) = problem(c.get(s.api("/agent/runs")).send().await.expect("req")).await;
+    assert_problem(st, &b, 401, "authentication_required");
+    let (st, b) = problem(
+        c.get(s.api("/agent/runs"))
+            .bearer_auth("rl_wrong")
+            .send()
+            .await
+            .expect("req"),
+    )
+    .await;
+    assert_problem(st, &b, 401, "authentication_required");
+    let post = |body: &'static str| {
+        c.post(s.api("/agent/runs"))
+            .bearer_auth(&s.key)
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+    };
+    for bad in [
+        "{not json",
+        "",
+        r#"{"prompt": 5}"#,
+        r#"{"prompt": "x", "config": {"mcp_servers": []}}"#,
+        r#"{"prompt": ""}"#,
+        r#"{"config": {"name": "x"}}"#,
+        r#"{"prompt": "x", "config": {"environment_id": "nowhere"}}"#,
+        r#"{"prompt": "x", "config": {"skill_spec": "not a skill"}}"#,
+        r#"{"prompt": "x", "config": {"mcp_servers": {"a": {"url": "https://a", "command": "b"}}}}"#,
+        r#"{"prompt": "x", "metadata": {"bad key": "v"}}"#,
+    ] {
+        let (st, b) = problem(post(bad).await.expect("req")).await;
+        assert_problem(st, &b, 400, "invalid_request");
+        assert!(b["instance"] == "/api/v1/agent/runs", "{b}");
+    }
+    let (st, b) = problem(
+        c.get(s.api("/agent/runs?limit=0"))
+            .bearer_auth(&s.key)
+            .send()
+            .await
+            .expect("req"),
+    )
+    .await;
+    assert_problem(st, &b, 400, "invalid_request");
+    let huge = "x".repeat(2 * 1024 * 1024);
+    let r = c
+        .post(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .header("content-type", "application/json")
+        .body(format!(r#"{{"prompt":"{huge}"}}"#))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(r.status().as_u16(), 413);
+    // Unknown fields are ignored.
+    let (st, _) = problem_ok(
+        post(r#"{"prompt": "x", "surprise": {"a": 1}}"#)
+            .await
+            .expect("req"),
+    )
+    .await;
+    assert_eq!(st, 200);
+}
+
+async fn problem_ok(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn an_idempotency_key_returns_the_first_run() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let send = |body: Value, key: &'static str| {
+        s.client
+            .post(s.api("/agent/runs"))
+            .bearer_auth(&s.key)
+            .header("Idempotency-Key", key)
+            .json(&body)
+            .send()
+    };
+    let a: Value = send(json!({"prompt": "once"}), "k1")
+        .await
+        .expect("req")
+        .json()
+        .await
+        .expect("json");
+    let b: Value = send(json!({"prompt": "once"}), "k1")
+        .await
+        .expect("req")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(a["run_id"], b["run_id"]);
+    let other = send(json!({"prompt": "twice"}), "k1").await.expect("req");
+    assert_eq!(other.status().as_u16(), 409);
+    let c: Value = send(json!({"prompt": "once"}), "k2")
+        .await
+        .expect("req")
+        .json()
+        .await
+        .expect("json");
+    assert_ne!(a["run_id"], c["run_id"]);
+    let (_, list) = s.get(&s.key, "/agent/runs?q=once").await;
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(2));
+}
+
+#[tokio::test]
+async fn keys_are_managed_offline_and_revoked_live() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf8");
+    let (ok, agent_key, err) = cli(
+        &[
+            "--data-dir",
+            data,
+            "keys",
+            "create",
+            "--name",
+            "ci-bot",
+            "--kind",
+            "agent",
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let agent_key = agent_key.trim().to_string();
+    assert!(
+        agent_key.starts_with("rl_") && agent_key.len() >= 40,
+        "{agent_key}"
+    );
+    let (ok, admin_key, _) = cli(
+        &[
+            "--data-dir",
+            data,
+            "keys",
+            "create",
+            "--name",
+            "ops",
+            "--admin",
+        ],
+        &[],
+    );
+    assert!(ok);
+    let admin_key = admin_key.trim().to_string();
+
+    let mut s = Server::start_in(dir.path(), common::CONFIG);
+    assert!(
+        s.key.is_empty(),
+        "a key is printed only when the store has none"
+    );
+    s.key = admin_key.clone();
+    s.wait_ready().await;
+
+    let (st, created) = s
+        .post(&agent_key, "/agent/runs", json!({"prompt": "by the bot"}))
+        .await;
+    assert_eq!(st, 200);
+    let id = created["run_id"].as_str().expect("id");
+    let run = s.run(id).await;
+    assert_eq!(run["creator"]["type"], "service_account");
+    assert_eq!(run["creator"]["display_name"], "ci-bot");
+    let (_, mine) = s
+        .get(
+            &admin_key,
+            &format!(
+                "/agent/runs?creator={}",
+                run["creator"]["uid"].as_str().expect("uid")
+            ),
+        )
+        .await;
+    assert_eq!(mine["runs"].as_array().map(Vec::len), Some(1));
+
+    // Non-admin keys may not manage keys.
+    let (st, body) = s.get(&agent_key, "/admin/keys").await;
+    assert_problem(st, &body, 403, "not_authorized");
+
+    // While the server holds the directory, the CLI goes through the admin API.
+    let env = [
+        ("RUNLEDGER_ADMIN_KEY", admin_key.as_str()),
+        ("RUNLEDGER_URL", s.base.as_str()),
+    ];
+    let (ok, listed, err) = cli(&["--data-dir", data, "keys", "list", "--json"], &env);
+    assert!(ok, "{err}");
+    let bot = listed
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|k| k["name"] == "ci-bot")
+        .expect("ci-bot listed");
+    let (ok, _, err) = cli(
+        &[
+            "--data-dir",
+            data,
+            "keys",
+            "revoke",
+            bot["id"].as_str().expect("id"),
+        ],
+        &env,
+    );
+    assert!(ok, "{err}");
+    let (st, body) = s.get(&agent_key, "/agent/runs").await;
+    assert_problem(st, &body, 401, "authentication_required");
+
+    // Without an admin key the CLI says what it needs instead of failing obscurely.
+    let (ok, _, err) = cli(&["--data-dir", data, "keys", "list"], &[]);
+    assert!(!ok);
+    assert!(
+        err.contains("running server") && err.contains("--admin-key"),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn restart_fails_lost_executions_and_starts_queued_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut s = Server::start_in(dir.path(), common::CONFIG);
+    let key = s.key.clone();
+    s.wait_ready().await;
+    let single = json!({"environment_id": "single"});
+    let running = s
+        .create(json!({"prompt": "running", "config": single}))
+        .await;
+    s.wait_state(&running, "INPROGRESS").await;
+    let queued = s
+        .create(json!({"prompt": "queued", "config": single}))
+        .await;
+    let mut acknowledged = vec![running.clone(), queued.clone()];
+    for i in 0..20 {
+        acknowledged.push(s.create(json!({"prompt": format!("bulk {i}")})).await);
+    }
+    s.kill();
+
+    // The CLI refuses to read a directory a server holds, and says why.
+    let mut s = Server::start_in(dir.path(), common::CONFIG);
+    s.key = key;
+    let data = s.data_dir.to_str().expect("utf8").to_string();
+    let (ok, _, err) = cli(&["--data-dir", &data, "events", &running], &[]);
+    assert!(!ok);
+    assert!(err.contains("held by a running runledger server"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+
+    s.wait_ready().await;
+    for id in &acknowledged {
+        s.run(id).await;
+    }
+    let lost = s.wait_state(&running, "FAILED").await;
+    assert_eq!(
+        lost["status_message"]["error_code"], "internal_error",
+        "{lost}"
+    );
+    assert_eq!(lost["status_message"]["retryable"], true);
+    s.wait_state(&queued, "INPROGRESS").await;
+    s.kill();
+
+    // Offline tools agree with what the server wrote.
+    let (ok, out, err) = cli(&["--data-dir", &data, "replay", "--verify"], &[]);
+    assert!(ok, "{err}");
+    assert!(
+        out.is_empty() && err.contains("0 differences"),
+        "{out}{err}"
+    );
+    let (ok, out, _) = cli(&["--data-dir", &data, "events", &running, "--json"], &[]);
+    assert!(ok);
+    let types: Vec<String> = out
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(types, ["Created", "Started", "Failed"]);
+    let (ok, out, err) = cli(&["--data-dir", &data, "export"], &[]);
+    assert!(ok, "{err}");
+    let exported = out
+        .lines()
+        .filter(|l| serde_json::from_str::<Value>(l).is_ok())
+        .count();
+    assert!(exported >= acknowledged.len(), "{exported}");
+    let (ok, _, err) = cli(&["--data-dir", &data, "replay"], &[]);
+    assert!(ok && err.contains("rebuilt the read index"), "{err}");
+}
+
+#[tokio::test]
+async fn list_filters_and_environments() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let a = s.create(json!({"prompt": "alpha bug", "config": {"name": "nightly", "model_id": "m1"}, "metadata": {"team": "core"}})).await;
+    let b = s
+        .create(json!({"prompt": "beta", "title": "Beta", "config": {"environment_id": "slow"}}))
+        .await;
+    s.wait_state(&a, "SUCCEEDED").await;
+    let ids = |v: &Value| -> Vec<String> {
+        v["runs"]
+            .as_array()
+            .expect("runs")
+            .iter()
+            .map(|r| r["run_id"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let (_, v) = s.get(&s.key, "/agent/runs?name=nightly").await;
+    assert_eq!(ids(&v), [a.as_str()]);
+    let (_, v) = s
+        .get(
+            &s.key,
+            "/agent/runs?config_name=nightly&model_id=m1&state=SUCCEEDED",
+        )
+        .await;
+    assert_eq!(ids(&v), [a.as_str()]);
+    let (_, v) = s.get(&s.key, "/agent/runs?environment_id=slow").await;
+    assert_eq!(ids(&v), [b.as_str()]);
+    let (_, v) = s.get(&s.key, "/agent/runs?metadata%5Bteam%5D=core").await;
+    assert_eq!(ids(&v), [a.as_str()]);
+    let (_, v) = s.get(&s.key, "/agent/runs?q=BUG").await;
+    assert_eq!(ids(&v), [a.as_str()]);
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?sort_by=created_at&sort_order=asc")
+        .await;
+    assert_eq!(ids(&v), [a.as_str(), b.as_str()]);
+    assert_eq!(v["page_info"]["has_next_page"], false);
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?limit=1&sort_by=title&sort_order=asc")
+        .await;
+    assert_eq!(
+        ids(&v),
+        [a.as_str()],
+        "titles sort alphabetically ignoring case"
+    );
+    assert_eq!(v["page_info"]["has_next_page"], true);
+
+    let (st, envs) = s.get(&s.key, "/agent/environments").await;
+    assert_eq!(st, 200);
+    let uids: Vec<&str> = envs["environments"]
+        .as_array()
+        .expect("envs")
+        .iter()
+        .filter_map(|e| e["uid"].as_str())
+        .collect();
+    assert_eq!(uids, ["fast", "slow", "single"]);
+}
