@@ -62,6 +62,32 @@ async fn a_run_goes_queued_inprogress_succeeded_with_a_transcript() {
         vec![json!("Created"), json!("Started"), json!("Succeeded")]
     );
 
+    // A finished run holds no actor.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let metrics = s
+            .client
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        assert!(
+            metrics.contains("runledger_durable_syncs_total"),
+            "{metrics}"
+        );
+        if metrics.lines().any(|l| l == "runledger_live_run_actors 0") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "actor still alive: {metrics}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
     let (status, transcript) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
     assert_eq!(status, 200);
     let texts: Vec<&str> = transcript["entries"]

@@ -202,47 +202,52 @@ impl Runs {
             caught_up,
             ..RecoveryReport::default()
         };
-        for run in self.all_in_state(RunState::InProgress)? {
-            let lost = StatusMessage {
-                message:
-                    "the service restarted while this run was in progress; its execution was lost"
-                        .into(),
-                error_code: Some("internal_error".into()),
-                retryable: Some(true),
-            };
-            let finish = Command::Finish {
-                execution: run.executions,
-                outcome: Err(lost),
-            };
-            match self.execute(run.id, finish).await {
-                Ok(_) | Err(Error::Rejected(_)) => report.failed += 1,
-                Err(e) => return Err(e),
-            }
-        }
-        for run in self.all_in_state(RunState::Queued)? {
-            self.inner.executor.enqueue(self, &run);
-            report.requeued += 1;
-        }
-        Ok(report)
-    }
-
-    /// Every run in `state`, oldest update first (walks that state's index range only).
-    fn all_in_state(&self, state: RunState) -> Result<Vec<Run>, Error> {
-        let mut out = Vec::new();
+        // Walk each state's index range a page at a time: with many waiting runs, holding
+        // them all in memory at once would dominate the service's footprint.
         let mut query = Query {
-            states: vec![state],
+            states: vec![RunState::InProgress],
             order: projection::Order::Asc,
             limit: 500,
             ..Query::default()
         };
         loop {
             let page = self.inner.index.list(&query)?;
-            out.extend(page.runs);
+            for run in &page.runs {
+                let lost = StatusMessage {
+                    message: "the service restarted while this run was in progress; its execution was lost".into(),
+                    error_code: Some("internal_error".into()),
+                    retryable: Some(true),
+                };
+                let finish = Command::Finish {
+                    execution: run.executions,
+                    outcome: Err(lost),
+                };
+                match self.execute(run.id, finish).await {
+                    Ok(_) | Err(Error::Rejected(_)) => report.failed += 1,
+                    Err(e) => return Err(e),
+                }
+            }
+            // Failed runs leave the range behind the cursor; what follows it is untouched.
             match page.next_cursor {
                 Some(cursor) => query.cursor = Some(cursor),
-                None => return Ok(out),
+                None => break,
             }
         }
+        // Oldest-queued first, so the environment queues keep their FIFO order.
+        query.states = vec![RunState::Queued];
+        query.cursor = None;
+        loop {
+            let page = self.inner.index.list(&query)?;
+            for run in &page.runs {
+                self.inner.executor.enqueue(self, run);
+                report.requeued += 1;
+            }
+            match page.next_cursor {
+                Some(cursor) => query.cursor = Some(cursor),
+                None => break,
+            }
+        }
+        Ok(report)
     }
 }
 

@@ -142,6 +142,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/metrics")
+                .get(metrics)
+                .default_service(only("GET")),
+        )
+        .service(
             web::resource("/readyz")
                 .get(ready)
                 .default_service(only("GET")),
@@ -237,4 +242,60 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     } else {
         Err(ApiError::unavailable("the service is still recovering"))
     }
+}
+
+/// Prometheus text exposition of the service's gauges and counters.
+async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    use std::fmt::Write;
+    let runs = &state.runs;
+    let (syncs, sync_micros) = runs.store().sync_stats();
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "# HELP runledger_live_run_actors Run actors alive (active runs only)."
+    );
+    let _ = writeln!(out, "# TYPE runledger_live_run_actors gauge");
+    let _ = writeln!(out, "runledger_live_run_actors {}", runs.live_actors());
+    let _ = writeln!(
+        out,
+        "# HELP runledger_queue_depth Runs waiting for a slot, per environment."
+    );
+    let _ = writeln!(out, "# TYPE runledger_queue_depth gauge");
+    let load = runs.executor().load();
+    for (env, queued, _) in &load {
+        let _ = writeln!(
+            out,
+            "runledger_queue_depth{{environment=\"{env}\"}} {queued}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP runledger_running_executions Executions holding a slot, per environment."
+    );
+    let _ = writeln!(out, "# TYPE runledger_running_executions gauge");
+    for (env, _, running) in &load {
+        let _ = writeln!(
+            out,
+            "runledger_running_executions{{environment=\"{env}\"}} {running}"
+        );
+    }
+    let _ = writeln!(
+        out,
+        "# HELP runledger_durable_syncs_total Group-commit syncs (flush + fdatasync)."
+    );
+    let _ = writeln!(out, "# TYPE runledger_durable_syncs_total counter");
+    let _ = writeln!(out, "runledger_durable_syncs_total {syncs}");
+    let _ = writeln!(
+        out,
+        "# HELP runledger_durable_sync_seconds_total Time spent in group-commit syncs."
+    );
+    let _ = writeln!(out, "# TYPE runledger_durable_sync_seconds_total counter");
+    let _ = writeln!(
+        out,
+        "runledger_durable_sync_seconds_total {:.6}",
+        sync_micros as f64 / 1e6
+    );
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4; charset=utf-8")
+        .body(out)
 }
