@@ -39,6 +39,18 @@ pub fn open_store(config: &Config) -> Result<(Store, Index), anyhow::Error> {
         }
         store.sync_blocking()?;
     }
+    // Runs whose log got ahead of the index before a crash: caught up before any request is
+    // served, so no live command can race the repair.
+    let dirty = store.dirty_runs()?;
+    if !dirty.is_empty() {
+        let fixed = index.catch_up(&store, &dirty)?;
+        store.sync_blocking()?;
+        tracing::info!(
+            checked = dirty.len(),
+            fixed,
+            "read index caught up with the log"
+        );
+    }
     Ok((store, index))
 }
 
@@ -90,7 +102,6 @@ impl Application {
             match runs.recover().await {
                 Ok(report) => {
                     tracing::info!(
-                        caught_up = report.caught_up,
                         failed = report.failed,
                         requeued = report.requeued,
                         "recovery complete"

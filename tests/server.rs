@@ -366,7 +366,8 @@ async fn every_failure_is_problem_json() {
         .send()
         .await
         .expect("req");
-    assert_eq!(r.status().as_u16(), 413);
+    let (st, b) = problem(r).await;
+    assert_problem(st, &b, 413, "invalid_request");
     // Unknown fields are ignored.
     let (st, _) = problem_ok(
         post(r#"{"prompt": "x", "surprise": {"a": 1}}"#)
@@ -400,6 +401,19 @@ async fn an_idempotency_key_returns_the_first_run() {
         .json()
         .await
         .expect("json");
+    // The same JSON with other formatting is the same request.
+    let same = s
+        .client
+        .post(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .header("Idempotency-Key", "k1")
+        .header("content-type", "application/json")
+        .body("{ \"prompt\" :  \"once\" }")
+        .send()
+        .await
+        .expect("req");
+    let same: Value = same.json().await.expect("json");
+    assert_eq!(a["run_id"], same["run_id"]);
     let b: Value = send(json!({"prompt": "once"}), "k1")
         .await
         .expect("req")
@@ -639,6 +653,35 @@ async fn list_filters_and_environments() {
         "titles sort alphabetically ignoring case"
     );
     assert_eq!(v["page_info"]["has_next_page"], true);
+
+    let c = s
+        .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "slow"}}))
+        .await;
+    let run_c = s.run(&c).await;
+    assert_eq!(run_c["agent_config"]["name"], "deploy", "{run_c}");
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?skill_spec=acme%2Ftools%3Adeploy")
+        .await;
+    assert_eq!(ids(&v), [c.as_str()]);
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?skill=acme%2Ftools%3Adeploy&q=tools")
+        .await;
+    assert_eq!(ids(&v), [c.as_str()]);
+    // Things our runs never have match nothing; they do not widen the result.
+    for none in [
+        "schedule_id=s1",
+        "artifact_type=PLAN",
+        "ancestor_run_id=x",
+        "state=BLOCKED",
+    ] {
+        let (st, v) = s.get(&s.key, &format!("/agent/runs?{none}")).await;
+        assert_eq!(st, 200, "{v}");
+        assert!(ids(&v).is_empty(), "{none}: {v}");
+    }
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?state=ERROR&state=SUCCEEDED")
+        .await;
+    assert_eq!(ids(&v), [a.as_str()]);
 
     let (st, envs) = s.get(&s.key, "/agent/environments").await;
     assert_eq!(st, 200);

@@ -3,7 +3,8 @@
 //!
 //! The actor serialises a run's commands: it folds the run's log when activated, decides each
 //! command against that state, appends the events, waits for them to be durable, updates the
-//! read index, replies, and only then performs the decision's side effects. It stops as soon as
+//! read index, dispatches the decision's side effects, and replies. No effect is performed
+//! before its events are durable, and replaying the log performs none. It stops as soon as
 //! the run is finished, and after a quiet spell otherwise, so idle and finished runs hold no
 //! actor. Callers never see actor addresses: `Runs` activates actors on demand.
 
@@ -192,16 +193,11 @@ impl Runs {
         Ok(self.inner.store.read_run(id)?)
     }
 
-    /// Startup recovery: catches the index up with the log, fails executions that were in
-    /// progress when the service stopped (their agent is gone) and re-queues waiting runs in
-    /// the order they were queued.
+    /// Startup recovery (after `startup::open_store` has caught the index up with the log):
+    /// fails executions that were in progress when the service stopped (their agent is gone)
+    /// and re-queues waiting runs in the order they were queued.
     pub async fn recover(&self) -> Result<RecoveryReport, Error> {
-        let dirty = self.inner.store.dirty_runs()?;
-        let caught_up = self.inner.index.catch_up(&self.inner.store, &dirty)?;
-        let mut report = RecoveryReport {
-            caught_up,
-            ..RecoveryReport::default()
-        };
+        let mut report = RecoveryReport::default();
         // Walk each state's index range a page at a time: with many waiting runs, holding
         // them all in memory at once would dominate the service's footprint.
         let mut query = Query {
@@ -253,7 +249,6 @@ impl Runs {
 
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct RecoveryReport {
-    pub caught_up: usize,
     pub failed: usize,
     pub requeued: usize,
 }

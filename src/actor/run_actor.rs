@@ -1,4 +1,6 @@
-//! The actor of one run: decide, append, sync, project, reply, then act.
+//! The actor of one run: decide, append, sync, project, act, reply. Effects are carried out
+//! only after the events are durable and indexed (they are dispatched — processes started,
+//! messages queued — just before the reply is sent).
 
 use actix::prelude::*;
 
@@ -40,7 +42,13 @@ impl RunActor {
         if let Some(state) = &self.state {
             return Ok(state.clone());
         }
-        let run = self.runs.inner.store.load_run(self.id)?;
+        let store = &self.runs.inner.store;
+        let run = store.load_run(self.id)?;
+        // A previous actor of this run failed to update the index after a durable append:
+        // repair that first, from the log.
+        if store.is_dirty(self.id)? {
+            self.runs.inner.index.catch_up(store, &[self.id])?;
+        }
         self.state = Some(run.clone());
         Ok(run)
     }
@@ -114,8 +122,20 @@ impl Handler<Execute> for RunActor {
                     let Some(run) = new else {
                         return Err(Error::Rejected(crate::domain::Rejection::NotFound));
                     };
-                    actor.runs.inner.index.apply(old.as_ref(), &run)?;
-                    actor.runs.inner.store.clear_dirty(actor.id)?;
+                    let projected = actor
+                        .runs
+                        .inner
+                        .index
+                        .apply(old.as_ref(), &run)
+                        .map_err(Error::from)
+                        .and_then(|()| Ok(actor.runs.inner.store.clear_dirty(actor.id)?));
+                    if let Err(e) = projected {
+                        // The events are durable but the index lags: the run stays marked
+                        // dirty, and the next activation repairs the index from the log.
+                        actor.state = None;
+                        ctx.stop();
+                        return Err(e);
+                    }
                     actor.state = Some(Some(run.clone()));
                     let mut at_capacity = false;
                     let executor = actor.runs.inner.executor.clone();

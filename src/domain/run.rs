@@ -146,7 +146,12 @@ pub enum Rejection {
     StaleExecution(u32),
     #[error("a follow-up needs a non-empty message")]
     EmptyMessage,
+    #[error("the run already has {MAX_PENDING_FOLLOWUPS} follow-ups waiting for it to start")]
+    TooManyPending,
 }
+
+/// How many follow-ups may wait for a queued run; bounds the size of its state.
+pub const MAX_PENDING_FOLLOWUPS: usize = 100;
 
 /// Work for the shell to do once the decision's events are durable.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -205,6 +210,10 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             if message.is_empty() {
                 return Err(Rejection::EmptyMessage);
             }
+            if run.state == RunState::Queued && run.pending_followups.len() >= MAX_PENDING_FOLLOWUPS
+            {
+                return Err(Rejection::TooManyPending);
+            }
             let effects = match run.state {
                 RunState::Queued => vec![],
                 RunState::InProgress => vec![Effect::Deliver(Followup {
@@ -240,7 +249,8 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
 }
 
 /// Folds one event, recorded at `at`, into the state of run `id`. Total: an event that does not
-/// apply (which a log written through `decide` never contains) leaves the state unchanged.
+/// apply (which a log written through `decide` never contains) changes nothing but the run's
+/// bookkeeping (`next_seq`, `updated_at`), so positions in the log stay consistent.
 pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
     let Some(mut run) = run else {
         return match event {
@@ -618,6 +628,22 @@ mod tests {
             ),
             Err(Rejection::EmptyMessage)
         );
+    }
+
+    #[test]
+    fn followups_waiting_for_a_queued_run_are_bounded() {
+        let mut history = vec![Event::Created(created())];
+        history.extend((0..MAX_PENDING_FOLLOWUPS).map(|i| Event::FollowupReceived {
+            message: format!("note {i}"),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        }));
+        let more = Command::Followup {
+            message: "one more".into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        };
+        assert_eq!(given(&history, more), Err(Rejection::TooManyPending));
     }
 
     #[test]

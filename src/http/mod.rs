@@ -107,13 +107,42 @@ async fn request_context(
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
     let path = req.path().to_string();
     let header_value = HeaderValue::from_str(&id).ok();
-    let mut response = REQUEST.scope((id, path), next.call(req)).await?;
+    let mut response = REQUEST
+        .scope((id, path), async move {
+            let response = next.call(req).await?.map_into_boxed_body();
+            Ok::<_, actix_web::Error>(as_problem(response))
+        })
+        .await?;
     if let Some(v) = header_value {
         response
             .headers_mut()
             .insert(header::HeaderName::from_static("x-request-id"), v);
     }
     Ok(response)
+}
+
+/// Failures produced by the framework itself (an oversized body, a broken request line) come
+/// with plain-text bodies; they are answered as problem+json like every other failure.
+fn as_problem(
+    response: ServiceResponse<actix_web::body::BoxBody>,
+) -> ServiceResponse<actix_web::body::BoxBody> {
+    let status = response.status();
+    let is_problem = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
+    if !status.is_client_error() && !status.is_server_error() || is_problem {
+        return response;
+    }
+    let error = match status.as_u16() {
+        413 => ApiError::too_large(format!(
+            "the request body is larger than {MAX_BODY_BYTES} bytes"
+        )),
+        404 => ApiError::not_found("no such resource"),
+        s if s >= 500 => ApiError::internal(&format!("framework error with status {status}")),
+        _ => ApiError::bad_request(format!("the request could not be read ({status})")),
+    };
+    response.into_response(actix_web::ResponseError::error_response(&error))
 }
 
 async fn not_found() -> Result<HttpResponse, ApiError> {

@@ -74,7 +74,12 @@ pub async fn create(
         .chain_update(idempotency_key.as_bytes())
         .finalize()
         .into();
-    let fingerprint: [u8; 32] = Sha256::digest(&body).into();
+    // The fingerprint is of the parsed body (object keys sorted), so a retry that formats the
+    // same JSON differently is still the same request.
+    let canonical = serde_json::from_slice::<serde_json::Value>(&body)
+        .map(|v| v.to_string().into_bytes())
+        .unwrap_or_else(|_| body.to_vec());
+    let fingerprint: [u8; 32] = Sha256::digest(&canonical).into();
     let _guard = state.idempotency_locks[usize::from(scope[0]) % state.idempotency_locks.len()]
         .lock()
         .await;

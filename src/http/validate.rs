@@ -1,6 +1,6 @@
 //! Validation of request bodies and query strings into domain values, with error messages that
-//! name the offending field. Limits keep every stored event well below sled's 128 KiB blob
-//! threshold, whose separate files the durable sync does not cover.
+//! name the offending field. The limits bound every stored event (a created event stays under
+//! about 128 KiB in total) so that the log, the read index and memory per run stay small.
 
 use std::collections::BTreeMap;
 
@@ -16,7 +16,8 @@ pub const MAX_PROMPT_BYTES: usize = 64 * 1024;
 pub const MAX_BASE_PROMPT_BYTES: usize = 16 * 1024;
 pub const MAX_TITLE_CHARS: usize = 256;
 pub const MAX_FIELD_BYTES: usize = 256;
-pub const MAX_MCP_SERVERS: usize = 32;
+pub const MAX_MCP_SERVERS: usize = 16;
+pub const MAX_MCP_VALUE_BYTES: usize = 2048;
 pub const MAX_FOLLOWUP_BYTES: usize = 64 * 1024;
 pub const MAX_METADATA_KEYS: usize = 20;
 pub const MAX_METADATA_FILTERS: usize = 5;
@@ -89,6 +90,24 @@ fn mcp_server(name: &str, s: McpServerIn) -> Result<McpServer, ApiError> {
             "{field} must have exactly one of warp_id, command or url"
         )));
     }
+    for (what, v) in [
+        ("command", &s.command),
+        ("url", &s.url),
+        ("warp_id", &s.warp_id),
+    ] {
+        if let Some(v) = v {
+            check_len(&format!("{field}.{what}"), v, MAX_MCP_VALUE_BYTES)?;
+        }
+    }
+    let args_len: usize = s.args.iter().flatten().map(String::len).sum();
+    let maps = s.env.iter().chain(s.headers.iter()).flatten();
+    let maps_len: usize = maps.map(|(k, v)| k.len() + v.len()).sum();
+    if args_len + maps_len > MAX_MCP_VALUE_BYTES * 4 {
+        return Err(ApiError::bad_request(format!(
+            "{field}: args, env and headers together exceed {} bytes",
+            MAX_MCP_VALUE_BYTES * 4
+        )));
+    }
     if let Some(url) = &s.url {
         let ok = (url.starts_with("https://") || url.starts_with("http://"))
             && url.len() > "https://".len()
@@ -131,8 +150,16 @@ fn resolve_config(
     });
     // The top-level `skill` takes precedence over `config.skill_spec` (OpenAPI).
     let (skill_field, skill_spec) = match skill {
+        Some(s) if s.len() > MAX_FIELD_BYTES => {
+            return Err(ApiError::bad_request(format!(
+                "skill is longer than {MAX_FIELD_BYTES} bytes"
+            )))
+        }
         Some(s) => ("skill", Some(s)),
-        None => ("config.skill_spec", input.skill_spec),
+        None => (
+            "config.skill_spec",
+            short_field("config.skill_spec", input.skill_spec)?,
+        ),
     };
     let skill_named = match &skill_spec {
         Some(spec) => Some(skill_name(spec).ok_or_else(|| {
@@ -307,6 +334,7 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
         ..Query::default()
     };
     let mut seen_cursor = None;
+    let mut foreign_state = false;
     let time = |key: &str, value: &str, ceil: bool| -> Result<Timestamp, ApiError> {
         let nanos = parse_time(value)
             .ok_or_else(|| ApiError::bad_request(format!("{key} must be an RFC 3339 timestamp")))?;
@@ -362,6 +390,10 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     _ => return Err(ApiError::bad_request("sort_order must be asc or desc")),
                 }
             }
+            // States of the hosted service that runledger runs never take.
+            "state" if ["PENDING", "CLAIMED", "BLOCKED", "ERROR"].contains(&value.as_str()) => {
+                foreign_state = true;
+            }
             "state" => {
                 let state = RunState::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(format!(
@@ -385,6 +417,12 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             "created_before" => q.created_before = Some(time("created_before", &value, true)?),
             "updated_after" => q.updated_after = Some(time("updated_after", &value, false)?),
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
+            "skill" | "skill_spec" => q.skill_spec = Some(nonempty(value)?),
+            // Things of the hosted service that runledger runs never have: nothing matches.
+            "schedule_id" | "ancestor_run_id" | "artifact_type" | "factory_uid"
+            | "automation_id" => {
+                q.matches_nothing = true;
+            }
             other => {
                 if let Some(k) = other
                     .strip_prefix("metadata[")
@@ -399,13 +437,16 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                         )));
                     }
                 }
-                // Other parameters of the hosted service's API (schedules, artifacts, …)
-                // describe things runledger runs never have; they are ignored.
+                // Remaining parameters of the hosted API (`execution_location`, `executor`)
+                // do not narrow runledger's runs; they are ignored.
             }
         }
     }
     q.metadata.sort();
     q.states.sort();
+    if foreign_state && q.states.is_empty() {
+        q.matches_nothing = true;
+    }
     if let Some(c) = seen_cursor {
         q.cursor = Some(
             Cursor::decode(&c)

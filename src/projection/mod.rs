@@ -20,7 +20,7 @@ pub use query::{Cursor, Order, Page, Query, SortBy};
 const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
 /// Bumped whenever the row encoding or key layout changes; a mismatch triggers a rebuild.
-pub const LAYOUT_VERSION: u32 = 1;
+pub const LAYOUT_VERSION: u32 = 2;
 const LAYOUT_KEY: &str = "projection_layout";
 
 #[derive(Debug, thiserror::Error)]

@@ -47,6 +47,10 @@ pub struct Query {
     pub updated_after: Option<Timestamp>,
     pub q: Option<String>,
     pub metadata: Vec<(String, String)>,
+    pub skill_spec: Option<String>,
+    /// The query names something runledger runs never have (a schedule, an artifact, a parent
+    /// run, a state such as `BLOCKED`): no run matches.
+    pub matches_nothing: bool,
     pub sort_by: SortBy,
     pub order: Order,
     pub limit: usize,
@@ -94,7 +98,7 @@ impl Query {
     fn fingerprint(&self) -> [u8; 8] {
         let mut h = Sha256::new();
         let text = format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
             self.states,
             self.name,
             self.model_id,
@@ -106,6 +110,8 @@ impl Query {
             self.updated_after,
             self.q,
             self.metadata,
+            self.skill_spec,
+            self.matches_nothing,
             self.sort_by,
             self.order
         );
@@ -120,7 +126,9 @@ impl Query {
         let eq = |want: &Option<String>, have: &Option<String>| {
             want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
         };
-        (self.states.is_empty() || self.states.contains(&run.state))
+        !self.matches_nothing
+            && (self.states.is_empty() || self.states.contains(&run.state))
+            && eq(&self.skill_spec, &run.config.skill_spec)
             && eq(&self.name, &run.config.name)
             && eq(&self.model_id, &run.config.model_id)
             && eq(&self.environment_id, &run.config.environment_id)
@@ -129,10 +137,15 @@ impl Query {
             && self.created_after.is_none_or(|t| run.created_at > t)
             && self.created_before.is_none_or(|t| run.created_at < t)
             && self.updated_after.is_none_or(|t| run.updated_at > t)
-            && self
-                .q
-                .as_ref()
-                .is_none_or(|q| contains_ci(&run.title, q) || contains_ci(&run.prompt, q))
+            && self.q.as_ref().is_none_or(|q| {
+                contains_ci(&run.title, q)
+                    || contains_ci(&run.prompt, q)
+                    || run
+                        .config
+                        .skill_spec
+                        .as_deref()
+                        .is_some_and(|s| contains_ci(s, q))
+            })
             && self
                 .metadata
                 .iter()
@@ -242,7 +255,8 @@ fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     None
 }
 
-/// Merges position streams into one stream in `order`, dropping duplicates.
+/// Merges position streams into one stream in `order`. The streams are disjoint (one per
+/// state, and a run has one state), so no duplicates arise.
 struct Merge<'a> {
     heads: Vec<Option<Vec<u8>>>,
     iters: Vec<Positions<'a>>,
@@ -300,6 +314,12 @@ impl Index {
             Some(c) => Some(c.position.as_slice()),
             None => None,
         };
+        if query.matches_nothing {
+            return Ok(Page {
+                runs: Vec::new(),
+                next_cursor: None,
+            });
+        }
         let limit = query.limit.max(1);
         let mut runs = Vec::with_capacity(limit.min(64) + 1);
         let mut last_position = None;

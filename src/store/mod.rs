@@ -8,7 +8,7 @@
 
 pub mod codec;
 pub mod keys;
-mod sync;
+pub mod sync;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -133,9 +133,8 @@ impl Store {
                 }
                 other => Error::Sled(other),
             })?;
-        // sled 0.34 keeps its whole log in this one file; fdatasync of it makes flushed
-        // writes durable. Large values (over 128 KiB) would go to separate blob files, which
-        // is why the HTTP layer caps the size of a run's created event well below that.
+        // sled 0.34 keeps its log in this one file, plus write-once blob files for messages over
+        // 128 KiB; fdatasync of the file and fsync of new blobs make flushed writes durable.
         let data_path = dir.join("db");
         let data_file = std::fs::OpenOptions::new()
             .read(true)
@@ -145,7 +144,7 @@ impl Store {
                 path: data_path,
                 source,
             })?;
-        let syncer = sync::Syncer::start(db.clone(), data_file);
+        let syncer = sync::Syncer::start(db.clone(), data_file, dir.join("blobs"));
         Ok(Store {
             inner: Arc::new(Inner {
                 events: db.open_tree(EVENTS)?,
@@ -176,10 +175,21 @@ impl Store {
     /// Blocking variant of `sync` for the command line.
     pub fn sync_blocking(&self) -> Result<(), Error> {
         self.inner.db.flush()?;
-        let path = self.inner.dir.join("sled").join("db");
+        let dir = self.inner.dir.join("sled");
+        let path = dir.join("db");
         std::fs::File::open(&path)
             .and_then(|f| f.sync_data())
-            .map_err(|source| Error::Io { path, source })
+            .map_err(|source| Error::Io { path, source })?;
+        let blobs = dir.join("blobs");
+        sync::sync_new_blobs(&blobs, &mut Default::default()).map_err(|source| Error::Io {
+            path: blobs,
+            source,
+        })
+    }
+
+    /// Whether a run is marked dirty (its index entry may lag its log).
+    pub fn is_dirty(&self, run_id: RunId) -> Result<bool, Error> {
+        Ok(self.inner.dirty.contains_key(run_id.to_bytes())?)
     }
 
     /// `(syncs, microseconds spent syncing)` since the store was opened.

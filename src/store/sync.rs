@@ -6,8 +6,16 @@
 //! `fdatasync` of sled's data file. Writers take a ticket after their inserts and wait until a
 //! sync that *started* after the ticket has completed; every writer that arrives while a sync is
 //! running is covered by the next one, so under load one fdatasync serves many appends.
+//!
+//! sled writes log messages larger than a quarter segment (128 KiB; large node pages can get
+//! there too) to separate files under `blobs/`, which its flush does not sync either. Blob files
+//! are written once and never changed, so each sync also fsyncs the blob files it has not seen
+//! before, and the directory that holds them.
 
+use std::collections::HashSet;
+use std::ffi::OsString;
 use std::fs::File;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
@@ -42,7 +50,7 @@ pub struct Syncer {
 }
 
 impl Syncer {
-    pub fn start(db: sled::Db, data_file: File) -> Syncer {
+    pub fn start(db: sled::Db, data_file: File, blobs_dir: PathBuf) -> Syncer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 requested: 0,
@@ -56,7 +64,7 @@ impl Syncer {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("runledger-sync".into())
-            .spawn(move || run(thread_shared, db, data_file, tx))
+            .spawn(move || run(thread_shared, db, data_file, blobs_dir, tx))
             .ok();
         Syncer {
             shared,
@@ -114,8 +122,41 @@ impl Drop for Syncer {
     }
 }
 
-fn run(shared: Arc<Shared>, db: sled::Db, data_file: File, tx: watch::Sender<Published>) {
+/// Fsyncs blob files not synced before (and their directory, if there were any).
+pub fn sync_new_blobs(dir: &Path, synced: &mut HashSet<OsString>) -> std::io::Result<()> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    };
+    let mut present = HashSet::new();
+    let mut new = false;
+    for entry in entries {
+        let entry = entry?;
+        let name = entry.file_name();
+        if !synced.contains(&name) {
+            File::open(entry.path())?.sync_all()?;
+            new = true;
+        }
+        present.insert(name);
+    }
+    if new {
+        File::open(dir)?.sync_all()?;
+    }
+    // Forget blobs sled has removed, so the set stays as small as the directory.
+    *synced = present;
+    Ok(())
+}
+
+fn run(
+    shared: Arc<Shared>,
+    db: sled::Db,
+    data_file: File,
+    blobs_dir: PathBuf,
+    tx: watch::Sender<Published>,
+) {
     let mut done = 0u64;
+    let mut synced_blobs = HashSet::new();
     loop {
         let target = {
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -131,7 +172,8 @@ fn run(shared: Arc<Shared>, db: sled::Db, data_file: File, tx: watch::Sender<Pub
         let outcome = db
             .flush()
             .map_err(|e| e.to_string())
-            .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()));
+            .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()))
+            .and_then(|_| sync_new_blobs(&blobs_dir, &mut synced_blobs).map_err(|e| e.to_string()));
         shared.syncs.fetch_add(1, Ordering::Relaxed);
         shared
             .sync_micros
@@ -147,5 +189,26 @@ fn run(shared: Arc<Shared>, db: sled::Db, data_file: File, tx: watch::Sender<Pub
                 return;
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn new_blob_files_are_synced_once_and_removed_ones_forgotten() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        let mut synced = HashSet::new();
+        sync_new_blobs(&blobs, &mut synced).expect("a missing directory is fine");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        std::fs::write(blobs.join("100"), b"blob").expect("write");
+        std::fs::write(blobs.join("200"), b"blob").expect("write");
+        sync_new_blobs(&blobs, &mut synced).expect("sync");
+        assert_eq!(synced.len(), 2);
+        std::fs::remove_file(blobs.join("100")).expect("rm");
+        sync_new_blobs(&blobs, &mut synced).expect("sync");
+        assert_eq!(synced, HashSet::from([OsString::from("200")]));
     }
 }
