@@ -6,7 +6,6 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use actix_web::{web, HttpServer};
-use anyhow::Context as _;
 
 use crate::actor::{now, Runs};
 use crate::config::Config;
@@ -16,13 +15,33 @@ use crate::projection::Index;
 use crate::store::keys::KeyKind;
 use crate::store::{self, Store};
 
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Store(#[from] crate::store::Error),
+    #[error(transparent)]
+    Index(#[from] crate::projection::Error),
+    #[error("cannot create the transcripts directory under {path}: {source}")]
+    Transcripts {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("recovery failed: {0}")]
+    Recovery(crate::actor::Error),
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+}
+
 pub struct Application {
     server: actix_web::dev::Server,
     addr: SocketAddr,
 }
 
 /// Opens the store and brings the read index up to date with the log.
-pub fn open_store(config: &Config) -> Result<(Store, Index), anyhow::Error> {
+pub fn open_store(config: &Config) -> Result<(Store, Index), Error> {
     let store = Store::open(
         &config.data_dir,
         &store::Options {
@@ -56,7 +75,7 @@ pub fn open_store(config: &Config) -> Result<(Store, Index), anyhow::Error> {
 
 impl Application {
     /// Opens everything and binds the listener; the service starts with `run`.
-    pub async fn build(config: Config) -> Result<Application, anyhow::Error> {
+    pub async fn build(config: Config) -> Result<Application, Error> {
         let config = Arc::new(config);
         let (store, index) = open_store(&config)?;
         if store.keys().is_empty() {
@@ -70,20 +89,29 @@ impl Application {
             );
             println!("{secret}");
         }
-        let transcripts = Transcripts::open(&config.data_dir).with_context(|| {
-            format!(
-                "cannot create transcripts under {}",
-                config.data_dir.display()
-            )
-        })?;
+        let transcripts =
+            Transcripts::open(&config.data_dir).map_err(|source| Error::Transcripts {
+                path: config.data_dir.clone(),
+                source,
+            })?;
         let executor = Executor::new(config.environments.clone(), transcripts);
         let runs = Runs::new(store.clone(), index, executor);
         let secret = store.instance_secret("session_secret")?;
         store.sync().await?;
+        // Executions that were in progress when the service stopped are lost; they are failed
+        // before any request is served, so nothing started by this process is mistaken for one.
+        let failed_lost = runs.fail_lost_executions().await.map_err(Error::Recovery)?;
         // Bind first, so that a port-0 address is known before the links are built.
-        let listener = std::net::TcpListener::bind(config.bind)
-            .with_context(|| format!("cannot listen on {}", config.bind))?;
-        let addr = listener.local_addr()?;
+        let listener =
+            std::net::TcpListener::bind(config.bind).map_err(|source| Error::Listen {
+                addr: config.bind,
+                source,
+            })?;
+        let listen_error = |source| Error::Listen {
+            addr: config.bind,
+            source,
+        };
+        let addr = listener.local_addr().map_err(listen_error)?;
         let public_url = config
             .public_url
             .clone()
@@ -95,17 +123,16 @@ impl Application {
             secret,
         ));
         let app_state = state.clone();
-        let server = HttpServer::new(move || http::app(app_state.clone())).listen(listener)?;
+        let server = HttpServer::new(move || http::app(app_state.clone()))
+            .listen(listener)
+            .map_err(listen_error)?;
         let server = server.run();
-        // Recovery runs beside the server: /healthz answers at once, /readyz once it is done.
+        // Waiting runs are re-queued beside the server: /healthz answers at once, /readyz once
+        // every waiting run is back in its queue.
         actix_rt::spawn(async move {
-            match runs.recover().await {
-                Ok(report) => {
-                    tracing::info!(
-                        failed = report.failed,
-                        requeued = report.requeued,
-                        "recovery complete"
-                    );
+            match runs.requeue_waiting().await {
+                Ok(requeued) => {
+                    tracing::info!(failed_lost, requeued, "recovery complete");
                     state.ready.store(true, Ordering::Release);
                 }
                 Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),

@@ -193,13 +193,12 @@ impl Runs {
         Ok(self.inner.store.read_run(id)?)
     }
 
-    /// Startup recovery (after `startup::open_store` has caught the index up with the log):
-    /// fails executions that were in progress when the service stopped (their agent is gone)
-    /// and re-queues waiting runs in the order they were queued.
-    pub async fn recover(&self) -> Result<RecoveryReport, Error> {
-        let mut report = RecoveryReport::default();
-        // Walk each state's index range a page at a time: with many waiting runs, holding
-        // them all in memory at once would dominate the service's footprint.
+    /// Startup recovery, part one — before any request is served: fails the executions that
+    /// were in progress when the service stopped (their agent is gone). Doing this before
+    /// serving means no run started by this process can be mistaken for a lost one.
+    pub async fn fail_lost_executions(&self) -> Result<usize, Error> {
+        let mut failed = 0;
+        // The state's index range is walked a page at a time, never read whole.
         let mut query = Query {
             states: vec![RunState::InProgress],
             order: projection::Order::Asc,
@@ -219,36 +218,39 @@ impl Runs {
                     outcome: Err(lost),
                 };
                 match self.execute(run.id, finish).await {
-                    Ok(_) | Err(Error::Rejected(_)) => report.failed += 1,
+                    Ok(_) | Err(Error::Rejected(_)) => failed += 1,
                     Err(e) => return Err(e),
                 }
             }
             // Failed runs leave the range behind the cursor; what follows it is untouched.
             match page.next_cursor {
                 Some(cursor) => query.cursor = Some(cursor),
-                None => break,
+                None => return Ok(failed),
             }
         }
-        // Oldest-queued first, so the environment queues keep their FIFO order.
-        query.states = vec![RunState::Queued];
-        query.cursor = None;
+    }
+
+    /// Startup recovery, part two — may run while requests are served: puts the runs that were
+    /// waiting back in their queues, oldest-queued first. A run that a request queues meanwhile
+    /// is not queued twice (the executor's queues ignore duplicates).
+    pub async fn requeue_waiting(&self) -> Result<usize, Error> {
+        let mut requeued = 0;
+        let mut query = Query {
+            states: vec![RunState::Queued],
+            order: projection::Order::Asc,
+            limit: 500,
+            ..Query::default()
+        };
         loop {
             let page = self.inner.index.list(&query)?;
             for run in &page.runs {
                 self.inner.executor.enqueue(self, run);
-                report.requeued += 1;
+                requeued += 1;
             }
             match page.next_cursor {
                 Some(cursor) => query.cursor = Some(cursor),
-                None => break,
+                None => return Ok(requeued),
             }
         }
-        Ok(report)
     }
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub struct RecoveryReport {
-    pub failed: usize,
-    pub requeued: usize,
 }

@@ -54,6 +54,28 @@ impl RunActor {
     }
 }
 
+impl RunActor {
+    /// Carries out a decision's effects; returns whether the run had to wait for capacity.
+    fn dispatch(&self, effects: Vec<Effect>, run: &Run) -> bool {
+        let mut at_capacity = false;
+        let executor = &self.runs.inner.executor;
+        for effect in effects {
+            match effect {
+                Effect::Enqueue => at_capacity |= executor.enqueue(&self.runs, run),
+                Effect::Dequeue => executor.dequeue(run),
+                Effect::Launch {
+                    execution,
+                    followups,
+                    resumed_by,
+                } => executor.launch(&self.runs, run, execution, followups, resumed_by),
+                Effect::Deliver(followup) => executor.deliver(run.id, followup),
+                Effect::Stop { execution } => executor.stop(run.id, execution),
+            }
+        }
+        at_capacity
+    }
+}
+
 impl Actor for RunActor {
     type Context = Context<Self>;
 
@@ -129,31 +151,15 @@ impl Handler<Execute> for RunActor {
                         .apply(old.as_ref(), &run)
                         .map_err(Error::from)
                         .and_then(|()| Ok(actor.runs.inner.store.clear_dirty(actor.id)?));
+                    // The events are durable, so their effects happen even if the index could
+                    // not follow (the run stays dirty and its next activation repairs it).
+                    let at_capacity = actor.dispatch(effects, &run);
                     if let Err(e) = projected {
-                        // The events are durable but the index lags: the run stays marked
-                        // dirty, and the next activation repairs the index from the log.
                         actor.state = None;
                         ctx.stop();
                         return Err(e);
                     }
                     actor.state = Some(Some(run.clone()));
-                    let mut at_capacity = false;
-                    let executor = actor.runs.inner.executor.clone();
-                    for effect in effects {
-                        match effect {
-                            Effect::Enqueue => at_capacity |= executor.enqueue(&actor.runs, &run),
-                            Effect::Dequeue => executor.dequeue(&run),
-                            Effect::Launch {
-                                execution,
-                                followups,
-                                resumed_by,
-                            } => {
-                                executor.launch(&actor.runs, &run, execution, followups, resumed_by)
-                            }
-                            Effect::Deliver(followup) => executor.deliver(run.id, followup),
-                            Effect::Stop { execution } => executor.stop(run.id, execution),
-                        }
-                    }
                     if run.state.is_terminal() {
                         ctx.stop();
                     }

@@ -9,7 +9,7 @@
 mod demo;
 pub mod transcript;
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -34,6 +34,8 @@ struct Live {
 #[derive(Default)]
 struct EnvState {
     queue: VecDeque<RunId>,
+    /// The members of `queue`, so that a run is never queued twice.
+    queued: HashSet<RunId>,
     running: usize,
 }
 
@@ -96,7 +98,9 @@ impl Executor {
             let mut state = self.state();
             let slot = state.envs.entry(env.id.clone()).or_default();
             let at_capacity = slot.running >= env.max_concurrent || !slot.queue.is_empty();
-            slot.queue.push_back(run.id);
+            if slot.queued.insert(run.id) {
+                slot.queue.push_back(run.id);
+            }
             at_capacity
         };
         self.pump(runs, &env);
@@ -107,7 +111,9 @@ impl Executor {
     pub fn dequeue(&self, run: &Run) {
         let env = self.environment_of(run);
         if let Some(slot) = self.state().envs.get_mut(&env.id) {
-            slot.queue.retain(|id| *id != run.id);
+            if slot.queued.remove(&run.id) {
+                slot.queue.retain(|id| *id != run.id);
+            }
         }
     }
 
@@ -139,6 +145,7 @@ impl Executor {
                 let Some(id) = slot.queue.pop_front() else {
                     return;
                 };
+                slot.queued.remove(&id);
                 slot.running += 1;
                 id
             };

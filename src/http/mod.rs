@@ -121,8 +121,9 @@ async fn request_context(
     Ok(response)
 }
 
-/// Failures produced by the framework itself (an oversized body, a broken request line) come
-/// with plain-text bodies; they are answered as problem+json like every other failure.
+/// Failures produced by the framework inside the app (an oversized body, a payload that cannot
+/// be read) come with plain-text bodies; they are answered as problem+json like every other
+/// failure. (A request too broken to parse never reaches the app; actix-http answers it.)
 fn as_problem(
     response: ServiceResponse<actix_web::body::BoxBody>,
 ) -> ServiceResponse<actix_web::body::BoxBody> {
@@ -310,7 +311,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     }
     let _ = writeln!(
         out,
-        "# HELP runledger_durable_syncs_total Group-commit syncs (flush + fdatasync)."
+        "# HELP runledger_durable_syncs_total Group-commit syncs (flush, fdatasync, new blob fsyncs)."
     );
     let _ = writeln!(out, "# TYPE runledger_durable_syncs_total counter");
     let _ = writeln!(out, "runledger_durable_syncs_total {syncs}");

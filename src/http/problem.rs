@@ -87,7 +87,8 @@ impl ApiError {
 
     /// An unexpected failure: logged with its cause, answered opaquely.
     pub fn internal(cause: &dyn std::fmt::Display) -> ApiError {
-        tracing::error!(error = %cause, "internal error");
+        let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        tracing::error!(error = %cause, %trace_id, %path, "internal error");
         ApiError {
             retryable: true,
             ..ApiError::new(

@@ -1,6 +1,6 @@
 //! Validation of request bodies and query strings into domain values, with error messages that
-//! name the offending field. The limits bound every stored event (a created event stays under
-//! about 128 KiB in total) so that the log, the read index and memory per run stay small.
+//! name the offending field. The limits bound the size of every stored event and so of each
+//! run's state, which keeps the log, the read index and memory per run small.
 
 use std::collections::BTreeMap;
 

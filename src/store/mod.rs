@@ -144,6 +144,13 @@ impl Store {
                 path: data_path,
                 source,
             })?;
+        // The directory entries sled created (db, conf, blobs/) must survive a crash too.
+        std::fs::File::open(&dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|source| Error::Io {
+                path: dir.clone(),
+                source,
+            })?;
         let syncer = sync::Syncer::start(db.clone(), data_file, dir.join("blobs"));
         Ok(Store {
             inner: Arc::new(Inner {

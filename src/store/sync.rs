@@ -9,10 +9,10 @@
 //!
 //! sled writes log messages larger than a quarter segment (128 KiB; large node pages can get
 //! there too) to separate files under `blobs/`, which its flush does not sync either. Blob files
-//! are written once and never changed, so each sync also fsyncs the blob files it has not seen
-//! before, and the directory that holds them.
+//! are written once and then never changed, so each sync also fsyncs the blob files that are new
+//! or still growing since it last looked, and the directory that holds them.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -122,28 +122,40 @@ impl Drop for Syncer {
     }
 }
 
-/// Fsyncs blob files not synced before (and their directory, if there were any).
-pub fn sync_new_blobs(dir: &Path, synced: &mut HashSet<OsString>) -> std::io::Result<()> {
+/// What a blob file looked like when it was last synced.
+type BlobState = (u64, Option<std::time::SystemTime>);
+
+/// Fsyncs blob files that are new or have changed since they were last synced (sled may still
+/// be writing a blob a sync sees first), and the directory if any file was new.
+pub fn sync_new_blobs(
+    dir: &Path,
+    synced: &mut HashMap<OsString, BlobState>,
+) -> std::io::Result<()> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
-    let mut present = HashSet::new();
+    let mut present = HashMap::new();
     let mut new = false;
     for entry in entries {
         let entry = entry?;
         let name = entry.file_name();
-        if !synced.contains(&name) {
-            File::open(entry.path())?.sync_all()?;
-            new = true;
+        let meta = entry.metadata()?;
+        let state = (meta.len(), meta.modified().ok());
+        match synced.get(&name) {
+            Some(seen) if *seen == state => {}
+            seen => {
+                new |= seen.is_none();
+                File::open(entry.path())?.sync_all()?;
+            }
         }
-        present.insert(name);
+        present.insert(name, state);
     }
     if new {
         File::open(dir)?.sync_all()?;
     }
-    // Forget blobs sled has removed, so the set stays as small as the directory.
+    // Forget blobs sled has removed, so the map stays as small as the directory.
     *synced = present;
     Ok(())
 }
@@ -156,7 +168,7 @@ fn run(
     tx: watch::Sender<Published>,
 ) {
     let mut done = 0u64;
-    let mut synced_blobs = HashSet::new();
+    let mut synced_blobs = HashMap::new();
     loop {
         let target = {
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -197,10 +209,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn new_blob_files_are_synced_once_and_removed_ones_forgotten() {
+    fn new_and_growing_blob_files_are_synced_and_removed_ones_forgotten() {
         let dir = tempfile::tempdir().expect("tempdir");
         let blobs = dir.path().join("blobs");
-        let mut synced = HashSet::new();
+        let mut synced = HashMap::new();
         sync_new_blobs(&blobs, &mut synced).expect("a missing directory is fine");
         std::fs::create_dir(&blobs).expect("mkdir");
         std::fs::write(blobs.join("100"), b"blob").expect("write");
@@ -209,6 +221,10 @@ mod tests {
         assert_eq!(synced.len(), 2);
         std::fs::remove_file(blobs.join("100")).expect("rm");
         sync_new_blobs(&blobs, &mut synced).expect("sync");
-        assert_eq!(synced, HashSet::from([OsString::from("200")]));
+        assert_eq!(synced.keys().collect::<Vec<_>>(), [&OsString::from("200")]);
+        // A blob that grew after it was first seen is synced again.
+        std::fs::write(blobs.join("200"), b"blob, now complete").expect("write");
+        sync_new_blobs(&blobs, &mut synced).expect("sync");
+        assert_eq!(synced.get(&OsString::from("200")).map(|s| s.0), Some(18));
     }
 }
