@@ -64,6 +64,7 @@ struct ServerFile {
     data_dir: Option<PathBuf>,
     allow_non_loopback: Option<bool>,
     cache_mb: Option<u64>,
+    stop_grace_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -121,6 +122,8 @@ pub struct Config {
     pub public_url: Option<String>,
     pub data_dir: PathBuf,
     pub cache_bytes: u64,
+    /// Time an agent's process tree gets between SIGTERM and SIGKILL when it is stopped.
+    pub stop_grace_secs: u64,
     /// The first environment is the default.
     pub environments: Vec<Environment>,
     /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
@@ -219,6 +222,9 @@ fn resolve(
         .clone()
         .or(file.server.data_dir)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
+    // Agents run in their workspaces, so every path handed to them must be absolute.
+    let data_dir = std::path::absolute(&data_dir)
+        .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))?;
     let mut environments = Vec::new();
     for (i, env) in file.environments.into_iter().enumerate() {
         let at = format!("environments[{i}]");
@@ -240,9 +246,34 @@ fn resolve(
                 env.id
             )));
         }
-        if env.harness != Harness::Demo {
+        if env.harness == Harness::Command && env.command.is_empty() {
             return Err(Error::Invalid(format!(
-                "{at}.harness: this build runs only the built-in 'demo' harness"
+                "{at}.command: the 'command' harness needs the argv to run, e.g. [\"bash\", \"agent.sh\"]"
+            )));
+        }
+        if env.harness == Harness::Demo && !env.command.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{at}.command: the 'demo' harness runs the built-in agent and takes no command"
+            )));
+        }
+        if let Some(name) = crate::exec::presets::unknown_placeholder(&env.command) {
+            return Err(Error::Invalid(format!(
+                "{at}.command: unknown placeholder {{{name}}}; known: {{prompt}}, {{full_prompt}}, \
+                 {{model_id}}, {{base_prompt}}, {{mcp_config}}, {{workspace}}"
+            )));
+        }
+        if env.max_runtime_secs == Some(0) {
+            return Err(Error::Invalid(format!(
+                "{at}.max_runtime_secs: must be at least 1"
+            )));
+        }
+        if let Some(bad) = env
+            .env
+            .keys()
+            .find(|k| k.is_empty() || k.contains('=') || k.starts_with("RUNLEDGER_"))
+        {
+            return Err(Error::Invalid(format!(
+                "{at}.env: {bad:?} is not allowed (empty, contains '=', or a reserved RUNLEDGER_ variable)"
             )));
         }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
@@ -263,7 +294,13 @@ fn resolve(
             max_concurrent,
             max_runtime_secs: env.max_runtime_secs.unwrap_or(demo.max_runtime_secs),
             env: env.env,
-            workspace_root: env.workspace_root,
+            workspace_root: match env.workspace_root {
+                Some(root) => Some(
+                    std::path::absolute(&root)
+                        .map_err(|e| Error::Invalid(format!("{at}.workspace_root: {e}")))?,
+                ),
+                None => None,
+            },
             demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
         });
     }
@@ -275,6 +312,7 @@ fn resolve(
         public_url,
         data_dir,
         cache_bytes: file.server.cache_mb.unwrap_or(64) * 1024 * 1024,
+        stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
         environments,
         loaded_at,
     })
@@ -293,7 +331,8 @@ mod tests {
     fn embedded_defaults() {
         let config = load_text("").expect("valid");
         assert_eq!(config.bind.to_string(), DEFAULT_BIND);
-        assert_eq!(config.data_dir, PathBuf::from(DEFAULT_DATA_DIR));
+        assert!(config.data_dir.is_absolute());
+        assert!(config.data_dir.ends_with("runledger-data"));
         assert_eq!(config.base_url(), "http://127.0.0.1:8080");
         assert_eq!(config.default_environment().id, "demo");
     }

@@ -9,7 +9,7 @@ use actix_web::{web, HttpServer};
 
 use crate::actor::{now, Runs};
 use crate::config::Config;
-use crate::exec::{Executor, Transcripts};
+use crate::exec::{Executor, Supervision, Transcripts};
 use crate::http::{self, AppState};
 use crate::projection::Index;
 use crate::store::keys::KeyKind;
@@ -94,7 +94,27 @@ impl Application {
                 path: config.data_dir.clone(),
                 source,
             })?;
-        let executor = Executor::new(config.environments.clone(), transcripts);
+        // The instance id marks this data directory's agent processes; any still alive now
+        // were orphaned when an earlier server died, and nothing will ever collect them.
+        let instance: String = store
+            .instance_secret("instance_id")?
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let orphans = crate::exec::process::kill_orphans(&instance);
+        if orphans > 0 {
+            tracing::warn!(orphans, "killed agent processes left by a previous server");
+        }
+        let executor = Executor::new(
+            config.environments.clone(),
+            Supervision {
+                transcripts,
+                data_dir: config.data_dir.clone(),
+                instance,
+                grace: std::time::Duration::from_secs(config.stop_grace_secs),
+            },
+        );
         let runs = Runs::new(store.clone(), index, executor);
         let secret = store.instance_secret("session_secret")?;
         store.sync().await?;

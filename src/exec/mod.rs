@@ -6,7 +6,10 @@
 //! writes events itself: every state change goes through the run's actor, so a late agent can
 //! never overwrite a cancellation. Agent output goes to the transcript, beside the log.
 
+mod command;
 mod demo;
+pub mod presets;
+pub mod process;
 pub mod transcript;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -44,11 +47,23 @@ struct State {
     live: HashMap<RunId, Live>,
 }
 
+/// What harnesses need from the service to run and supervise agents.
+#[derive(Clone)]
+pub struct Supervision {
+    pub transcripts: Transcripts,
+    /// Where workspaces (by default) and per-run agent files live.
+    pub data_dir: std::path::PathBuf,
+    /// This data directory's instance id: the marker that finds our agents' processes.
+    pub instance: String,
+    /// Time between SIGTERM and SIGKILL when a process tree is stopped.
+    pub grace: std::time::Duration,
+}
+
 /// A cheap-to-clone handle on the executor.
 #[derive(Clone)]
 pub struct Executor {
     environments: Arc<Vec<Environment>>,
-    transcripts: Transcripts,
+    supervision: Supervision,
     state: Arc<Mutex<State>>,
 }
 
@@ -62,10 +77,10 @@ pub struct Assignment {
 }
 
 impl Executor {
-    pub fn new(environments: Vec<Environment>, transcripts: Transcripts) -> Executor {
+    pub fn new(environments: Vec<Environment>, supervision: Supervision) -> Executor {
         Executor {
             environments: Arc::new(environments),
-            transcripts,
+            supervision,
             state: Arc::new(Mutex::new(State {
                 envs: HashMap::new(),
                 live: HashMap::new(),
@@ -74,7 +89,7 @@ impl Executor {
     }
 
     pub fn transcripts(&self) -> &Transcripts {
-        &self.transcripts
+        &self.supervision.transcripts
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -201,13 +216,12 @@ impl Executor {
         actix_rt::spawn(async move {
             let id = assignment.run.id;
             let outcome = match environment.harness {
-                Harness::Demo => demo::run(&assignment, &executor.transcripts, rx).await,
-                // Configuration refuses other harnesses in this build.
-                _ => Some(Err(crate::domain::StatusMessage {
-                    message: "this harness is not available".into(),
-                    error_code: Some("operation_not_supported".into()),
-                    retryable: Some(false),
-                })),
+                Harness::Demo => {
+                    demo::run(&assignment, &executor.supervision.transcripts, rx).await
+                }
+                Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
+                    command::run(&assignment, &executor.supervision, rx).await
+                }
             };
             {
                 let mut state = executor.state();

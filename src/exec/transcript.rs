@@ -1,8 +1,11 @@
 //! Transcripts: what an agent printed and was told, stored beside the event log as one
 //! JSON-lines file per run (`<data_dir>/transcripts/<run_id>.jsonl`). Not events: output can be
-//! large and is not state, so it never slows or bloats the log.
+//! large and is not state, so it never slows or bloats the log. Reads are by byte offset and
+//! bounded in size, so serving the transcript of an agent that printed gigabytes costs no more
+//! memory than serving a short one.
 
-use std::io::{BufRead, Write};
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Seek, SeekFrom, Write};
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -13,14 +16,39 @@ use crate::domain::{RunId, Timestamp};
 pub struct Entry {
     pub at: Timestamp,
     pub execution: u32,
-    /// `stdout`, `stderr`, `system` or `followup`.
+    /// `stdout`, `stderr`, `setup`, `system` or `followup`.
     pub stream: String,
     pub text: String,
+}
+
+/// A slice of a transcript and where the next one starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Slice {
+    pub entries: Vec<(u64, Entry)>,
+    /// Byte offset after the last entry read; pass it back to continue.
+    pub next_offset: u64,
+    /// Whether the file holds more after `next_offset` (right now).
+    pub more: bool,
 }
 
 #[derive(Clone)]
 pub struct Transcripts {
     dir: PathBuf,
+}
+
+/// An open transcript, appended to by one execution.
+pub struct Writer {
+    file: File,
+}
+
+impl Writer {
+    /// Appends one entry. Each entry is written whole with one `write`, so readers never see
+    /// half an entry except at the very end of a file being written.
+    pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
+        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        self.file.write_all(&line)
+    }
 }
 
 impl Transcripts {
@@ -34,31 +62,143 @@ impl Transcripts {
         self.dir.join(format!("{id}.jsonl"))
     }
 
-    pub fn append(&self, id: RunId, entry: &Entry) -> std::io::Result<()> {
-        let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
-        line.push(b'\n');
-        let mut file = std::fs::OpenOptions::new()
+    pub fn writer(&self, id: RunId) -> std::io::Result<Writer> {
+        let file = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
             .open(self.path(id))?;
-        file.write_all(&line)
+        Ok(Writer { file })
     }
 
-    /// Every entry of a run's transcript (empty if it has none yet).
-    pub fn read(&self, id: RunId) -> std::io::Result<Vec<Entry>> {
-        let file = match std::fs::File::open(self.path(id)) {
+    /// Appends one entry (for occasional writers; executions keep a `Writer`).
+    pub fn append(&self, id: RunId, entry: &Entry) -> std::io::Result<()> {
+        self.writer(id)?.append(entry)
+    }
+
+    /// Up to `limit` entries starting at byte `offset` (0: the beginning), reading at most
+    /// `max_bytes` of the file.
+    pub fn read(
+        &self,
+        id: RunId,
+        offset: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> std::io::Result<Slice> {
+        let mut file = match File::open(self.path(id)) {
             Ok(f) => f,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(Slice {
+                    entries: Vec::new(),
+                    next_offset: 0,
+                    more: false,
+                })
+            }
             Err(e) => return Err(e),
         };
+        let len = file.metadata()?.len();
+        let offset = offset.min(len);
+        file.seek(SeekFrom::Start(offset))?;
+        let mut reader = BufReader::new(file.take(max_bytes));
         let mut entries = Vec::new();
-        for line in std::io::BufReader::new(file).lines() {
-            let line = line?;
-            // A line cut short by a crash is skipped rather than failing the whole transcript.
-            if let Ok(entry) = serde_json::from_str(&line) {
-                entries.push(entry);
+        let mut position = offset;
+        let mut line = Vec::new();
+        while entries.len() < limit {
+            line.clear();
+            let n = reader.read_until(b'\n', &mut line)?;
+            // Stop at the end, or at a line still being written (or cut by the byte budget).
+            if n == 0 || line.last() != Some(&b'\n') {
+                break;
             }
+            // A line damaged by a crash is skipped, not fatal to the whole transcript.
+            if let Ok(entry) = serde_json::from_slice::<Entry>(&line) {
+                entries.push((position, entry));
+            }
+            position += n as u64;
         }
-        Ok(entries)
+        Ok(Slice {
+            entries,
+            next_offset: position,
+            more: position < len,
+        })
+    }
+
+    /// The entries in the last `max_bytes` of the transcript (for the session page).
+    pub fn tail(&self, id: RunId, max_bytes: u64) -> std::io::Result<Slice> {
+        let len = match std::fs::metadata(self.path(id)) {
+            Ok(m) => m.len(),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(e),
+        };
+        if len <= max_bytes {
+            return self.read(id, 0, usize::MAX, max_bytes);
+        }
+        // Start at the first whole line inside the window.
+        let mut file = File::open(self.path(id))?;
+        let start = len - max_bytes;
+        file.seek(SeekFrom::Start(start))?;
+        let mut skipped = Vec::new();
+        let n = BufReader::new(file.take(max_bytes)).read_until(b'\n', &mut skipped)?;
+        self.read(id, start + n as u64, usize::MAX, max_bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(n: u32) -> Entry {
+        Entry {
+            at: Timestamp(u64::from(n)),
+            execution: 1,
+            stream: "stdout".into(),
+            text: format!("line {n}"),
+        }
+    }
+
+    #[test]
+    fn pages_by_offset_and_tails() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = Transcripts::open(dir.path()).expect("open");
+        let id = RunId(9);
+        assert!(t.read(id, 0, 10, 1 << 20).expect("read").entries.is_empty());
+        let mut w = t.writer(id).expect("writer");
+        for n in 0..10 {
+            w.append(&entry(n)).expect("append");
+        }
+        let first = t.read(id, 0, 4, 1 << 20).expect("read");
+        assert_eq!(first.entries.len(), 4);
+        assert!(first.more);
+        let rest = t.read(id, first.next_offset, 100, 1 << 20).expect("read");
+        assert_eq!(
+            rest.entries
+                .iter()
+                .map(|(_, e)| e.text.clone())
+                .collect::<Vec<_>>()[0],
+            "line 4"
+        );
+        assert_eq!(rest.entries.len(), 6);
+        assert!(!rest.more);
+        let tail = t.tail(id, 60).expect("tail");
+        assert!(!tail.entries.is_empty() && tail.entries.len() < 10);
+        assert_eq!(
+            tail.entries.last().map(|(_, e)| e.text.as_str()),
+            Some("line 9")
+        );
+    }
+
+    #[test]
+    fn a_partial_last_line_is_not_read_yet() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = Transcripts::open(dir.path()).expect("open");
+        let id = RunId(3);
+        t.append(id, &entry(1)).expect("append");
+        let mut f = std::fs::OpenOptions::new()
+            .append(true)
+            .open(t.path(id))
+            .expect("open");
+        f.write_all(b"{\"at\":2,").expect("write");
+        let slice = t.read(id, 0, 10, 1 << 20).expect("read");
+        assert_eq!(slice.entries.len(), 1);
+        assert!(slice.more);
     }
 }

@@ -218,8 +218,18 @@ pub async fn events(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "run_id": id.to_string(), "events": events })))
 }
 
+#[derive(serde::Deserialize)]
+pub struct TranscriptQuery {
+    offset: Option<u64>,
+    limit: Option<usize>,
+}
+
+/// Largest slice of a transcript file one request reads.
+const TRANSCRIPT_MAX_BYTES: u64 = 4 * 1024 * 1024;
+
 pub async fn transcript(
     path: web::Path<String>,
+    query: web::Query<TranscriptQuery>,
     state: web::Data<AppState>,
     _: Principal,
 ) -> Result<HttpResponse, ApiError> {
@@ -228,16 +238,22 @@ pub async fn transcript(
         .runs
         .get(id)?
         .ok_or_else(|| ApiError::not_found("no run with this id"))?;
-    let entries = state
+    let limit = query.limit.unwrap_or(1000);
+    if !(1..=10_000).contains(&limit) {
+        return Err(ApiError::bad_request("limit must be from 1 to 10000"));
+    }
+    let slice = state
         .runs
         .executor()
         .transcripts()
-        .read(id)
+        .read(id, query.offset.unwrap_or(0), limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
-    let entries: Vec<_> = entries
+    let entries: Vec<_> = slice
+        .entries
         .iter()
-        .map(|e| {
+        .map(|(offset, e)| {
             serde_json::json!({
+                "offset": offset,
                 "at": format_time(e.at),
                 "execution": e.execution,
                 "stream": e.stream,
@@ -249,6 +265,8 @@ pub async fn transcript(
         "run_id": id.to_string(),
         "state": run.state.as_str(),
         "entries": entries,
+        "next_offset": slice.next_offset,
+        "has_more": slice.more,
     })))
 }
 

@@ -44,11 +44,12 @@ pub async fn page(
         return Err(missing());
     }
     let run = state.runs.get(id)?.ok_or_else(missing)?;
-    let entries = state
+    // The page shows the latest output; the full transcript is paged through the API.
+    let slice = state
         .runs
         .executor()
         .transcripts()
-        .read(id)
+        .tail(id, 256 * 1024)
         .map_err(|e| ApiError::internal(&e))?;
     let live = !run.state.is_terminal();
     let mut html = String::from("<!doctype html><html><head><meta charset=\"utf-8\">");
@@ -64,7 +65,10 @@ pub async fn page(
         id,
         run.state.as_str()
     ));
-    for e in &entries {
+    if slice.entries.first().is_some_and(|(offset, _)| *offset > 0) {
+        html.push_str("<p><em>Earlier output is in the transcript API.</em></p>");
+    }
+    for (_, e) in &slice.entries {
         html.push_str(&format!(
             "<pre class=\"{}\">[{}] {}</pre>",
             escape(&e.stream),

@@ -57,6 +57,11 @@ impl Server {
 
     /// Starts a server on `dir` (kept by the caller), writing `config` there.
     pub fn start_in(dir: &Path, config: &str) -> Server {
+        Server::start_with(dir, config, &[])
+    }
+
+    /// Like `start_in`, with extra environment variables for the server process.
+    pub fn start_with(dir: &Path, config: &str, env: &[(&str, String)]) -> Server {
         let config_path = dir.join("runledger.toml");
         std::fs::write(&config_path, config).expect("write config");
         let data_dir = dir.join("data");
@@ -68,6 +73,7 @@ impl Server {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .env("RUST_LOG", "warn")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .spawn()
             .expect("spawn runledger");
         let (tx, rx) = mpsc::channel();
@@ -217,4 +223,29 @@ pub fn cli(args: &[&str], env: &[(&str, &str)]) -> (bool, String, String) {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     )
+}
+
+/// Whether a process exists and has not exited (a zombie has exited).
+pub fn running(pid: i32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        stat.rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().next())
+            .is_some_and(|state| state != "Z" && state != "X")
+    })
+}
+
+/// Polls until `f` holds, or panics with `what` after `secs` seconds.
+pub async fn eventually(secs: u64, what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+}
+
+/// Writes an executable script.
+pub fn script(path: &Path, body: &str) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::write(path, format!("#!/usr/bin/env bash\n{body}\n")).expect("write script");
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }

@@ -1,0 +1,481 @@
+//! The command harness with real child processes: environment variables, MCP config, stdin
+//! follow-ups, exit status, setup, cancellation of whole process trees, time limits, restart
+//! recovery of orphans, and the presets driven through fake CLIs on PATH.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::{eventually, running, script, Server};
+use serde_json::{json, Value};
+
+struct Fixture {
+    dir: tempfile::TempDir,
+}
+
+impl Fixture {
+    fn new() -> Fixture {
+        Fixture {
+            dir: tempfile::tempdir().expect("tempdir"),
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn agent(&self, name: &str, body: &str) -> String {
+        let path = self.path(name);
+        script(&path, body);
+        path.display().to_string()
+    }
+
+    fn config(&self, environments: &str) -> String {
+        format!("[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n{environments}\n",)
+    }
+}
+
+fn pid_in(path: &Path) -> i32 {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+}
+
+async fn transcript_text(s: &Server, id: &str) -> String {
+    let (status, t) = s
+        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
+        .await;
+    assert_eq!(status, 200, "{t}");
+    t["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn an_agent_gets_its_variables_mcp_config_and_workspace_and_succeeds() {
+    let f = Fixture::new();
+    let agent = f.agent(
+        "agent.sh",
+        r#"echo "cwd=$PWD"
+env | grep '^RUNLEDGER_' | sort
+echo "extra=$TEAM_VAR"
+cat "$RUNLEDGER_MCP_CONFIG"; echo
+echo "setup-file=$(cat setup.txt)"
+echo "to stderr" >&2"#,
+    );
+    let root = f.path("ws");
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"{agent}\", \"--model={{model_id}}\"]\n\
+         setup = [\"echo prepared > setup.txt\"]\nworkspace_root = \"{}\"\nmodel_id = \"m-default\"\n\
+         env = {{ TEAM_VAR = \"blue\" }}\n",
+        root.display()
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
+    s.wait_ready().await;
+    let id = s
+        .create(json!({
+            "prompt": "fix it",
+            "title": "T",
+            "config": {"name": "n", "base_prompt": "be brief", "skill_spec": "acme/tools:deploy",
+                       "mcp_servers": {"gh": {"url": "https://mcp.example/x", "headers": {"A": "b"}},
+                                       "fs": {"command": "npx", "args": ["srv"]}}}
+        }))
+        .await;
+    let run = s.wait_state(&id, "SUCCEEDED").await;
+    assert!(
+        run["session_link"].is_string()
+            && run["started_at"].is_string()
+            && run["run_time"].is_string()
+    );
+    let text = transcript_text(&s, &id).await;
+    let workspace = root.join(&id);
+    for want in [
+        format!("cwd={}", workspace.display()),
+        format!("RUNLEDGER_RUN_ID={id}"),
+        "RUNLEDGER_PROMPT=fix it".into(),
+        "RUNLEDGER_TITLE=T".into(),
+        "RUNLEDGER_MODEL_ID=m-default".into(),
+        "RUNLEDGER_BASE_PROMPT=be brief".into(),
+        "RUNLEDGER_SKILL_SPEC=acme/tools:deploy".into(),
+        "RUNLEDGER_CONFIG_NAME=n".into(),
+        "RUNLEDGER_EXECUTION=1".into(),
+        "RUNLEDGER_FOLLOWUP=".into(),
+        "extra=blue".into(),
+        "setup-file=prepared".into(),
+        "to stderr".into(),
+    ] {
+        assert!(
+            text.contains(&want),
+            "missing {want:?} in transcript:\n{text}"
+        );
+    }
+    let mcp_line = text
+        .lines()
+        .find(|l| l.contains("mcpServers"))
+        .expect("mcp config printed");
+    let mcp: Value = serde_json::from_str(mcp_line).expect("mcp json");
+    assert_eq!(
+        mcp["mcpServers"]["gh"],
+        json!({"type": "http", "url": "https://mcp.example/x", "headers": {"A": "b"}})
+    );
+    assert_eq!(mcp["mcpServers"]["fs"]["command"], "npx");
+    assert_eq!(mcp["mcpServers"]["fs"]["args"], json!(["srv"]));
+}
+
+#[tokio::test]
+async fn failures_say_why_and_setup_failures_have_their_code() {
+    let f = Fixture::new();
+    let failing = f.agent(
+        "fail.sh",
+        "echo working; echo 'first problem' >&2; echo 'boom: disk full' >&2; exit 3",
+    );
+    let ok = f.agent("ok.sh", "exit 0");
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"fails\"\nharness = \"command\"\ncommand = [\"{failing}\"]\n\n\
+         [[environments]]\nid = \"badsetup\"\nharness = \"command\"\ncommand = [\"{ok}\"]\nsetup = [\"true\", \"echo no network >&2; exit 7\"]\n\n\
+         [[environments]]\nid = \"missing\"\nharness = \"command\"\ncommand = [\"/nonexistent/agent\"]\n"
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
+    s.wait_ready().await;
+    let a = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "fails"}}))
+        .await;
+    let b = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "badsetup"}}))
+        .await;
+    let c = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "missing"}}))
+        .await;
+    let a = s.wait_state(&a, "FAILED").await;
+    let message = a["status_message"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("exit code 3") && message.contains("boom: disk full"),
+        "{message}"
+    );
+    let b = s.wait_state(&b, "FAILED").await;
+    assert_eq!(
+        b["status_message"]["error_code"], "environment_setup_failed",
+        "{b}"
+    );
+    let message = b["status_message"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("setup command 2")
+            && message.contains("exit code 7")
+            && message.contains("no network"),
+        "{message}"
+    );
+    let c = s.wait_state(&c, "FAILED").await;
+    assert!(
+        c["status_message"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("/nonexistent/agent")),
+        "{c}"
+    );
+}
+
+#[tokio::test]
+async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
+    let f = Fixture::new();
+    let agent = f.agent(
+        "chat.sh",
+        r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP"
+while read -r line; do
+  echo "got: $line"
+  case "$line" in *done*) exit 0;; esac
+done"#,
+    );
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"chat\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 1\n"
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
+    s.wait_ready().await;
+    let first = s.create(json!({"prompt": "talk"})).await;
+    s.wait_state(&first, "INPROGRESS").await;
+    // A second run waits for the slot; its follow-up is handed over when it starts.
+    let second = s.create(json!({"prompt": "later"})).await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{second}/followups"),
+        json!({"message": "queued hello"}),
+    )
+    .await;
+
+    let (st, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{first}/followups"),
+            json!({"message": "hello", "mode": "plan"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{first}/followups"),
+        json!({"message": "done now"}),
+    )
+    .await;
+    s.wait_state(&first, "SUCCEEDED").await;
+    let text = transcript_text(&s, &first).await;
+    assert!(
+        text.contains(r#"got: {"type":"followup","message":"hello","mode":"plan"}"#),
+        "{text}"
+    );
+
+    s.wait_state(&second, "INPROGRESS").await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{second}/followups"),
+        json!({"message": "done"}),
+    )
+    .await;
+    s.wait_state(&second, "SUCCEEDED").await;
+    let text = transcript_text(&s, &second).await;
+    assert!(
+        text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
+        "{text}"
+    );
+
+    // Resume the finished first run.
+    let (st, body) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{first}/followups"),
+            json!({"message": "again"}),
+        )
+        .await;
+    assert_eq!(st, 200, "{body}");
+    s.wait_run(&first, "resumed", |r| r["state"] == "INPROGRESS")
+        .await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{first}/followups"),
+        json!({"message": "done"}),
+    )
+    .await;
+    s.wait_state(&first, "SUCCEEDED").await;
+    let text = transcript_text(&s, &first).await;
+    assert!(text.contains("execution=2 followup=again"), "{text}");
+    let kinds: Vec<String> = s
+        .events(&first)
+        .await
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            "Created",
+            "Started",
+            "FollowupReceived",
+            "FollowupReceived",
+            "Succeeded",
+            "FollowupReceived",
+            "Started",
+            "FollowupReceived",
+            "Succeeded"
+        ]
+    );
+}
+
+#[tokio::test]
+async fn cancel_and_time_limits_stop_the_whole_process_tree() {
+    let f = Fixture::new();
+    let pids = f.path("pids");
+    std::fs::create_dir(&pids).expect("mkdir");
+    let agent = f.agent(
+        "tree.sh",
+        &format!(
+            r#"dir={pids}/$RUNLEDGER_RUN_ID; mkdir -p $dir
+sleep 1000 & echo $! > $dir/background
+setsid sleep 1000 & echo $! > $dir/session
+bash -c 'sleep 1000 & echo $! > '$dir'/grandchild; wait' &
+trap '' TERM
+echo $$ > $dir/agent
+wait"#,
+            pids = pids.display()
+        ),
+    );
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"tree\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\n\
+         [[environments]]\nid = \"short\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_runtime_secs = 1\n"
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
+    s.wait_ready().await;
+
+    let all_pids = |id: &str| -> Vec<i32> {
+        ["agent", "background", "session", "grandchild"]
+            .iter()
+            .map(|n| pid_in(&pids.join(id).join(n)))
+            .collect()
+    };
+    let id = s.create(json!({"prompt": "x"})).await;
+    s.wait_state(&id, "INPROGRESS").await;
+    eventually(10, "the agent wrote its pids", || {
+        pids.join(&id).join("agent").exists() && pids.join(&id).join("grandchild").exists()
+    })
+    .await;
+    let tree = all_pids(&id);
+    assert!(tree.iter().all(|p| running(*p)), "{tree:?}");
+    let (st, _) = s
+        .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(s.run(&id).await["state"], "CANCELLED");
+    // The agent ignores SIGTERM, so this takes the 2 s grace and then SIGKILL.
+    eventually(10, "the whole tree to be gone", || {
+        tree.iter().all(|p| !running(*p))
+    })
+    .await;
+
+    let id = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "short"}}))
+        .await;
+    let failed = s.wait_state(&id, "FAILED").await;
+    assert!(
+        failed["status_message"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_runtime_secs")),
+        "{failed}"
+    );
+    let tree = all_pids(&id);
+    eventually(10, "the timed-out tree to be gone", || {
+        tree.iter().all(|p| !running(*p))
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
+    let f = Fixture::new();
+    let pidfile = f.path("agent.pid");
+    let agent = f.agent(
+        "forever.sh",
+        &format!("echo $$ > {}; sleep 1000 & wait", pidfile.display()),
+    );
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"long\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n"
+    ));
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
+    let key = s.key.clone();
+    s.wait_ready().await;
+    let id = s.create(json!({"prompt": "x"})).await;
+    s.wait_state(&id, "INPROGRESS").await;
+    eventually(10, "the agent to start", || pidfile.exists()).await;
+    let pid = pid_in(&pidfile);
+    s.kill();
+    assert!(running(pid), "the agent outlives the killed server");
+
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
+    s.key = key;
+    s.wait_ready().await;
+    eventually(10, "the orphan to be killed", || !running(pid)).await;
+    let run = s.wait_state(&id, "FAILED").await;
+    assert_eq!(run["status_message"]["error_code"], "internal_error");
+    assert_eq!(run["status_message"]["retryable"], true);
+}
+
+#[tokio::test]
+async fn presets_run_the_agent_clis_with_their_argv_templates() {
+    let f = Fixture::new();
+    let bin = f.path("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    let record = f.path("record");
+    std::fs::create_dir(&record).expect("mkdir");
+    for cli in ["claude", "codex", "gemini"] {
+        script(
+            &bin.join(cli),
+            &format!(
+                r#"out={}/{cli}; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
+[ -f .gemini/settings.json ] && cp .gemini/settings.json $out.settings
+exit 0"#,
+                record.display()
+            ),
+        );
+    }
+    let config = f.config(
+        "[[environments]]\nid = \"claude\"\nharness = \"claude\"\nmodel_id = \"sonnet\"\n\n\
+         [[environments]]\nid = \"codex\"\nharness = \"codex\"\n\n\
+         [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\nmodel_id = \"gemini-pro\"\n",
+    );
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
+    s.wait_ready().await;
+    let mcp = json!({"fs": {"command": "npx", "args": ["srv"]}});
+    let claude = s
+        .create(json!({"prompt": "fix it", "config": {"environment_id": "claude", "base_prompt": "be brief", "mcp_servers": mcp}}))
+        .await;
+    let codex = s
+        .create(json!({"prompt": "fix it", "config": {"environment_id": "codex", "model_id": "o4", "base_prompt": "be brief"}}))
+        .await;
+    let gemini = s
+        .create(
+            json!({"prompt": "fix it", "config": {"environment_id": "gemini", "mcp_servers": mcp}}),
+        )
+        .await;
+    for id in [&claude, &codex, &gemini] {
+        s.wait_state(id, "SUCCEEDED").await;
+    }
+    let argv = |cli: &str| -> Vec<String> {
+        std::fs::read_to_string(record.join(format!("{cli}.argv")))
+            .expect("argv recorded")
+            .split_terminator('\0')
+            .map(str::to_string)
+            .collect()
+    };
+    let claude_argv = argv("claude");
+    let mcp_path = f
+        .path("data")
+        .join("agent-files")
+        .join(&claude)
+        .join("mcp.json");
+    assert_eq!(
+        claude_argv,
+        [
+            "-p",
+            "fix it",
+            "--output-format",
+            "stream-json",
+            "--verbose",
+            "--model",
+            "sonnet",
+            "--append-system-prompt",
+            "be brief",
+            "--mcp-config",
+            &mcp_path.display().to_string()
+        ]
+    );
+    let written: Value =
+        serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
+    assert_eq!(written["mcpServers"]["fs"]["command"], "npx");
+    assert_eq!(
+        argv("codex"),
+        [
+            "exec",
+            "--skip-git-repo-check",
+            "--model",
+            "o4",
+            "be brief\n\nfix it"
+        ]
+    );
+    assert_eq!(argv("gemini"), ["--model", "gemini-pro", "-p", "fix it"]);
+    let settings: Value = serde_json::from_str(
+        &std::fs::read_to_string(record.join("gemini.settings")).expect("settings"),
+    )
+    .expect("json");
+    assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
+    assert_eq!(
+        std::fs::read_to_string(record.join("claude.run"))
+            .expect("run")
+            .trim(),
+        claude
+    );
+}
