@@ -156,14 +156,14 @@ impl Config {
 
     /// Loads the configuration: the file if one is given, then the overrides.
     pub fn load(file: Option<&Path>, overrides: &Overrides) -> Result<Config, Error> {
-        let parsed = match file {
-            None => ConfigFile::default(),
+        let (parsed, text) = match file {
+            None => (ConfigFile::default(), String::new()),
             Some(path) => {
                 let text = std::fs::read_to_string(path).map_err(|source| Error::Read {
                     path: path.to_path_buf(),
                     source,
                 })?;
-                parse(path, &text)?
+                (parse(path, &text)?, text)
             }
         };
         let loaded_at = file
@@ -172,8 +172,52 @@ impl Config {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| crate::domain::Timestamp(d.as_millis() as u64))
             .unwrap_or_else(crate::actor::now);
-        resolve(parsed, overrides, loaded_at)
+        resolve(parsed, overrides, loaded_at).map_err(|e| match (e, file) {
+            // A value that is well-formed TOML but not acceptable: name the file and the line.
+            (Error::Invalid(message), Some(path)) => Error::Parse {
+                path: path.to_path_buf(),
+                message: match locate(&text, &message) {
+                    Some(line) => format!("line {line}: {message}"),
+                    None => message,
+                },
+            },
+            (e, _) => e,
+        })
     }
+}
+
+/// The line of the field a validation message starts with (`server.bind: …`,
+/// `environments[2].command: …`), if the file spells it out.
+fn locate(text: &str, message: &str) -> Option<usize> {
+    let field = message.split(": ").next()?;
+    let (table, key) = field.split_once('.')?;
+    let lines: Vec<&str> = text.lines().collect();
+    let header = |l: &str| l.trim_start().starts_with('[');
+    let start = if table == "server" {
+        lines.iter().position(|l| l.trim() == "[server]")?
+    } else {
+        let index: usize = table
+            .strip_prefix("environments[")?
+            .strip_suffix(']')?
+            .parse()
+            .ok()?;
+        lines
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.trim() == "[[environments]]")
+            .nth(index)?
+            .0
+    };
+    let key_line = lines[start + 1..]
+        .iter()
+        .take_while(|l| !header(l))
+        .position(|l| {
+            l.trim_start()
+                .strip_prefix(key)
+                .is_some_and(|rest| rest.trim_start().starts_with('='))
+        })
+        .map(|i| start + 1 + i);
+    Some(key_line.unwrap_or(start) + 1)
 }
 
 fn parse(path: &Path, text: &str) -> Result<ConfigFile, Error> {
@@ -367,6 +411,43 @@ mod tests {
             config.environment("slow").map(|e| e.demo_duration_ms),
             Some(2000)
         );
+    }
+
+    #[test]
+    fn invalid_values_name_the_line_and_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("bad.toml");
+        std::fs::write(
+            &path,
+            "[server]\nbind = \"127.0.0.1:0\"\n\n[[environments]]\nid = \"ok\"\nharness = \"demo\"\n\n\
+             [[environments]]\nid = \"cmd\"\nharness = \"command\"\nmax_concurrent = 0\n",
+        )
+        .expect("write");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .expect_err("invalid")
+            .to_string();
+        // A missing field points at its table.
+        assert!(
+            err.contains("bad.toml") && err.contains("line 8: environments[1].command"),
+            "{err}"
+        );
+        std::fs::write(
+            &path,
+            "[[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"a\"]\nmax_concurrent = 0\n",
+        )
+        .expect("write");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .expect_err("invalid")
+            .to_string();
+        assert!(
+            err.contains("line 5: environments[0].max_concurrent"),
+            "{err}"
+        );
+        std::fs::write(&path, "[server]\nbind = \"10.1.2.3:80\"\n").expect("write");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .expect_err("invalid")
+            .to_string();
+        assert!(err.contains("line 2: server.bind"), "{err}");
     }
 
     #[test]

@@ -479,3 +479,25 @@ exit 0"#,
         claude
     );
 }
+
+#[test]
+fn a_bad_config_stops_start_up_naming_file_line_and_field() {
+    let f = Fixture::new();
+    let path = f.path("runledger.toml");
+    std::fs::write(
+        &path,
+        "[server]\nbind = \"127.0.0.1:0\"\n\n[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"run.sh\", \"{modle_id}\"]\n",
+    )
+    .expect("write");
+    let config = path.display().to_string();
+    let data = f.path("data").display().to_string();
+    let (ok, _, err) = common::cli(&["serve", "--config", &config, "--data-dir", &data], &[]);
+    assert!(!ok);
+    assert!(
+        err.contains(&config)
+            && err.contains("line 7")
+            && err.contains("environments[0].command")
+            && err.contains("modle_id"),
+        "{err}"
+    );
+}
