@@ -102,6 +102,7 @@ impl Application {
             .take(8)
             .map(|b| format!("{b:02x}"))
             .collect();
+        crate::exec::process::raise_open_file_limit();
         let orphans = crate::exec::process::kill_orphans(&instance);
         if orphans > 0 {
             tracing::warn!(orphans, "killed agent processes left by a previous server");

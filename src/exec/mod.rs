@@ -5,6 +5,10 @@
 //! dequeue, launch, deliver, stop) and drives runs back through `Runs` (start, finish). It never
 //! writes events itself: every state change goes through the run's actor, so a late agent can
 //! never overwrite a cancellation. Agent output goes to the transcript, beside the log.
+//!
+//! Harnesses: `demo` (in-process, `demo.rs`) and the `command` harness with its presets
+//! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops. This
+//! module alone knows processes; nothing else in the service spawns or signals one.
 
 mod command;
 mod demo;

@@ -139,3 +139,14 @@ pub fn kill_orphans(instance: &str) -> usize {
     }
     pids.len()
 }
+
+/// Raises the soft limit on open files to the hard limit: every live agent holds three pipes,
+/// and the common default of 1024 would cap a server at about 300 agents.
+pub fn raise_open_file_limit() -> Option<u64> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).ok()?;
+    if soft < hard {
+        setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
+    }
+    Some(hard)
+}
