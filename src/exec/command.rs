@@ -28,6 +28,8 @@ const CHUNK: usize = 8 * 1024;
 /// Lines of stderr kept for the failure message.
 const STDERR_TAIL_LINES: usize = 8;
 const STDERR_TAIL_LINE_CHARS: usize = 300;
+/// How long writing one follow-up to an agent's stdin may take.
+const STDIN_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
 /// How an execution ended: `None` when it was stopped by a cancel.
 pub(super) type Outcome = Option<Result<(), StatusMessage>>;
@@ -269,9 +271,17 @@ async fn write_followup(stdin: &mut Option<ChildStdin>, followup: &Followup) {
         "{{\"type\":\"followup\",\"message\":{message},\"mode\":\"{}\"}}\n",
         followup.mode.as_str()
     );
-    // An agent that closed its stdin no longer takes follow-ups; that is not a failure.
-    if pipe.write_all(line.as_bytes()).await.is_err() || pipe.flush().await.is_err() {
-        *stdin = None;
+    // An agent that closed its stdin no longer takes follow-ups; that is not a failure. One
+    // that never reads it would fill the pipe and block this write — and with it the whole
+    // supervision loop (output, cancel, deadline) — so the write gets a time limit, after which
+    // stdin is given up.
+    let write = async {
+        pipe.write_all(line.as_bytes()).await?;
+        pipe.flush().await
+    };
+    match tokio::time::timeout(STDIN_WRITE_LIMIT, write).await {
+        Ok(Ok(())) => {}
+        Ok(Err(_)) | Err(_) => *stdin = None,
     }
 }
 
