@@ -174,13 +174,18 @@ impl Config {
             .unwrap_or_else(crate::actor::now);
         resolve(parsed, overrides, loaded_at).map_err(|e| match (e, file) {
             // A value that is well-formed TOML but not acceptable: name the file and the line.
-            (Error::Invalid(message), Some(path)) => Error::Parse {
-                path: path.to_path_buf(),
-                message: match locate(&text, &message) {
-                    Some(line) => format!("line {line}: {message}"),
-                    None => message,
-                },
-            },
+            // (A bad --bind is the command line's, not the file's.)
+            (Error::Invalid(message), Some(path))
+                if !(overrides.bind.is_some() && message.starts_with("server.bind")) =>
+            {
+                Error::Parse {
+                    path: path.to_path_buf(),
+                    message: match locate(&text, &message) {
+                        Some(line) => format!("line {line}: {message}"),
+                        None => message,
+                    },
+                }
+            }
             (e, _) => e,
         })
     }

@@ -96,12 +96,16 @@ impl Application {
             })?;
         // The instance id marks this data directory's agent processes; any still alive now
         // were orphaned when an earlier server died, and nothing will ever collect them.
-        let instance: String = store
-            .instance_secret("instance_id")?
-            .iter()
-            .take(8)
-            .map(|b| format!("{b:02x}"))
-            .collect();
+        // It includes the data directory's path, so a copy of the directory started elsewhere
+        // on the same machine does not take the original's agents for orphans.
+        let instance: String = {
+            use sha2::{Digest, Sha256};
+            let digest = Sha256::new()
+                .chain_update(store.instance_secret("instance_id")?)
+                .chain_update(config.data_dir.as_os_str().as_encoded_bytes())
+                .finalize();
+            digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+        };
         crate::exec::process::raise_open_file_limit();
         let orphans = crate::exec::process::kill_orphans(&instance);
         if orphans > 0 {

@@ -390,8 +390,10 @@ async fn presets_run_the_agent_clis_with_their_argv_templates() {
         script(
             &bin.join(cli),
             &format!(
-                r#"out={}/{cli}; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
+                r#"out={}/{cli}-$RUNLEDGER_EXECUTION; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
 [ -f .gemini/settings.json ] && cp .gemini/settings.json $out.settings
+# Like the real CLIs, read a piped stdin to its end before working.
+cat > $out.stdin
 exit 0"#,
                 record.display()
             ),
@@ -431,7 +433,7 @@ exit 0"#,
             .map(str::to_string)
             .collect()
     };
-    let claude_argv = argv("claude");
+    let claude_argv = argv("claude-1");
     let mcp_path = f
         .path("data")
         .join("agent-files")
@@ -457,7 +459,7 @@ exit 0"#,
         serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
     assert_eq!(written["mcpServers"]["fs"]["command"], "npx");
     assert_eq!(
-        argv("codex"),
+        argv("codex-1"),
         [
             "exec",
             "--skip-git-repo-check",
@@ -466,17 +468,127 @@ exit 0"#,
             "be brief\n\nfix it"
         ]
     );
-    assert_eq!(argv("gemini"), ["--model", "gemini-pro", "-p", "fix it"]);
+    assert_eq!(argv("gemini-1"), ["--model", "gemini-pro", "-p", "fix it"]);
     let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(record.join("gemini.settings")).expect("settings"),
+        &std::fs::read_to_string(record.join("gemini-1.settings")).expect("settings"),
     )
     .expect("json");
     assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
     assert_eq!(
-        std::fs::read_to_string(record.join("claude.run"))
+        std::fs::read_to_string(record.join("claude-1.run"))
             .expect("run")
             .trim(),
         claude
+    );
+
+    // A resumed run continues the CLI's conversation with the follow-up as the prompt.
+    let (st, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{claude}/followups"),
+            json!({"message": "now the tests"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    eventually(10, "second execution recorded", || {
+        record.join("claude-2.run").exists()
+    })
+    .await;
+    s.wait_state(&claude, "SUCCEEDED").await;
+    let resumed = argv("claude-2");
+    assert_eq!(
+        &resumed[..3],
+        ["-p", "now the tests", "--continue"],
+        "{resumed:?}"
+    );
+
+    // A skill-only run names its skill as the prompt.
+    std::fs::remove_file(record.join("codex-1.argv")).expect("rm");
+    let skill = s
+        .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "codex"}}))
+        .await;
+    s.wait_state(&skill, "SUCCEEDED").await;
+    assert_eq!(
+        argv("codex-1").last().map(String::as_str),
+        Some("Run the skill acme/tools:deploy.")
+    );
+}
+
+#[tokio::test]
+async fn a_failed_setup_is_retried_in_a_fresh_workspace_when_the_run_resumes() {
+    let f = Fixture::new();
+    let flag = f.path("setup-failed-once");
+    let agent = f.agent("agent.sh", "cat prepared.txt; ls");
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"flaky\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+         setup = [\"touch leftover\", \"if [ -e {flag} ]; then echo ready > prepared.txt; else touch {flag}; exit 1; fi\"]\n",
+        flag = flag.display()
+    ));
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
+    let key = s.key.clone();
+    s.wait_ready().await;
+    let id = s.create(json!({"prompt": "x"})).await;
+    let failed = s.wait_state(&id, "FAILED").await;
+    assert_eq!(
+        failed["status_message"]["error_code"],
+        "environment_setup_failed"
+    );
+    let (st, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{id}/followups"),
+            json!({"message": "retry"}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    s.wait_run(&id, "resumed and finished", |r| r["state"] == "SUCCEEDED")
+        .await;
+    let text = transcript_text(&s, &id).await;
+    assert!(text.contains("ready"), "{text}");
+
+    // Files the service writes for and about agents are private to its user.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: PathBuf| std::fs::metadata(&p).expect("exists").permissions().mode() & 0o777;
+    let data = f.path("data");
+    assert_eq!(
+        mode(data.join("agent-files").join(&id).join("mcp.json")),
+        0o600
+    );
+    assert_eq!(
+        mode(data.join("transcripts").join(format!("{id}.jsonl"))),
+        0o600
+    );
+    assert_eq!(mode(data.join("transcripts")), 0o700);
+
+    // A run whose environment is removed from the configuration fails instead of running
+    // somewhere else.
+    let waiting = f.agent("wait.sh", "sleep 1000");
+    let busy = format!(
+        "[[environments]]\nid = \"keep\"\nharness = \"command\"\ncommand = [\"{waiting}\"]\n\n\
+         [[environments]]\nid = \"gone\"\nharness = \"command\"\ncommand = [\"{waiting}\"]\nmax_concurrent = 1\n"
+    );
+    s.kill();
+    let mut s = Server::start_with(f.dir.path(), &busy, &[]);
+    s.key = key.clone();
+    s.wait_ready().await;
+    let first = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "gone"}}))
+        .await;
+    s.wait_state(&first, "INPROGRESS").await;
+    let queued = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "gone"}}))
+        .await;
+    s.kill();
+    let only_keep = format!(
+        "[[environments]]\nid = \"keep\"\nharness = \"command\"\ncommand = [\"{waiting}\"]\n"
+    );
+    let mut s = Server::start_with(f.dir.path(), &only_keep, &[]);
+    s.key = key;
+    s.wait_ready().await;
+    let run = s.wait_state(&queued, "FAILED").await;
+    assert_eq!(
+        run["status_message"]["error_code"], "resource_not_found",
+        "{run}"
     );
 }
 

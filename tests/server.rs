@@ -343,6 +343,7 @@ async fn every_failure_is_problem_json() {
         r#"{"prompt": "x", "config": {"skill_spec": "not a skill"}}"#,
         r#"{"prompt": "x", "config": {"mcp_servers": {"a": {"url": "https://a", "command": "b"}}}}"#,
         r#"{"prompt": "x", "metadata": {"bad key": "v"}}"#,
+        r#"{"prompt": "a\u0000b"}"#,
     ] {
         let (st, b) = problem(post(bad).await.expect("req")).await;
         assert_problem(st, &b, 400, "invalid_request");

@@ -15,7 +15,6 @@ use clap::{Parser, Subcommand};
 use crate::actor::now;
 use crate::config::{Config, Overrides};
 use crate::http::wire::{event_json, format_time};
-use crate::projection::Index;
 use crate::store::keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
@@ -119,13 +118,17 @@ fn open(config: &Config) -> Result<Store, store::Error> {
 fn open_offline(config: &Config) -> anyhow::Result<Store> {
     match open(config) {
         Ok(s) => Ok(s),
-        Err(store::Error::Locked(dir)) => bail!(
-            "the data directory {} is held by a running runledger server; stop it first \
-             (this command reads the directory directly)",
-            dir.display()
-        ),
+        Err(store::Error::Locked(dir)) => Err(held(&dir)),
         Err(e) => Err(e.into()),
     }
+}
+
+fn held(dir: &std::path::Path) -> anyhow::Error {
+    anyhow::anyhow!(
+        "the data directory {} is held by a running runledger server; stop it first \
+         (this command reads the directory directly)",
+        dir.display()
+    )
 }
 
 pub fn keys(
@@ -294,8 +297,12 @@ pub fn export(cli: &Cli) -> anyhow::Result<()> {
 
 pub fn replay(cli: &Cli, verify: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    let store = open_offline(&config)?;
-    let index = Index::open(store.db())?;
+    // Opened as the server opens it: runs whose index entry was left behind by a crash
+    // (marked dirty) are caught up first, so verify reports real differences only.
+    let (store, index) = match crate::startup::open_store(&config) {
+        Err(crate::startup::Error::Store(store::Error::Locked(dir))) => return Err(held(&dir)),
+        other => other?,
+    };
     let started = Instant::now();
     if verify {
         let (runs, events, differences) = index.verify(&store)?;

@@ -1,7 +1,7 @@
 //! The `command` harness (and the presets built on it): runs an agent as a child process.
 //!
-//! One execution: make the run's workspace (fresh for a new run, where the environment's
-//! `setup` commands run first), write the MCP config file, start the argv with the
+//! One execution: make the run's workspace (fresh until the environment's `setup` commands
+//! have succeeded once for the run), write the MCP config file, start the argv with the
 //! `RUNLEDGER_*` variables, hand it follow-ups on stdin as JSON lines, and stream its stdout and
 //! stderr to the transcript as they arrive. Memory is bounded whatever the agent prints: output
 //! moves through fixed-size buffers and a bounded channel, so a fast writer is slowed to the
@@ -18,7 +18,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use super::presets::{self, Values};
-use super::process::{self, INSTANCE_VAR, RUN_VAR};
+use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::transcript::{Entry, Writer};
 use super::{Assignment, Control, Supervision};
 use crate::config::Harness;
@@ -72,7 +72,7 @@ fn variables(job: &Assignment, mcp_config: &Path, instance: &str) -> BTreeMap<St
         config.name.clone().unwrap_or_default(),
     );
     set("RUNLEDGER_MCP_CONFIG", mcp_config.display().to_string());
-    set("RUNLEDGER_EXECUTION", job.execution.to_string());
+    set(EXECUTION_VAR, job.execution.to_string());
     set(
         "RUNLEDGER_FOLLOWUP",
         job.resumed_by
@@ -106,6 +106,12 @@ fn mcp_json(job: &Assignment) -> serde_json::Value {
 
 fn command(program: &str, args: &[String], cwd: &Path, vars: &BTreeMap<String, String>) -> Command {
     let mut cmd = Command::new(program);
+    // The server's own RUNLEDGER_* settings (an admin key, say) are not the agent's business.
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("RUNLEDGER_") {
+            cmd.env_remove(name);
+        }
+    }
     cmd.args(args)
         .current_dir(cwd)
         .envs(vars)
@@ -335,6 +341,71 @@ async fn supervise(
     }
 }
 
+/// Writes a file only this user can read (MCP configs can hold credentials).
+fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)?
+        .write_all(contents)
+}
+
+fn private_dir(path: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(path)
+}
+
+/// Adds our MCP servers to the workspace's `.gemini/settings.json`, keeping what a repository
+/// already has there.
+fn write_gemini_settings(workspace: &Path, mcp: &serde_json::Value) -> std::io::Result<()> {
+    let dir = workspace.join(".gemini");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("settings.json");
+    let mut settings = std::fs::read(&path)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .filter(serde_json::Value::is_object)
+        .unwrap_or_else(|| serde_json::json!({}));
+    if let (Some(ours), Some(settings)) = (mcp["mcpServers"].as_object(), settings.as_object_mut())
+    {
+        let servers = settings
+            .entry("mcpServers")
+            .or_insert_with(|| serde_json::json!({}));
+        if let Some(servers) = servers.as_object_mut() {
+            for (name, server) in ours {
+                servers.insert(name.clone(), server.clone());
+            }
+        }
+    }
+    write_private(&path, settings.to_string().as_bytes())
+}
+
+/// The prompt an agent CLI is given: the run's prompt (a skill-only run names its skill), or,
+/// for a resumed execution of a preset, the follow-up that resumed it.
+fn prompt_values(job: &Assignment) -> (String, bool) {
+    let run = &job.run;
+    let prompt = if run.prompt.trim().is_empty() {
+        format!(
+            "Run the skill {}.",
+            run.config.skill_spec.as_deref().unwrap_or("")
+        )
+    } else {
+        run.prompt.clone()
+    };
+    match (&job.resumed_by, job.environment.harness) {
+        (Some(f), Harness::Claude | Harness::Codex) => (f.message.clone(), true),
+        (Some(f), Harness::Gemini) => (format!("{prompt}\n\nFollow-up: {}", f.message), false),
+        _ => (prompt, false),
+    }
+}
+
 /// Runs one execution of a command-harness agent.
 pub(super) async fn run(
     job: &Assignment,
@@ -343,6 +414,10 @@ pub(super) async fn run(
 ) -> Outcome {
     let env = &job.environment;
     let id = job.run.id;
+    let marker = Marker {
+        instance: sup.instance.clone(),
+        execution: Some((id.to_string(), job.execution)),
+    };
     let mut writer = match sup.transcripts.writer(id) {
         Ok(w) => w,
         Err(e) => {
@@ -364,26 +439,34 @@ pub(super) async fn run(
         .clone()
         .unwrap_or_else(|| sup.data_dir.join("workspaces"));
     let workspace = workspace_root.join(id.to_string());
-    let fresh = !workspace.exists();
-    if let Err(e) = std::fs::create_dir_all(&workspace) {
+    let files: PathBuf = sup.data_dir.join("agent-files").join(id.to_string());
+    let setup_done = files.join("setup.done");
+    // A workspace whose setup never completed (it failed, or the server died during it) is
+    // started over: setup runs in a fresh, empty directory every time until it succeeds.
+    let needs_setup = !setup_done.exists();
+    let prepared = private_dir(&files).and_then(|()| {
+        if needs_setup {
+            match std::fs::remove_dir_all(&workspace) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+                _ => {}
+            }
+        }
+        std::fs::create_dir_all(&workspace)
+    });
+    if let Err(e) = prepared {
         return Some(Err(internal(format!(
-            "cannot create the workspace {}: {e}",
+            "cannot prepare the workspace {}: {e}",
             workspace.display()
         ))));
     }
-    let files: PathBuf = sup.data_dir.join("agent-files").join(id.to_string());
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
-    let written = std::fs::create_dir_all(&files)
-        .and_then(|_| std::fs::write(&mcp_path, mcp.to_string()))
-        .and_then(|_| {
-            if env.harness == Harness::Gemini {
-                let dir = workspace.join(".gemini");
-                std::fs::create_dir_all(&dir)?;
-                std::fs::write(dir.join("settings.json"), mcp.to_string())?;
-            }
-            Ok(())
-        });
+    let written = write_private(&mcp_path, mcp.to_string().as_bytes()).and_then(|()| {
+        if env.harness == Harness::Gemini {
+            write_gemini_settings(&workspace, &mcp)?;
+        }
+        Ok(())
+    });
     if let Err(e) = written {
         return Some(Err(internal(format!("cannot write the MCP config: {e}"))));
     }
@@ -392,8 +475,7 @@ pub(super) async fn run(
     let mut pending: Vec<Followup> = job.followups.clone();
     let mut no_stdin = None;
 
-    // Setup runs once per run, in the fresh workspace.
-    if fresh {
+    if needs_setup {
         for (i, line) in env.setup.iter().enumerate() {
             system(
                 &mut writer,
@@ -404,10 +486,11 @@ pub(super) async fn run(
             let mut child = match cmd.spawn() {
                 Ok(c) => c,
                 Err(e) => {
+                    process::stop_tree(None, &marker, sup.grace).await;
                     return Some(Err(internal(format!(
                         "cannot start setup command {}: {e}",
                         i + 1
-                    ))))
+                    ))));
                 }
             };
             let group = child.id().map(|p| p as i32);
@@ -420,11 +503,19 @@ pub(super) async fn run(
                 deadline,
             };
             let ended = supervise(&mut child, &mut output, &mut no_stdin, &mut watch).await;
-            let _ = output.drain(&mut writer, job.execution).await;
+            if matches!(&ended, Ok(Ended::Exited(status)) if status.success()) {
+                // What a successful setup leaves running (a database, say) is for the agent.
+                let _ = output.drain(&mut writer, job.execution).await;
+            } else {
+                // A failed or stopped setup takes everything of the execution with it.
+                let _ = tokio::join!(
+                    process::stop_tree(group, &marker, sup.grace),
+                    output.drain(&mut writer, job.execution)
+                );
+            }
             match ended {
                 Ok(Ended::Exited(status)) if status.success() => {}
                 Ok(Ended::Exited(status)) => {
-                    process::stop_tree(group, &sup.instance, &id.to_string(), sup.grace).await;
                     let what = format!("setup command {} ({line})", i + 1);
                     return Some(Err(failure(
                         &what,
@@ -434,14 +525,10 @@ pub(super) async fn run(
                     )));
                 }
                 Ok(Ended::Stopped) => {
-                    process::stop_tree(group, &sup.instance, &id.to_string(), sup.grace).await;
                     system(&mut writer, "stopped".into());
                     return None;
                 }
-                Ok(Ended::TimedOut) => {
-                    process::stop_tree(group, &sup.instance, &id.to_string(), sup.grace).await;
-                    return Some(Err(timed_out(env.max_runtime_secs)));
-                }
+                Ok(Ended::TimedOut) => return Some(Err(timed_out(env.max_runtime_secs))),
                 Err(e) => {
                     return Some(Err(internal(format!(
                         "lost track of setup command {}: {e}",
@@ -450,16 +537,22 @@ pub(super) async fn run(
                 }
             }
         }
+        if let Err(e) = write_private(&setup_done, b"") {
+            return Some(Err(internal(format!(
+                "cannot record that setup completed: {e}"
+            ))));
+        }
     }
 
+    let (prompt, resumed) = prompt_values(job);
     let values = Values {
-        prompt: job.run.prompt.clone(),
+        prompt,
         model_id: job.run.config.model_id.clone().unwrap_or_default(),
         base_prompt: job.run.config.base_prompt.clone().unwrap_or_default(),
         mcp_config: mcp_path.display().to_string(),
         workspace: workspace.display().to_string(),
     };
-    let argv = presets::argv(env.harness, &env.command, &values);
+    let argv = presets::argv(env.harness, &env.command, &values, resumed);
     let Some((program, args)) = argv.split_first() else {
         return Some(Err(internal(
             "the environment has no command to run".into(),
@@ -470,22 +563,33 @@ pub(super) async fn run(
         format!("execution {} starts: {program}", job.execution),
     );
     let mut cmd = command(program, args, &workspace, &vars);
-    cmd.stdin(Stdio::piped());
+    // The command harness takes follow-ups on stdin. The agent CLIs of the presets read a
+    // piped stdin as part of their prompt and wait for it to close, so theirs is empty.
+    let takes_stdin = env.harness == Harness::Command;
+    cmd.stdin(if takes_stdin {
+        Stdio::piped()
+    } else {
+        Stdio::null()
+    });
     let mut child = match cmd.spawn() {
         Ok(c) => c,
         Err(e) => {
+            // Whatever setup left running is of no use without the agent.
+            process::stop_tree(None, &marker, sup.grace).await;
             return Some(Err(StatusMessage {
                 message: format!("cannot start the agent {program:?}: {e}"),
                 error_code: Some("environment_setup_failed".into()),
                 retryable: Some(false),
-            }))
+            }));
         }
     };
     let group = child.id().map(|p| p as i32);
     let mut stdin = child.stdin.take();
     let mut output = Output::start(&mut child);
-    for f in std::mem::take(&mut pending) {
-        write_followup(&mut stdin, &f).await;
+    if takes_stdin {
+        for f in std::mem::take(&mut pending) {
+            write_followup(&mut stdin, &f).await;
+        }
     }
     let mut watch = Watch {
         job,
@@ -496,9 +600,21 @@ pub(super) async fn run(
     };
     let ended = supervise(&mut child, &mut output, &mut stdin, &mut watch).await;
     drop(stdin);
-    // Whatever the agent left behind (background children) goes with it.
-    process::stop_tree(group, &sup.instance, &id.to_string(), sup.grace).await;
-    let _ = output.drain(&mut writer, job.execution).await;
+    if !takes_stdin && !pending.is_empty() {
+        system(
+            &mut writer,
+            format!(
+                "{} follow-up(s) could not be handed to the {program} CLI while it ran; send a follow-up after the run ends to resume it",
+                pending.len()
+            ),
+        );
+    }
+    // Whatever the agent left behind (background children) goes with it; its output is
+    // drained meanwhile, so a tree that prints while shutting down is not blocked on the pipe.
+    let _ = tokio::join!(
+        process::stop_tree(group, &marker, sup.grace),
+        output.drain(&mut writer, job.execution)
+    );
     match ended {
         Ok(Ended::Exited(status)) if status.success() => {
             system(&mut writer, "the agent exited successfully".into());

@@ -100,11 +100,18 @@ impl Executor {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The run's environment, if it is still configured.
+    fn configured_environment(&self, run: &Run) -> Option<&Environment> {
+        match run.config.environment_id.as_deref() {
+            Some(id) => self.environments.iter().find(|e| e.id == id),
+            None => self.environments.first(),
+        }
+    }
+
+    /// The environment whose queue and slots a run uses. A run whose environment was removed
+    /// from the configuration waits in the default environment's queue, and fails at launch.
     fn environment_of(&self, run: &Run) -> Environment {
-        run.config
-            .environment_id
-            .as_deref()
-            .and_then(|id| self.environments.iter().find(|e| e.id == id))
+        self.configured_environment(run)
             .or_else(|| self.environments.first())
             .cloned()
             .unwrap_or_else(Environment::demo)
@@ -219,7 +226,22 @@ impl Executor {
         let executor = self.clone();
         actix_rt::spawn(async move {
             let id = assignment.run.id;
+            let configured = executor.configured_environment(&assignment.run).is_some();
             let outcome = match environment.harness {
+                // Running it elsewhere could mean another harness and other credentials.
+                _ if !configured => Some(Err(crate::domain::StatusMessage {
+                    message: format!(
+                        "the run's environment {:?} is no longer configured",
+                        assignment
+                            .run
+                            .config
+                            .environment_id
+                            .as_deref()
+                            .unwrap_or("")
+                    ),
+                    error_code: Some("resource_not_found".into()),
+                    retryable: Some(false),
+                })),
                 Harness::Demo => {
                     demo::run(&assignment, &executor.supervision.transcripts, rx).await
                 }

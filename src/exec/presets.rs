@@ -38,34 +38,52 @@ impl Values {
     }
 }
 
-/// The built-in template of a preset (`None` for `command` and `demo`).
-pub fn preset(harness: Harness) -> Option<&'static [&'static [&'static str]]> {
-    match harness {
+/// The built-in template of a preset (`None` for `command` and `demo`). `resumed`: the
+/// execution continues a finished run, and `{prompt}` holds the follow-up that resumed it.
+pub fn preset(harness: Harness, resumed: bool) -> Option<&'static [&'static [&'static str]]> {
+    match (harness, resumed) {
         // Claude Code: print mode, streamed JSON output, system prompt appended, MCP servers
-        // from the generated file.
-        Harness::Claude => Some(&[
-            &["claude", "-p", "{prompt}"],
+        // from the generated file; a resumed run continues the workspace's last conversation.
+        (Harness::Claude, false) => Some(&[
+            &["claude"],
+            &["-p", "{prompt}"],
             &["--output-format", "stream-json", "--verbose"],
             &["--model", "{model_id}"],
             &["--append-system-prompt", "{base_prompt}"],
             &["--mcp-config", "{mcp_config}"],
         ]),
-        // Codex CLI: `codex exec` runs one task non-interactively; it has no system-prompt
-        // flag, so the base prompt leads the prompt.
-        Harness::Codex => Some(&[
+        (Harness::Claude, true) => Some(&[
+            &["claude"],
+            &["-p", "{prompt}"],
+            &["--continue"],
+            &["--output-format", "stream-json", "--verbose"],
+            &["--model", "{model_id}"],
+            &["--append-system-prompt", "{base_prompt}"],
+            &["--mcp-config", "{mcp_config}"],
+        ]),
+        // Codex CLI: `codex exec` runs one task non-interactively (`exec resume --last`
+        // continues the last one); it has no system-prompt flag, so the base prompt leads.
+        (Harness::Codex, false) => Some(&[
             &["codex", "exec"],
             &["--skip-git-repo-check"],
             &["--model", "{model_id}"],
             &["{full_prompt}"],
         ]),
+        (Harness::Codex, true) => Some(&[
+            &["codex", "exec", "resume", "--last"],
+            &["--skip-git-repo-check"],
+            &["--model", "{model_id}"],
+            &["{prompt}"],
+        ]),
         // Gemini CLI: `-p` runs one prompt non-interactively; MCP servers are read from the
-        // workspace's `.gemini/settings.json`, which the harness writes.
-        Harness::Gemini => Some(&[
+        // workspace's `.gemini/settings.json`, which the harness writes. It cannot continue a
+        // session, so a resumed run's prompt carries the original task and the follow-up.
+        (Harness::Gemini, _) => Some(&[
             &["gemini"],
             &["--model", "{model_id}"],
             &["-p", "{full_prompt}"],
         ]),
-        Harness::Command | Harness::Demo => None,
+        (Harness::Command | Harness::Demo, _) => None,
     }
 }
 
@@ -124,11 +142,11 @@ fn fill(arg: &str, values: &Values) -> Option<String> {
 
 /// The argv of one execution. A configured `command` replaces the preset's template; each of its
 /// arguments is its own group.
-pub fn argv(harness: Harness, command: &[String], values: &Values) -> Vec<String> {
+pub fn argv(harness: Harness, command: &[String], values: &Values, resumed: bool) -> Vec<String> {
     let groups: Vec<Vec<String>> = if !command.is_empty() {
         command.iter().map(|a| vec![a.clone()]).collect()
     } else {
-        preset(harness)
+        preset(harness, resumed)
             .unwrap_or(&[])
             .iter()
             .map(|g| g.iter().map(|a| a.to_string()).collect())
@@ -163,7 +181,7 @@ mod tests {
     #[test]
     fn presets_leave_out_groups_with_empty_values() {
         assert_eq!(
-            argv(Harness::Claude, &[], &values()),
+            argv(Harness::Claude, &[], &values(), false),
             [
                 "claude",
                 "-p",
@@ -181,7 +199,7 @@ mod tests {
         v.base_prompt = "be brief".into();
         v.model_id = String::new();
         assert_eq!(
-            argv(Harness::Codex, &[], &v),
+            argv(Harness::Codex, &[], &v, false),
             [
                 "codex",
                 "exec",
@@ -190,9 +208,23 @@ mod tests {
             ]
         );
         assert_eq!(
-            argv(Harness::Gemini, &[], &values()),
+            argv(Harness::Gemini, &[], &values(), false),
             ["gemini", "--model", "m1", "-p", "fix it"]
         );
+        assert_eq!(
+            argv(Harness::Codex, &[], &values(), true),
+            [
+                "codex",
+                "exec",
+                "resume",
+                "--last",
+                "--skip-git-repo-check",
+                "--model",
+                "m1",
+                "fix it"
+            ]
+        );
+        assert!(argv(Harness::Claude, &[], &values(), true).contains(&"--continue".to_string()));
     }
 
     #[test]
@@ -207,7 +239,7 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(
-            argv(Harness::Command, &command, &values()),
+            argv(Harness::Command, &command, &values(), false),
             ["run.sh", "--model=m1", "{\"a\": 1}"]
         );
         assert_eq!(unknown_placeholder(&command), None);

@@ -16,7 +16,8 @@ use crate::domain::{RunId, Timestamp};
 pub struct Entry {
     pub at: Timestamp,
     pub execution: u32,
-    /// `stdout`, `stderr`, `setup`, `system` or `followup`.
+    /// `stdout`, `stderr` (of the agent or a setup command), `system` (what the harness did)
+    /// or `followup`.
     pub stream: String,
     pub text: String,
 }
@@ -53,8 +54,13 @@ impl Writer {
 
 impl Transcripts {
     pub fn open(data_dir: &std::path::Path) -> std::io::Result<Transcripts> {
+        use std::os::unix::fs::DirBuilderExt;
         let dir = data_dir.join("transcripts");
-        std::fs::create_dir_all(&dir)?;
+        // Transcripts can hold secrets: readable by this user only.
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&dir)?;
         Ok(Transcripts { dir })
     }
 
@@ -63,10 +69,24 @@ impl Transcripts {
     }
 
     pub fn writer(&self, id: RunId) -> std::io::Result<Writer> {
-        let file = std::fs::OpenOptions::new()
+        use std::os::unix::fs::OpenOptionsExt;
+        let mut file = std::fs::OpenOptions::new()
             .create(true)
+            .read(true)
             .append(true)
+            .mode(0o600)
             .open(self.path(id))?;
+        // A line cut short by a crash is ended here, so it is skipped as one damaged entry
+        // instead of swallowing the next one (or stalling readers at a line that never ends).
+        let len = file.metadata()?.len();
+        if len > 0 {
+            let mut last = [0u8; 1];
+            file.seek(SeekFrom::Start(len - 1))?;
+            file.read_exact(&mut last)?;
+            if last[0] != b'\n' {
+                file.write_all(b"\n")?;
+            }
+        }
         Ok(Writer { file })
     }
 
@@ -200,5 +220,11 @@ mod tests {
         let slice = t.read(id, 0, 10, 1 << 20).expect("read");
         assert_eq!(slice.entries.len(), 1);
         assert!(slice.more);
+        // The next writer ends the cut line; the damaged entry is skipped, the new one is read.
+        t.append(id, &entry(3)).expect("append");
+        let slice = t.read(id, 0, 10, 1 << 20).expect("read");
+        let texts: Vec<_> = slice.entries.iter().map(|(_, e)| e.text.as_str()).collect();
+        assert_eq!(texts, ["line 1", "line 3"]);
+        assert!(!slice.more);
     }
 }

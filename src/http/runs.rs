@@ -266,7 +266,9 @@ pub async fn transcript(
         "state": run.state.as_str(),
         "entries": entries,
         "next_offset": slice.next_offset,
-        "has_more": slice.more,
+        // A finished run's transcript does not grow; a trailing cut line (left by a crash) is
+        // not "more" to wait for.
+        "has_more": slice.more && !(run.state.is_terminal() && slice.entries.is_empty()),
     })))
 }
 

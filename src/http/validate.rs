@@ -29,6 +29,12 @@ fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
             "{field} is longer than {max} bytes"
         )));
     }
+    // Values reach agents as environment variables and arguments, which cannot hold NUL.
+    if value.contains('\0') {
+        return Err(ApiError::bad_request(format!(
+            "{field} must not contain NUL characters"
+        )));
+    }
     Ok(())
 }
 
@@ -276,6 +282,11 @@ pub fn create(body: &[u8], config: &Config, creator: Creator) -> Result<RunCreat
     let title = match request.title {
         Some(t) if t.trim().is_empty() => {
             return Err(ApiError::bad_request("title must not be empty"))
+        }
+        Some(t) if t.contains('\0') => {
+            return Err(ApiError::bad_request(
+                "title must not contain NUL characters",
+            ))
         }
         Some(t) if t.chars().count() > MAX_TITLE_CHARS => {
             return Err(ApiError::bad_request(format!(
