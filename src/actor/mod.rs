@@ -198,15 +198,9 @@ impl Runs {
     /// serving means no run started by this process can be mistaken for a lost one.
     pub async fn fail_lost_executions(&self) -> Result<usize, Error> {
         let mut failed = 0;
-        // The state's index range is walked a page at a time, never read whole.
-        let mut query = Query {
-            states: vec![RunState::InProgress],
-            order: projection::Order::Asc,
-            limit: 500,
-            ..Query::default()
-        };
+        let mut cursor = None;
         loop {
-            let page = self.inner.index.list(&query)?;
+            let page = self.page_in_state(RunState::InProgress, cursor.take())?;
             for run in &page.runs {
                 let lost = StatusMessage {
                     message: "the service restarted while this run was in progress; its execution was lost".into(),
@@ -224,7 +218,7 @@ impl Runs {
             }
             // Failed runs leave the range behind the cursor; what follows it is untouched.
             match page.next_cursor {
-                Some(cursor) => query.cursor = Some(cursor),
+                Some(next) => cursor = Some(next),
                 None => return Ok(failed),
             }
         }
@@ -235,22 +229,33 @@ impl Runs {
     /// is not queued twice (the executor's queues ignore duplicates).
     pub async fn requeue_waiting(&self) -> Result<usize, Error> {
         let mut requeued = 0;
-        let mut query = Query {
-            states: vec![RunState::Queued],
-            order: projection::Order::Asc,
-            limit: 500,
-            ..Query::default()
-        };
+        let mut cursor = None;
         loop {
-            let page = self.inner.index.list(&query)?;
+            let page = self.page_in_state(RunState::Queued, cursor.take())?;
             for run in &page.runs {
                 self.inner.executor.enqueue(self, run);
                 requeued += 1;
             }
             match page.next_cursor {
-                Some(cursor) => query.cursor = Some(cursor),
+                Some(next) => cursor = Some(next),
                 None => return Ok(requeued),
             }
         }
+    }
+
+    /// One page of the runs in `state`, oldest update first: recovery walks a state's index
+    /// range a page at a time and never holds it whole.
+    fn page_in_state(
+        &self,
+        state: RunState,
+        cursor: Option<projection::Cursor>,
+    ) -> Result<Page, Error> {
+        Ok(self.inner.index.list(&Query {
+            states: vec![state],
+            order: projection::Order::Asc,
+            limit: 500,
+            cursor,
+            ..Query::default()
+        })?)
     }
 }
