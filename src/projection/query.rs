@@ -320,6 +320,7 @@ impl Index {
                 next_cursor: None,
             });
         }
+        let trees = self.trees();
         let limit = query.limit.max(1);
         let mut runs = Vec::with_capacity(limit.min(64) + 1);
         let mut last_position = None;
@@ -329,7 +330,7 @@ impl Index {
                 let lower = query
                     .created_after
                     .map(|t| RunId::lower_bound(Timestamp(t.0 + 1)).to_bytes().to_vec());
-                let mut iter = range_after(&self.rows, &[], after, lower.as_deref(), query.order);
+                let mut iter = range_after(&trees.rows, &[], after, lower.as_deref(), query.order);
                 let stop_before = query.created_before;
                 while let Some(pos) = iter.next().transpose()? {
                     let Some(id) = keys::id_of_position(&pos) else {
@@ -369,7 +370,7 @@ impl Index {
                 let by_updated = query.sort_by == SortBy::UpdatedAt;
                 let iters = prefixes
                     .iter()
-                    .map(|p| range_after(&self.index, p, after, None, query.order))
+                    .map(|p| range_after(&trees.index, p, after, None, query.order))
                     .collect();
                 let mut merged = Merge::new(iters, query.order)?;
                 while let Some(pos) = merged.next()? {
@@ -386,7 +387,7 @@ impl Index {
                     let Some(id) = keys::id_of_position(&pos) else {
                         continue;
                     };
-                    let Some(bytes) = self.rows.get(id.to_bytes())? else {
+                    let Some(bytes) = trees.rows.get(id.to_bytes())? else {
                         continue;
                     };
                     let run = decode_row(id, &bytes)?;
