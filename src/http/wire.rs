@@ -11,21 +11,39 @@ use time::OffsetDateTime;
 
 use crate::domain::{AgentConfig, CreatorKind, McpServer, Run, RunId, StatusMessage, Timestamp};
 
-/// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`.
+/// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`. Written by hand (days to
+/// civil date, after Howard Hinnant's algorithm): list responses format three times per run.
 pub fn format_time(t: Timestamp) -> String {
-    let Ok(dt) = OffsetDateTime::from_unix_timestamp_nanos(i128::from(t.0) * 1_000_000) else {
-        return "1970-01-01T00:00:00.000Z".into();
-    };
-    format!(
-        "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
-        dt.year(),
-        u8::from(dt.month()),
-        dt.day(),
-        dt.hour(),
-        dt.minute(),
-        dt.second(),
-        dt.millisecond()
-    )
+    let ms = t.0;
+    let days = (ms / 86_400_000) as i64;
+    let of_day = ms % 86_400_000;
+    let (hour, minute, second, milli) = (
+        of_day / 3_600_000,
+        of_day / 60_000 % 60,
+        of_day / 1000 % 60,
+        of_day % 1000,
+    );
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        out.push(char::from(DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(DIGITS[usize::from(b & 15)]));
+    }
+    out
 }
 
 /// Parses an RFC 3339 time (a missing offset is read as UTC) into nanoseconds since the epoch.
@@ -335,6 +353,23 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc_millis() {
         assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
+        assert_eq!(format_time(Timestamp(951_782_400_000)), "2000-02-29T00:00:00.000Z");
+        assert_eq!(format_time(Timestamp(4_102_444_799_999)), "2099-12-31T23:59:59.999Z");
+        // Agrees with the time crate across leap years and month ends.
+        for ms in (0..4_000_000_000_000u64).step_by(86_399_999_937) {
+            let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).expect("in range");
+            let expected = format!(
+                "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
+                dt.year(),
+                u8::from(dt.month()),
+                dt.day(),
+                dt.hour(),
+                dt.minute(),
+                dt.second(),
+                dt.millisecond()
+            );
+            assert_eq!(format_time(Timestamp(ms)), expected);
+        }
         assert_eq!(
             format_time(Timestamp(1_763_768_489_123)),
             "2025-11-21T23:41:29.123Z"
