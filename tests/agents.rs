@@ -352,31 +352,67 @@ wait"#,
 #[tokio::test]
 async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
     let f = Fixture::new();
-    let pidfile = f.path("agent.pid");
+    let pids = f.path("pids");
+    std::fs::create_dir(&pids).expect("mkdir");
     let agent = f.agent(
         "forever.sh",
-        &format!("echo $$ > {}; sleep 1000 & wait", pidfile.display()),
+        &format!(
+            "echo $$ > {}/$RUNLEDGER_RUN_ID; sleep 1000 & wait",
+            pids.display()
+        ),
     );
     let config = f.config(&format!(
-        "[[environments]]\nid = \"long\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n"
+        "[[environments]]\nid = \"long\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 2\n"
     ));
     let mut s = Server::start_with(f.dir.path(), &config, &[]);
     let key = s.key.clone();
     s.wait_ready().await;
-    let id = s.create(json!({"prompt": "x"})).await;
-    s.wait_state(&id, "INPROGRESS").await;
-    eventually(10, "the agent to start", || pidfile.exists()).await;
-    let pid = pid_in(&pidfile);
+    let in_progress: Vec<String> = vec![
+        s.create(json!({"prompt": "a"})).await,
+        s.create(json!({"prompt": "b"})).await,
+    ];
+    let queued: Vec<String> = vec![
+        s.create(json!({"prompt": "c"})).await,
+        s.create(json!({"prompt": "d"})).await,
+    ];
+    for id in &in_progress {
+        s.wait_state(id, "INPROGRESS").await;
+        eventually(10, "the agent to start", || pids.join(id).exists()).await;
+    }
+    for id in &queued {
+        assert_eq!(s.run(id).await["state"], "QUEUED");
+    }
+    let orphans: Vec<i32> = in_progress
+        .iter()
+        .map(|id| pid_in(&pids.join(id)))
+        .collect();
     s.kill();
-    assert!(running(pid), "the agent outlives the killed server");
+    assert!(
+        orphans.iter().all(|p| running(*p)),
+        "the agents outlive the killed server"
+    );
 
     let mut s = Server::start_with(f.dir.path(), &config, &[]);
     s.key = key;
     s.wait_ready().await;
-    eventually(10, "the orphan to be killed", || !running(pid)).await;
-    let run = s.wait_state(&id, "FAILED").await;
-    assert_eq!(run["status_message"]["error_code"], "internal_error");
-    assert_eq!(run["status_message"]["retryable"], true);
+    eventually(10, "the orphans to be killed", || {
+        orphans.iter().all(|p| !running(*p))
+    })
+    .await;
+    for id in &in_progress {
+        let run = s.wait_state(id, "FAILED").await;
+        assert_eq!(run["status_message"]["error_code"], "internal_error");
+        assert_eq!(run["status_message"]["retryable"], true);
+    }
+    // The runs that were waiting start, in their own new processes.
+    for id in &queued {
+        s.wait_state(id, "INPROGRESS").await;
+        eventually(10, "the queued run's agent to start", || {
+            pids.join(id).exists()
+        })
+        .await;
+        assert!(running(pid_in(&pids.join(id))));
+    }
 }
 
 #[tokio::test]

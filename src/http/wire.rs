@@ -353,11 +353,18 @@ mod tests {
     #[test]
     fn times_are_rfc3339_utc_millis() {
         assert_eq!(format_time(Timestamp(0)), "1970-01-01T00:00:00.000Z");
-        assert_eq!(format_time(Timestamp(951_782_400_000)), "2000-02-29T00:00:00.000Z");
-        assert_eq!(format_time(Timestamp(4_102_444_799_999)), "2099-12-31T23:59:59.999Z");
+        assert_eq!(
+            format_time(Timestamp(951_782_400_000)),
+            "2000-02-29T00:00:00.000Z"
+        );
+        assert_eq!(
+            format_time(Timestamp(4_102_444_799_999)),
+            "2099-12-31T23:59:59.999Z"
+        );
         // Agrees with the time crate across leap years and month ends.
         for ms in (0..4_000_000_000_000u64).step_by(86_399_999_937) {
-            let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000).expect("in range");
+            let dt = OffsetDateTime::from_unix_timestamp_nanos(i128::from(ms) * 1_000_000)
+                .expect("in range");
             let expected = format!(
                 "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z",
                 dt.year(),
