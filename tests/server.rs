@@ -188,6 +188,28 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         .await;
     let third = third["run_id"].as_str().expect("id").to_string();
 
+    // Waiting runs hold no actor; only the run in progress does.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let metrics = s
+            .client
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics")
+            .text()
+            .await
+            .expect("text");
+        if metrics.lines().any(|l| l == "runledger_live_run_actors 1") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "queued runs keep actors: {metrics}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
     // Queued: kept for the agent.
     let (status, body) = s
         .post(

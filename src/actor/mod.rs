@@ -5,8 +5,9 @@
 //! command against that state, appends the events, waits for them to be durable, updates the
 //! read index, dispatches the decision's side effects, and replies. No effect is performed
 //! before its events are durable, and replaying the log performs none. It stops as soon as
-//! the run is finished, and after a quiet spell otherwise, so idle and finished runs hold no
-//! actor. Callers never see actor addresses: `Runs` activates actors on demand.
+//! the run has no execution in progress (queued or finished), and after a quiet spell
+//! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
+//! addresses: `Runs` activates actors on demand.
 
 mod run_actor;
 
@@ -135,7 +136,7 @@ impl Runs {
         fresh: bool,
     ) -> Result<Outcome, Error> {
         // An actor may stop between lookup and send; a second activation then succeeds.
-        for _ in 0..3 {
+        for _ in 0..5 {
             let addr = self.activate(id, fresh);
             match addr.send(Execute(command.clone())).await {
                 Ok(result) => return result,

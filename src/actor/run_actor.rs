@@ -54,6 +54,14 @@ impl RunActor {
     }
 }
 
+/// Whether a run keeps its actor between commands: only while an execution is in progress,
+/// when the agent's finish and follow-ups arrive. A queued run may wait for a slot for a long
+/// time (a backlog can hold many thousands), and a finished one may never hear from anyone
+/// again; both are activated again, from the log, by their next command.
+fn holds_actor(run: &Run) -> bool {
+    run.state == crate::domain::RunState::InProgress
+}
+
 impl RunActor {
     /// Carries out a decision's effects; returns whether the run had to wait for capacity.
     fn dispatch(&self, effects: Vec<Effect>, run: &Run) -> bool {
@@ -113,12 +121,12 @@ impl Handler<Execute> for RunActor {
         let (old, new, effects) = match prepared {
             Ok(p) => p,
             Err(e) => {
-                // A finished (or missing) run needs no actor; stop once the reply is out —
-                // stopping before would drop the reply.
+                // A run that holds no actor (finished, queued, missing) lets it stop once the
+                // reply is out — stopping before would drop the reply.
                 let finished = self
                     .state
                     .as_ref()
-                    .is_some_and(|s| s.as_ref().is_none_or(|r| r.state.is_terminal()));
+                    .is_some_and(|s| s.as_ref().is_none_or(|r| !holds_actor(r)));
                 return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(
                     move |r, _, ctx: &mut Context<Self>| {
                         if finished {
@@ -160,7 +168,7 @@ impl Handler<Execute> for RunActor {
                         return Err(e);
                     }
                     actor.state = Some(Some(run.clone()));
-                    if run.state.is_terminal() {
+                    if !holds_actor(&run) {
                         ctx.stop();
                     }
                     Ok(Outcome { run, at_capacity })
