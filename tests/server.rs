@@ -63,30 +63,8 @@ async fn a_run_goes_queued_inprogress_succeeded_with_a_transcript() {
     );
 
     // A finished run holds no actor.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let metrics = s
-            .client
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        assert!(
-            metrics.contains("runledger_durable_syncs_total"),
-            "{metrics}"
-        );
-        if metrics.lines().any(|l| l == "runledger_live_run_actors 0") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "actor still alive: {metrics}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    assert!(s.metrics().await.contains("runledger_durable_syncs_total"));
+    s.wait_live_actors(0).await;
 
     let (status, transcript) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
     assert_eq!(status, 200);
@@ -189,26 +167,7 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     let third = third["run_id"].as_str().expect("id").to_string();
 
     // Waiting runs hold no actor; only the run in progress does.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    loop {
-        let metrics = s
-            .client
-            .get(s.url("/metrics"))
-            .send()
-            .await
-            .expect("metrics")
-            .text()
-            .await
-            .expect("text");
-        if metrics.lines().any(|l| l == "runledger_live_run_actors 1") {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "queued runs keep actors: {metrics}"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
+    s.wait_live_actors(1).await;
 
     // Queued: kept for the agent.
     let (status, body) = s

@@ -195,6 +195,31 @@ impl Server {
         self.wait_run(id, state, |v| v["state"] == state).await
     }
 
+    /// The Prometheus text of `/metrics`.
+    pub async fn metrics(&self) -> String {
+        let r = self
+            .client
+            .get(self.url("/metrics"))
+            .send()
+            .await
+            .expect("metrics");
+        r.text().await.expect("text")
+    }
+
+    /// Polls `/metrics` until exactly `n` run actors are alive.
+    pub async fn wait_live_actors(&self, n: usize) {
+        let want = format!("runledger_live_run_actors {n}");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            let metrics = self.metrics().await;
+            if metrics.lines().any(|l| l == want) {
+                return;
+            }
+            assert!(Instant::now() < deadline, "never {want}: {metrics}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     pub async fn events(&self, id: &str) -> Vec<Value> {
         let (status, v) = self
             .get(&self.key.clone(), &format!("/agent/runs/{id}/events"))
