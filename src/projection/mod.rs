@@ -55,6 +55,42 @@ pub enum Error {
 pub struct Index {
     db: sled::Db,
     trees: Arc<RwLock<Trees>>,
+    writes: Arc<Writes>,
+}
+
+/// Counts of index writes begun and finished. sled iterators are not snapshots: a run that
+/// changes state while a list walks the index can move from a position the walk has not reached
+/// to one it has already passed, and be missed. A list compares these counts before and after
+/// its walk and walks again when a write overlapped it.
+#[derive(Default)]
+struct Writes {
+    begun: std::sync::atomic::AtomicU64,
+    finished: std::sync::atomic::AtomicU64,
+}
+
+/// A write in progress; finishes when dropped, on every path.
+struct Writing<'a>(&'a Writes);
+
+impl Drop for Writing<'_> {
+    fn drop(&mut self) {
+        self.0
+            .finished
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl Writes {
+    fn begin(&self) -> Writing<'_> {
+        self.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Writing(self)
+    }
+
+    /// `Some(n)` if no write is in progress, `n` counting all writes so far.
+    fn quiet(&self) -> Option<u64> {
+        let finished = self.finished.load(std::sync::atomic::Ordering::SeqCst);
+        let begun = self.begun.load(std::sync::atomic::Ordering::SeqCst);
+        (begun == finished).then_some(begun)
+    }
 }
 
 /// The trees of one generation of the index.
@@ -229,6 +265,7 @@ impl Index {
         Ok(Index {
             db: db.clone(),
             trees: Arc::new(RwLock::new(Trees::open(db, generation)?)),
+            writes: Arc::default(),
         })
     }
 
@@ -246,6 +283,7 @@ impl Index {
 
     /// Moves the index from `old` (the run's previous state, if any) to `new`.
     pub fn apply(&self, old: Option<&Run>, new: &Run) -> Result<(), Error> {
+        let _writing = self.writes.begin();
         let trees = self.trees();
         let new_keys = keys::entries(new);
         let old_keys = old.map(keys::entries).unwrap_or_default();
@@ -292,6 +330,7 @@ impl Index {
 
     fn remove(&self, run: Option<&Run>) -> Result<(), Error> {
         if let Some(run) = run {
+            let _writing = self.writes.begin();
             let trees = self.trees();
             for key in keys::entries(run) {
                 trees.index.remove(key)?;

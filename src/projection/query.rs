@@ -306,6 +306,20 @@ impl<'a> Merge<'a> {
 impl Index {
     /// Runs one list query.
     pub fn list(&self, query: &Query) -> Result<Page, Error> {
+        // A walk that no index write overlapped saw one consistent state. Busy indexes get a
+        // few more walks; after that the last one is answered (each run it returns is current).
+        let mut walks = 0;
+        loop {
+            let before = self.writes.quiet();
+            let page = self.walk(query)?;
+            walks += 1;
+            if (before.is_some() && self.writes.quiet() == before) || walks == 4 {
+                return Ok(page);
+            }
+        }
+    }
+
+    fn walk(&self, query: &Query) -> Result<Page, Error> {
         let fingerprint = query.fingerprint();
         let after = match &query.cursor {
             Some(c) if c.fingerprint != fingerprint => {
