@@ -3,6 +3,13 @@
 use clap::Parser;
 use runledger::cli::{self, Cli, Cmd};
 
+// Responses allocate many small strings per run (JSON, timestamps, links); with glibc's
+// allocator, malloc and free were a quarter of a list request's CPU. See
+// docs/decisions/0005-allocator.md (built without transparent huge pages, which would inflate
+// RSS).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> anyhow::Result<()> {
     runledger::telemetry::init();
     let args = Cli::parse();
