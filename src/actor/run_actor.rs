@@ -34,7 +34,7 @@ impl RunActor {
         if let Some(handle) = self.idle.take() {
             ctx.cancel_future(handle);
         }
-        self.idle = Some(ctx.run_later(IDLE_AFTER, |_, ctx| ctx.stop()));
+        self.idle = Some(ctx.run_later(IDLE_AFTER, |actor, ctx| actor.retire(ctx)));
     }
 
     /// Everything up to and including the durable append; returns the new state.
@@ -63,6 +63,13 @@ fn holds_actor(run: &Run) -> bool {
 }
 
 impl RunActor {
+    /// Stops this actor, leaving the registry first so that the next command for the run goes
+    /// straight to a new actor instead of to this stopping one.
+    fn retire(&self, ctx: &mut Context<Self>) {
+        self.runs.deactivated(self.id, &ctx.address());
+        ctx.stop();
+    }
+
     /// Carries out a decision's effects; returns whether the run had to wait for capacity.
     fn dispatch(&self, effects: Vec<Effect>, run: &Run) -> bool {
         let mut at_capacity = false;
@@ -100,6 +107,13 @@ impl Handler<Execute> for RunActor {
     type Result = AtomicResponse<Self, Result<Outcome, Error>>;
 
     fn handle(&mut self, Execute(command): Execute, ctx: &mut Self::Context) -> Self::Result {
+        // actix still delivers mailbox messages to a stopping actor but never runs its wait
+        // futures, so work started here would append events that are never synced, indexed or
+        // acted on. A stopping actor does nothing; its reply is dropped, and the sender retries
+        // on a new actor (`Runs::execute`).
+        if ctx.state() != actix::ActorState::Running {
+            return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable))));
+        }
         self.reset_idle(ctx);
         let prepared = self.load().and_then(|current| {
             let decision = decide(current.as_ref(), command)?;
@@ -128,9 +142,9 @@ impl Handler<Execute> for RunActor {
                     .as_ref()
                     .is_some_and(|s| s.as_ref().is_none_or(|r| !holds_actor(r)));
                 return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(
-                    move |r, _, ctx: &mut Context<Self>| {
+                    move |r, actor: &mut Self, ctx: &mut Context<Self>| {
                         if finished {
-                            ctx.stop();
+                            actor.retire(ctx);
                         }
                         r
                     },
@@ -146,7 +160,7 @@ impl Handler<Execute> for RunActor {
                         // The append may or may not be on disk; forget the cached state so the
                         // next activation folds whatever the log really holds.
                         actor.state = None;
-                        ctx.stop();
+                        actor.retire(ctx);
                         return Err(Error::Store(e));
                     }
                     let Some(run) = new else {
@@ -164,12 +178,12 @@ impl Handler<Execute> for RunActor {
                     let at_capacity = actor.dispatch(effects, &run);
                     if let Err(e) = projected {
                         actor.state = None;
-                        ctx.stop();
+                        actor.retire(ctx);
                         return Err(e);
                     }
                     actor.state = Some(Some(run.clone()));
                     if !holds_actor(&run) {
-                        ctx.stop();
+                        actor.retire(ctx);
                     }
                     Ok(Outcome { run, at_capacity })
                 }),
