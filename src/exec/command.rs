@@ -55,22 +55,15 @@ fn variables(job: &Assignment, mcp_config: &Path, instance: &str) -> BTreeMap<St
     set(INSTANCE_VAR, instance.to_string());
     set("RUNLEDGER_PROMPT", run.prompt.clone());
     set("RUNLEDGER_TITLE", run.title.clone());
-    set(
-        "RUNLEDGER_MODEL_ID",
-        config.model_id.clone().unwrap_or_default(),
-    );
-    set(
-        "RUNLEDGER_BASE_PROMPT",
-        config.base_prompt.clone().unwrap_or_default(),
-    );
-    set(
-        "RUNLEDGER_SKILL_SPEC",
-        config.skill_spec.clone().unwrap_or_default(),
-    );
-    set(
-        "RUNLEDGER_CONFIG_NAME",
-        config.name.clone().unwrap_or_default(),
-    );
+    // Unset config fields are present and empty, so agents need not tell the two apart.
+    for (name, value) in [
+        ("RUNLEDGER_MODEL_ID", &config.model_id),
+        ("RUNLEDGER_BASE_PROMPT", &config.base_prompt),
+        ("RUNLEDGER_SKILL_SPEC", &config.skill_spec),
+        ("RUNLEDGER_CONFIG_NAME", &config.name),
+    ] {
+        set(name, value.clone().unwrap_or_default());
+    }
     set("RUNLEDGER_MCP_CONFIG", mcp_config.display().to_string());
     set(EXECUTION_VAR, job.execution.to_string());
     set(
