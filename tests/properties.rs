@@ -308,3 +308,64 @@ fn a_cursor_cannot_be_used_with_another_query() {
     };
     assert!(index.list(&other).is_err());
 }
+
+/// SPEC: a run is listed as soon as its create call has returned — also while its state keeps
+/// changing. sled iterators are not snapshots, so a run whose index entries move during a walk
+/// could be missed; a list must never answer with such a torn walk.
+#[test]
+fn a_run_changing_state_during_lists_is_never_missed() {
+    let (_dir, store, index) = open();
+    let specs: Vec<RunSpec> = (0..3)
+        .map(|i| RunSpec {
+            name: Some(i),
+            model: 0,
+            env: 0,
+            creator: 0,
+            title: i,
+            meta: None,
+            steps: vec![],
+        })
+        .collect();
+    let live = populate(&store, &index, &specs);
+    let moving = live[1].clone();
+    let stop = std::sync::atomic::AtomicBool::new(false);
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            // Every apply moves the run's updated_at (and so its entries) to a new position.
+            let mut current = moving.clone();
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut next = current.clone();
+                next.updated_at = Timestamp(next.updated_at.0 + 1);
+                next.state = if current.state == RunState::Queued {
+                    RunState::InProgress
+                } else {
+                    RunState::Queued
+                };
+                index.apply(Some(&current), &next).expect("apply");
+                current = next;
+            }
+        });
+        let queries = [
+            Query {
+                q: Some(moving.title.clone()),
+                limit: 20,
+                ..Query::default()
+            },
+            Query {
+                states: vec![RunState::Queued, RunState::InProgress],
+                limit: 20,
+                ..Query::default()
+            },
+        ];
+        for i in 0..3000 {
+            let query = &queries[i % queries.len()];
+            let page = index.list(query).expect("list");
+            let found = page.runs.iter().filter(|r| r.id == moving.id).count();
+            if found != 1 {
+                stop.store(true, std::sync::atomic::Ordering::Relaxed);
+                panic!("list {i} ({query:?}) returned the moving run {found} times");
+            }
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    });
+}

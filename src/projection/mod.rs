@@ -58,22 +58,32 @@ pub struct Index {
     writes: Arc<Writes>,
 }
 
-/// Counts of index writes begun and finished. sled iterators are not snapshots: a run that
+/// Coordinates index writes with list walks. sled iterators are not snapshots: a run that
 /// changes state while a list walks the index can move from a position the walk has not reached
-/// to one it has already passed, and be missed. A list compares these counts before and after
-/// its walk and walks again when a write overlapped it.
+/// to one it has already passed, and be missed. A list first walks optimistically and compares
+/// the counts of writes begun and finished before and after; when writes keep overlapping its
+/// walks it takes the gate exclusively, which waits for the writes in progress and holds new
+/// ones back for the length of one walk. Every answer therefore comes from a walk no write
+/// overlapped.
 #[derive(Default)]
 struct Writes {
     begun: std::sync::atomic::AtomicU64,
     finished: std::sync::atomic::AtomicU64,
+    /// Writers hold it shared; a list that could not get a quiet walk holds it exclusively.
+    /// parking_lot's lock is task-fair: once the list waits, new writers queue behind it. (With
+    /// std's lock a tight loop of writers kept a waiting list out for tens of milliseconds.)
+    gate: parking_lot::RwLock<()>,
 }
 
 /// A write in progress; finishes when dropped, on every path.
-struct Writing<'a>(&'a Writes);
+struct Writing<'a> {
+    writes: &'a Writes,
+    _shared: parking_lot::RwLockReadGuard<'a, ()>,
+}
 
 impl Drop for Writing<'_> {
     fn drop(&mut self) {
-        self.0
+        self.writes
             .finished
             .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     }
@@ -81,8 +91,12 @@ impl Drop for Writing<'_> {
 
 impl Writes {
     fn begin(&self) -> Writing<'_> {
+        let shared = self.gate.read();
         self.begun.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        Writing(self)
+        Writing {
+            writes: self,
+            _shared: shared,
+        }
     }
 
     /// `Some(n)` if no write is in progress, `n` counting all writes so far.
@@ -90,6 +104,11 @@ impl Writes {
         let finished = self.finished.load(std::sync::atomic::Ordering::SeqCst);
         let begun = self.begun.load(std::sync::atomic::Ordering::SeqCst);
         (begun == finished).then_some(begun)
+    }
+
+    /// Waits until no write is in progress and keeps new ones waiting until dropped.
+    fn exclusive(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.gate.write()
     }
 }
 

@@ -306,17 +306,18 @@ impl<'a> Merge<'a> {
 impl Index {
     /// Runs one list query.
     pub fn list(&self, query: &Query) -> Result<Page, Error> {
-        // A walk that no index write overlapped saw one consistent state. Busy indexes get a
-        // few more walks; after that the last one is answered (each run it returns is current).
-        let mut walks = 0;
-        loop {
+        // A walk that no index write overlapped saw one consistent state. Two optimistic
+        // walks cost nothing to writers; if writes overlapped both, the third walk holds them
+        // back (see `Writes`).
+        for _ in 0..2 {
             let before = self.writes.quiet();
             let page = self.walk(query)?;
-            walks += 1;
-            if (before.is_some() && self.writes.quiet() == before) || walks == 4 {
+            if before.is_some() && self.writes.quiet() == before {
                 return Ok(page);
             }
         }
+        let _exclusive = self.writes.exclusive();
+        self.walk(query)
     }
 
     fn walk(&self, query: &Query) -> Result<Page, Error> {
