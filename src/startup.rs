@@ -40,12 +40,14 @@ pub struct Application {
     addr: SocketAddr,
 }
 
-/// Opens the store and brings the read index up to date with the log.
-pub fn open_store(config: &Config) -> Result<(Store, Index), Error> {
+/// Opens the store and brings the read index up to date with the log. A store that lost
+/// acknowledged writes is refused unless `accept_lost_writes` (see `store::watermark`).
+pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, Index), Error> {
     let store = Store::open(
         &config.data_dir,
         &store::Options {
             cache_bytes: config.cache_bytes,
+            accept_lost_writes,
         },
     )?;
     let index = Index::open(store.db())?;
@@ -77,7 +79,7 @@ impl Application {
     /// Opens everything and binds the listener; the service starts with `run`.
     pub async fn build(config: Config) -> Result<Application, Error> {
         let config = Arc::new(config);
-        let (store, index) = open_store(&config)?;
+        let (store, index) = open_store(&config, false)?;
         if store.keys().is_empty() {
             let (record, secret) = store
                 .keys()

@@ -160,6 +160,7 @@ fn open() -> (tempfile::TempDir, Store, Index) {
         dir.path(),
         &store::Options {
             cache_bytes: 8 << 20,
+            ..store::Options::default()
         },
     )
     .expect("open");

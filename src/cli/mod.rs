@@ -110,13 +110,39 @@ impl Cli {
     }
 }
 
-fn open(config: &Config) -> Result<Store, store::Error> {
-    Store::open(&config.data_dir, &store::Options::default())
+fn open(config: &Config, accept_lost_writes: bool) -> Result<Store, store::Error> {
+    Store::open(
+        &config.data_dir,
+        &store::Options {
+            accept_lost_writes,
+            ..store::Options::default()
+        },
+    )
+}
+
+/// Opens the store for a command that reads what it can, even from a store that lost writes.
+fn open_salvage(config: &Config) -> anyhow::Result<Store> {
+    let store = open_offline_with(config, true)?;
+    if let Some(lost) = store.lost_writes() {
+        eprintln!("{}", lost_warning(&config.data_dir, lost));
+    }
+    Ok(store)
+}
+
+fn lost_warning(dir: &std::path::Path, lost: store::LostWrites) -> String {
+    format!(
+        "runledger: WARNING: the store in {} lost acknowledged writes (recovered commit {}, \
+         acknowledged commit {}): sled dropped its log from a damaged record on. What follows \
+         is what is left; see \"Recovering from damage\" in docs/operations.md",
+        dir.display(),
+        lost.recovered,
+        lost.acknowledged
+    )
 }
 
 /// Opens the store for an offline command, with a clear message when a server holds it.
-fn open_offline(config: &Config) -> anyhow::Result<Store> {
-    match open(config) {
+fn open_offline_with(config: &Config, accept_lost_writes: bool) -> anyhow::Result<Store> {
+    match open(config, accept_lost_writes) {
         Ok(s) => Ok(s),
         Err(store::Error::Locked(dir)) => Err(held(&dir)),
         Err(e) => Err(e.into()),
@@ -138,7 +164,7 @@ pub fn keys(
     url: Option<&str>,
 ) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    match open(&config) {
+    match open(&config, false) {
         Ok(store) => keys_offline(&store, command),
         Err(store::Error::Locked(_)) => {
             let url = url.map(str::to_string).unwrap_or_else(|| config.base_url());
@@ -243,7 +269,7 @@ fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<
 
 pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    let store = open_offline(&config)?;
+    let store = open_salvage(&config)?;
     let id = run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
@@ -272,7 +298,7 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
 
 pub fn export(cli: &Cli) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    let store = open_offline(&config)?;
+    let store = open_salvage(&config)?;
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     let (mut ok, mut damaged) = (0u64, 0u64);
     for record in store.scan() {
@@ -292,6 +318,9 @@ pub fn export(cli: &Cli) -> anyhow::Result<()> {
     if damaged > 0 {
         bail!("{damaged} damaged records could not be exported");
     }
+    if store.lost_writes().is_some() {
+        bail!("the store lost acknowledged writes; the export holds what is left");
+    }
     Ok(())
 }
 
@@ -299,10 +328,23 @@ pub fn replay(cli: &Cli, verify: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
     // Opened as the server opens it: runs whose index entry was left behind by a crash
     // (marked dirty) are caught up first, so verify reports real differences only.
-    let (store, index) = match crate::startup::open_store(&config) {
+    // A rebuild accepts a store that lost writes (it is how an operator chooses to serve what
+    // is left). A verification reports the loss and changes nothing: opening the index may
+    // commit a catch-up, which would move the watermark past the loss.
+    if verify {
+        let probe = open_salvage(&config)?;
+        if probe.lost_writes().is_some() {
+            bail!("the store lost acknowledged writes; `runledger replay` (without --verify) accepts the loss");
+        }
+    }
+    let (store, index) = match crate::startup::open_store(&config, true) {
         Err(crate::startup::Error::Store(store::Error::Locked(dir))) => return Err(held(&dir)),
         other => other?,
     };
+    let lost = store.lost_writes();
+    if let Some(lost) = lost {
+        eprintln!("{}", lost_warning(&config.data_dir, lost));
+    }
     let started = Instant::now();
     if verify {
         let (runs, events, differences) = index.verify(&store)?;
@@ -320,7 +362,11 @@ pub fn replay(cli: &Cli, verify: bool) -> anyhow::Result<()> {
         }
     } else {
         let (runs, events) = index.rebuild(&store)?;
+        // This commit's number passes the acknowledged one, so the next open is clean.
         store.sync_blocking()?;
+        if lost.is_some() {
+            eprintln!("runledger: accepted the loss; the server will serve what is left");
+        }
         let secs = started.elapsed().as_secs_f64();
         eprintln!(
             "rebuilt the read index from {events} events of {runs} runs in {secs:.2} s ({:.0} events/s)",

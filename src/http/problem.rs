@@ -99,6 +99,20 @@ impl ApiError {
         }
     }
 
+    /// A run whose stored history failed its checksum: logged with the record it names,
+    /// answered with the run (which the client named) but no storage details. Not retryable:
+    /// the damage stays until an operator repairs it.
+    pub fn damaged(cause: &crate::store::Error) -> ApiError {
+        let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        tracing::error!(error = %cause, %trace_id, %path, "damaged event record");
+        ApiError::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal_error",
+            "the stored history of this run is damaged; the operator must restore it \
+             (the server log names the record)",
+        )
+    }
+
     pub fn unavailable(detail: impl Into<String>) -> ApiError {
         ApiError {
             retryable: true,
@@ -181,6 +195,7 @@ impl From<crate::actor::Error> for ApiError {
             E::Index(crate::projection::Error::BadCursor(why)) => {
                 ApiError::bad_request(format!("cursor: {why}"))
             }
+            E::Store(e) | E::Index(crate::projection::Error::Store(e)) => ApiError::from(e),
             other => ApiError::internal(&other),
         }
     }
@@ -188,6 +203,9 @@ impl From<crate::actor::Error> for ApiError {
 
 impl From<crate::store::Error> for ApiError {
     fn from(e: crate::store::Error) -> ApiError {
-        ApiError::internal(&e)
+        match e {
+            crate::store::Error::Corrupt { .. } => ApiError::damaged(&e),
+            other => ApiError::internal(&other),
+        }
     }
 }

@@ -9,6 +9,7 @@
 pub mod codec;
 pub mod keys;
 pub mod sync;
+pub mod watermark;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -55,6 +56,19 @@ pub enum Error {
     CorruptRecord { tree: &'static str, detail: String },
     #[error(transparent)]
     Sync(#[from] SyncError),
+    #[error(
+        "the store in {dir} lost acknowledged writes: sled recovered up to commit {recovered}, but \
+         commit {acknowledged} had been made durable. sled stops recovery at the first damaged \
+         log record and drops everything after it, so the data directory is damaged. Stop and \
+         copy it before anything else opens it, then see \"Recovering from damage\" in \
+         docs/operations.md: restore a backup, or run `runledger replay` to accept the loss and \
+         serve what is left"
+    )]
+    LostWrites {
+        dir: PathBuf,
+        recovered: u64,
+        acknowledged: u64,
+    },
 }
 
 /// How the store is opened.
@@ -62,12 +76,16 @@ pub enum Error {
 pub struct Options {
     /// sled's page cache; its default of 1 GiB would dominate the service's memory.
     pub cache_bytes: u64,
+    /// Open even if the store recovered fewer commits than were acknowledged (see
+    /// `watermark`): for tools that salvage or accept what is left.
+    pub accept_lost_writes: bool,
 }
 
 impl Default for Options {
     fn default() -> Self {
         Options {
             cache_bytes: 64 * 1024 * 1024,
+            accept_lost_writes: false,
         }
     }
 }
@@ -86,7 +104,17 @@ struct Inner {
     meta: sled::Tree,
     keys: keys::KeyTrees,
     syncer: sync::Syncer,
+    commits: Arc<watermark::Commits>,
+    lost: Option<LostWrites>,
     dir: PathBuf,
+}
+
+/// A store opened with `accept_lost_writes` that had lost some: the commit numbers recovered
+/// and acknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LostWrites {
+    pub recovered: u64,
+    pub acknowledged: u64,
 }
 
 /// What an idempotent create remembers about the first request that used a key.
@@ -151,15 +179,49 @@ impl Store {
                 path: dir.clone(),
                 source,
             })?;
-        let syncer = sync::Syncer::start(db.clone(), data_file, dir.join("blobs"));
+        let meta = db.open_tree(META)?;
+        let recovered = watermark::recovered(&meta)?;
+        let io = |source| Error::Io {
+            path: data_dir.join(watermark::FILE_NAME),
+            source,
+        };
+        let mut lost = None;
+        let start = match watermark::read(data_dir).map_err(io)? {
+            watermark::Reading::Acknowledged(acknowledged) if acknowledged > recovered => {
+                if !options.accept_lost_writes {
+                    return Err(Error::LostWrites {
+                        dir: data_dir.to_path_buf(),
+                        recovered,
+                        acknowledged,
+                    });
+                }
+                lost = Some(LostWrites {
+                    recovered,
+                    acknowledged,
+                });
+                acknowledged
+            }
+            watermark::Reading::Unreadable => {
+                tracing::warn!(
+                    "the commit watermark is unreadable (torn or foreign); it is rewritten at the next commit"
+                );
+                recovered
+            }
+            _ => recovered,
+        };
+        let commits =
+            Arc::new(watermark::Commits::open(data_dir, meta.clone(), start).map_err(io)?);
+        let syncer = sync::Syncer::start(db.clone(), data_file, dir.join("blobs"), commits.clone());
         Ok(Store {
             inner: Arc::new(Inner {
                 events: db.open_tree(EVENTS)?,
                 dirty: db.open_tree(DIRTY)?,
                 idempotency: db.open_tree(IDEMPOTENCY)?,
-                meta: db.open_tree(META)?,
+                meta,
                 keys: keys::KeyTrees::open(&db)?,
                 syncer,
+                commits,
+                lost,
                 dir: data_dir.to_path_buf(),
                 db,
             }),
@@ -168,6 +230,11 @@ impl Store {
 
     pub fn db(&self) -> &sled::Db {
         &self.inner.db
+    }
+
+    /// Whether this store was opened although it had lost acknowledged writes.
+    pub fn lost_writes(&self) -> Option<LostWrites> {
+        self.inner.lost
     }
 
     pub fn data_dir(&self) -> &Path {
@@ -181,17 +248,24 @@ impl Store {
 
     /// Blocking variant of `sync` for the command line.
     pub fn sync_blocking(&self) -> Result<(), Error> {
-        self.inner.db.flush()?;
-        let dir = self.inner.dir.join("sled");
-        let path = dir.join("db");
-        std::fs::File::open(&path)
-            .and_then(|f| f.sync_data())
-            .map_err(|source| Error::Io { path, source })?;
-        let blobs = dir.join("blobs");
-        sync::sync_new_blobs(&blobs, &mut Default::default()).map_err(|source| Error::Io {
-            path: blobs,
-            source,
-        })
+        let result = self.inner.commits.commit(|| {
+            self.inner.db.flush()?;
+            let dir = self.inner.dir.join("sled");
+            let path = dir.join("db");
+            std::fs::File::open(&path)
+                .and_then(|f| f.sync_data())
+                .map_err(|source| Error::Io { path, source })?;
+            let blobs = dir.join("blobs");
+            sync::sync_new_blobs(&blobs, &mut Default::default()).map_err(|source| Error::Io {
+                path: blobs,
+                source,
+            })
+        });
+        match result {
+            Ok(()) => Ok(()),
+            Err(watermark::CommitError::Sled(e)) => Err(Error::Sled(e)),
+            Err(watermark::CommitError::Sync(e)) => Err(e),
+        }
     }
 
     /// Whether a run is marked dirty (its index entry may lag its log).

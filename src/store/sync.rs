@@ -11,6 +11,9 @@
 //! there too) to separate files under `blobs/`, which its flush does not sync either. Blob files
 //! are written once and then never changed, so each sync also fsyncs the blob files that are new
 //! or still growing since it last looked, and the directory that holds them.
+//!
+//! Each sync is also a numbered commit (`watermark::Commits`), so a store whose recovery lost
+//! acknowledged writes is recognised at the next open.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -22,6 +25,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use tokio::sync::watch;
+
+use super::watermark::Commits;
 
 #[derive(Debug, Clone, thiserror::Error)]
 #[error("durable sync failed: {0}")]
@@ -50,7 +55,12 @@ pub struct Syncer {
 }
 
 impl Syncer {
-    pub fn start(db: sled::Db, data_file: File, blobs_dir: PathBuf) -> Syncer {
+    pub fn start(
+        db: sled::Db,
+        data_file: File,
+        blobs_dir: PathBuf,
+        commits: Arc<Commits>,
+    ) -> Syncer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
                 requested: 0,
@@ -64,7 +74,7 @@ impl Syncer {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("runledger-sync".into())
-            .spawn(move || run(thread_shared, db, data_file, blobs_dir, tx))
+            .spawn(move || run(thread_shared, db, data_file, blobs_dir, commits, tx))
             .ok();
         Syncer {
             shared,
@@ -165,6 +175,7 @@ fn run(
     db: sled::Db,
     data_file: File,
     blobs_dir: PathBuf,
+    commits: Arc<Commits>,
     tx: watch::Sender<Published>,
 ) {
     let mut done = 0u64;
@@ -176,16 +187,22 @@ fn run(
                 state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
             }
             if state.requested == done && state.stop {
+                commits.persist();
                 return;
             }
             state.requested
         };
         let started = Instant::now();
-        let outcome = db
-            .flush()
-            .map_err(|e| e.to_string())
-            .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()))
-            .and_then(|_| sync_new_blobs(&blobs_dir, &mut synced_blobs).map_err(|e| e.to_string()));
+        let outcome = commits
+            .commit(|| {
+                db.flush()
+                    .map_err(|e| e.to_string())
+                    .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()))
+                    .and_then(|_| {
+                        sync_new_blobs(&blobs_dir, &mut synced_blobs).map_err(|e| e.to_string())
+                    })
+            })
+            .map_err(|e| e.to_string());
         shared.syncs.fetch_add(1, Ordering::Relaxed);
         shared
             .sync_micros

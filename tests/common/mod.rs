@@ -44,6 +44,8 @@ pub struct Server {
     /// The admin key printed on first start (empty on restarts).
     pub key: String,
     pub client: reqwest::Client,
+    /// Everything the server has written to stderr so far.
+    pub log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
     _tmp: Option<tempfile::TempDir>,
 }
 
@@ -78,10 +80,15 @@ impl Server {
             .expect("spawn runledger");
         let (tx, rx) = mpsc::channel();
         let stderr = child.stderr.take().expect("stderr");
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let thread_log = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.strip_prefix("runledger listening on ") {
                     let _ = tx.send(addr.to_string());
+                }
+                if let Ok(mut log) = thread_log.lock() {
+                    log.push(line);
                 }
             }
         });
@@ -105,6 +112,7 @@ impl Server {
             config: config_path,
             key,
             client: reqwest::Client::new(),
+            log,
             _tmp: None,
         }
     }
@@ -121,6 +129,11 @@ impl Server {
     pub fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+
+    /// The server's stderr so far, one string.
+    pub fn log_text(&self) -> String {
+        self.log.lock().map(|l| l.join("\n")).unwrap_or_default()
     }
 
     pub async fn wait_ready(&self) {
