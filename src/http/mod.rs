@@ -16,6 +16,7 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::header::{self, HeaderValue};
 use actix_web::middleware::Next;
 use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
+use tracing::Instrument;
 
 use crate::actor::Runs;
 use crate::config::Config;
@@ -93,7 +94,8 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     }
 }
 
-/// Gives every request an id (`x-request-id`, and `trace_id` in error bodies).
+/// Gives every request an id (`x-request-id`, `trace_id` in error bodies, and a `request`
+/// span around everything logged while answering it), and records its latency by route.
 async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
@@ -106,13 +108,31 @@ async fn request_context(
         .map(str::to_string)
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
     let path = req.path().to_string();
+    let method = req.method().to_string();
     let header_value = HeaderValue::from_str(&id).ok();
+    let started = std::time::Instant::now();
+    let span = tracing::info_span!("request", request_id = %id, %method, path = %path);
     let mut response = REQUEST
-        .scope((id, path), async move {
-            let response = next.call(req).await?.map_into_boxed_body();
-            Ok::<_, actix_web::Error>(as_problem(response))
-        })
+        .scope(
+            (id, path),
+            async move {
+                let response = next.call(req).await?.map_into_boxed_body();
+                Ok::<_, actix_web::Error>(as_problem(response))
+            }
+            .instrument(span.clone()),
+        )
         .await?;
+    let took = started.elapsed();
+    let status = response.status().as_u16();
+    // The pattern, not the path: one series per route whatever ids clients send.
+    let route = response
+        .request()
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_string());
+    crate::metrics::METRICS.request(&route, &method, status, took);
+    span.in_scope(|| {
+        tracing::debug!(status, route = %route, micros = took.as_micros() as u64, "request answered")
+    });
     if let Some(v) = header_value {
         response
             .headers_mut()
@@ -286,6 +306,15 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     );
     let _ = writeln!(out, "# TYPE runledger_live_run_actors gauge");
     let _ = writeln!(out, "runledger_live_run_actors {}", runs.live_actors());
+    // Counting walks the index, so it runs off the HTTP worker.
+    let index = runs.index().clone();
+    if let Ok(Ok(counts)) = web::block(move || index.count_by_state()).await {
+        let _ = writeln!(out, "# HELP runledger_runs Runs by state.");
+        let _ = writeln!(out, "# TYPE runledger_runs gauge");
+        for (state, n) in counts {
+            let _ = writeln!(out, "runledger_runs{{state=\"{}\"}} {n}", state.as_str());
+        }
+    }
     let _ = writeln!(
         out,
         "# HELP runledger_queue_depth Runs waiting for a slot, per environment."
@@ -295,7 +324,8 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     for (env, queued, _) in &load {
         let _ = writeln!(
             out,
-            "runledger_queue_depth{{environment=\"{env}\"}} {queued}"
+            "runledger_queue_depth{{environment=\"{}\"}} {queued}",
+            crate::metrics::escape(env)
         );
     }
     let _ = writeln!(
@@ -306,7 +336,8 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     for (env, _, running) in &load {
         let _ = writeln!(
             out,
-            "runledger_running_executions{{environment=\"{env}\"}} {running}"
+            "runledger_running_executions{{environment=\"{}\"}} {running}",
+            crate::metrics::escape(env)
         );
     }
     let _ = writeln!(
@@ -325,6 +356,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         "runledger_durable_sync_seconds_total {:.6}",
         sync_micros as f64 / 1e6
     );
+    crate::metrics::METRICS.render(&mut out);
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
         .body(out)

@@ -320,6 +320,24 @@ impl Index {
         Ok(())
     }
 
+    /// How many runs are in each state: a walk of each state's index range, so it costs time
+    /// in proportion to the number of runs (for `/metrics`; about 100 ms per 100k runs).
+    pub fn count_by_state(&self) -> Result<Vec<(crate::domain::RunState, u64)>, Error> {
+        let trees = self.trees();
+        crate::domain::RunState::ALL
+            .into_iter()
+            .map(|state| {
+                let prefix = keys::filter_prefix(keys::Field::State, state.as_str());
+                let mut n = 0;
+                for item in trees.index.scan_prefix(prefix) {
+                    item?;
+                    n += 1;
+                }
+                Ok((state, n))
+            })
+            .collect()
+    }
+
     /// Number of runs in the index.
     pub fn len(&self) -> usize {
         self.trees().rows.len()

@@ -281,6 +281,13 @@ impl Store {
     /// Appends envelopes to the log. Each `(run_id, seq)` may be written once only; a second
     /// write of the same position is a bug in the caller and is refused loudly.
     pub fn append(&self, envelopes: &[Envelope]) -> Result<(), Error> {
+        let started = std::time::Instant::now();
+        self.append_inner(envelopes)?;
+        crate::metrics::METRICS.append.observe(started.elapsed());
+        Ok(())
+    }
+
+    fn append_inner(&self, envelopes: &[Envelope]) -> Result<(), Error> {
         for envelope in envelopes {
             let record = codec::encode(envelope).map_err(|source| Error::Encode {
                 run_id: envelope.run_id,

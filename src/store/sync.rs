@@ -95,6 +95,7 @@ impl Syncer {
         if self.thread.is_none() {
             return Err(SyncError("the sync thread could not be started".into()));
         }
+        let asked = Instant::now();
         let ticket = self.ticket();
         let mut rx = self.done.clone();
         let outcome = rx
@@ -105,7 +106,10 @@ impl Syncer {
             .await
             .map_err(|_| SyncError("the sync thread stopped".into()))?;
         match &*outcome {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                crate::metrics::METRICS.sync_wait.observe(asked.elapsed());
+                Ok(())
+            }
             Err(e) => Err(e.clone()),
         }
     }
@@ -203,10 +207,12 @@ fn run(
                     })
             })
             .map_err(|e| e.to_string());
+        let took = started.elapsed();
+        crate::metrics::METRICS.sync.observe(took);
         shared.syncs.fetch_add(1, Ordering::Relaxed);
         shared
             .sync_micros
-            .fetch_add(started.elapsed().as_micros() as u64, Ordering::Relaxed);
+            .fetch_add(took.as_micros() as u64, Ordering::Relaxed);
         match outcome {
             Ok(()) => {
                 done = target;

@@ -1,0 +1,92 @@
+//! Operations: `/metrics` (requests by route and status with latency histograms, runs by
+//! state, queue depth, append and sync latency) and structured logs whose request id is the
+//! error body's `trace_id`.
+
+mod common;
+
+use common::{Server, CONFIG};
+use serde_json::{json, Value};
+
+#[tokio::test]
+async fn metrics_and_json_logs_carry_what_an_operator_needs() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(
+        tmp.path(),
+        CONFIG,
+        &[
+            ("RUNLEDGER_LOG_FORMAT", "json".to_string()),
+            ("RUST_LOG", "info,runledger=debug".to_string()),
+        ],
+    );
+    server.wait_ready().await;
+    let id = server.create(json!({"prompt": "count me"})).await;
+    server.wait_state(&id, "SUCCEEDED").await;
+    server
+        .create(json!({"prompt": "wait", "config": {"environment_id": "single"}}))
+        .await;
+    server
+        .create(json!({"prompt": "queue", "config": {"environment_id": "single"}}))
+        .await;
+
+    // An error answered to a request that named its id: body and logs carry that id.
+    let r = server
+        .client
+        .get(server.api("/agent/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV"))
+        .bearer_auth(&server.key)
+        .header("x-request-id", "trace-ops-4242")
+        .send()
+        .await
+        .expect("request");
+    assert_eq!(r.status().as_u16(), 404);
+    let body: Value = r.json().await.expect("json");
+    assert_eq!(body["trace_id"], "trace-ops-4242");
+
+    let metrics = server.metrics().await;
+    for want in [
+        "runledger_http_request_duration_seconds_count{route=\"/api/v1/agent/runs/{run_id}\",method=\"GET\",status=\"404\"} 1",
+        "runledger_runs{state=\"SUCCEEDED\"} 1",
+        "runledger_runs{state=\"INPROGRESS\"} 1",
+        "runledger_runs{state=\"QUEUED\"} 1",
+        "runledger_queue_depth{environment=\"single\"} 1",
+    ] {
+        assert!(metrics.lines().any(|l| l == want), "missing {want}:\n{metrics}");
+    }
+    for histogram in [
+        "runledger_event_append_duration_seconds",
+        "runledger_durable_sync_duration_seconds",
+        "runledger_durable_sync_wait_seconds",
+    ] {
+        let count: u64 = metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{histogram}_count ")))
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(0);
+        assert!(
+            count >= 3,
+            "{histogram} has {count} observations:\n{metrics}"
+        );
+        assert!(metrics.contains(&format!("{histogram}_bucket{{le=\"+Inf\"}} {count}")));
+    }
+    assert!(metrics.contains(
+        "runledger_http_request_duration_seconds_bucket{route=\"/api/v1/agent/runs\",method=\"POST\",status=\"200\",le=\"+Inf\"} 3"
+    ), "{metrics}");
+
+    // Logs are JSON lines; the request's lines carry its id.
+    common::eventually(5, "a JSON log line carrying the request id", || {
+        server.log.lock().expect("log").iter().any(|line| {
+            serde_json::from_str::<Value>(line).is_ok_and(|v| {
+                v["span"]["request_id"] == "trace-ops-4242" && v["fields"]["status"] == 404
+            })
+        })
+    })
+    .await;
+    let log = server.log.lock().expect("log").clone();
+    // Besides the logs, stderr holds two lines meant for the person starting the server: the
+    // address it listens on, and the first key's banner (documented in docs/operations.md).
+    let unparsable: Vec<&String> = log
+        .iter()
+        .filter(|l| !l.starts_with("runledger listening on ") && !l.starts_with("runledger: "))
+        .filter(|l| serde_json::from_str::<Value>(l).is_err())
+        .collect();
+    assert!(unparsable.is_empty(), "non-JSON log lines: {unparsable:?}");
+}
