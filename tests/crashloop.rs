@@ -275,23 +275,34 @@ async fn acknowledged_work_survives_random_sigkills() {
         .expect("ledger");
     let mut checked = 0usize;
 
-    // Every create exists exactly once, under the id it was acknowledged with.
+    // Every create exists exactly once, under the id it was acknowledged with: one walk over
+    // all runs, counting the runs that carry each create's unique prompt.
+    let mut by_prompt: HashMap<String, Vec<String>> = HashMap::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/agent/runs?limit=100&cursor={c}"),
+            None => "/agent/runs?limit=100".to_string(),
+        };
+        let (status, page) = server.get(&key, &path).await;
+        assert_eq!(status, 200, "{page}");
+        for r in page["runs"].as_array().into_iter().flatten() {
+            let prompt = r["prompt"].as_str().unwrap_or_default().to_string();
+            let id = r["run_id"].as_str().unwrap_or_default().to_string();
+            by_prompt.entry(prompt).or_default().push(id);
+        }
+        match page["page_info"]["next_cursor"].as_str() {
+            Some(c) => cursor = Some(c.to_string()),
+            None => break,
+        }
+    }
     let mut histories: HashMap<String, Vec<Value>> = HashMap::new();
     for c in ledger.creates.values() {
         let id = c.run_id.as_ref().expect("every create has an id by now");
-        let run = server.run(id).await;
-        assert_eq!(run["prompt"], c.body["prompt"], "{run}");
-        let (status, page) = server
-            .get(&key, &format!("/agent/runs?q={}&limit=5", c.marker))
-            .await;
-        assert_eq!(status, 200, "{page}");
-        let found: Vec<&str> = page["runs"]
-            .as_array()
-            .map(|rs| rs.iter().filter_map(|r| r["run_id"].as_str()).collect())
-            .unwrap_or_default();
+        let prompt = c.body["prompt"].as_str().unwrap_or_default();
         assert_eq!(
-            found,
-            [id.as_str()],
+            by_prompt.get(prompt).map(Vec::as_slice),
+            Some([id.clone()].as_slice()),
             "create {} is not exactly once",
             c.marker
         );
@@ -303,6 +314,11 @@ async fn acknowledged_work_survives_random_sigkills() {
         histories.insert(id.clone(), events);
         checked += 1;
     }
+    assert_eq!(
+        by_prompt.values().map(Vec::len).sum::<usize>(),
+        ledger.creates.len(),
+        "runs that no client created"
+    );
 
     // Every acknowledged follow-up and cancel is in its run's history; nothing else is.
     let mut sent_messages: HashMap<&str, &str> = HashMap::new();
