@@ -9,6 +9,7 @@
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
+pub mod feed;
 mod run_actor;
 
 use std::collections::HashMap;
@@ -69,6 +70,7 @@ struct Inner {
     index: Index,
     executor: Executor,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
+    feed: Arc<feed::Feed>,
 }
 
 impl Runs {
@@ -79,6 +81,7 @@ impl Runs {
                 index,
                 executor,
                 actors: Mutex::new(HashMap::new()),
+                feed: Arc::default(),
             }),
         }
     }
@@ -192,6 +195,26 @@ impl Runs {
     /// The full event history of a run, oldest first.
     pub fn events(&self, id: RunId) -> Result<Vec<Envelope>, Error> {
         Ok(self.inner.store.read_run(id)?)
+    }
+
+    /// Follows a run: the subscription wakes when new events of the run are durable.
+    pub fn follow(&self, id: RunId) -> feed::Subscription {
+        self.inner.feed.subscribe(id)
+    }
+
+    /// The run's durable, indexed events from sequence `from` on. Bounded by the index row,
+    /// which is updated only after a sync, so an event appended but not yet durable is never
+    /// shown. `None` if the run does not exist.
+    pub fn durable_events(&self, id: RunId, from: u64) -> Result<Option<Vec<Envelope>>, Error> {
+        let Some(run) = self.inner.index.get(id)? else {
+            return Ok(None);
+        };
+        if from >= run.next_seq {
+            return Ok(Some(Vec::new()));
+        }
+        let mut events = self.inner.store.read_run_from(id, from)?;
+        events.retain(|e| e.seq < run.next_seq);
+        Ok(Some(events))
     }
 
     /// Startup recovery, part one — before any request is served: fails the executions that

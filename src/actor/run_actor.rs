@@ -181,6 +181,7 @@ impl Handler<Execute> for RunActor {
                         actor.retire(ctx);
                         return Err(e);
                     }
+                    actor.runs.inner.feed.publish(actor.id, run.next_seq);
                     actor.state = Some(Some(run.clone()));
                     if !holds_actor(&run) {
                         actor.retire(ctx);

@@ -6,6 +6,7 @@ pub use admin::key_json as admin_key_json;
 pub mod problem;
 mod runs;
 mod session;
+mod stream;
 pub mod validate;
 pub mod wire;
 

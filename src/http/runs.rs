@@ -205,11 +205,15 @@ pub async fn cancel(
 }
 
 pub async fn events(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     _: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    if super::stream::wants_stream(&req) {
+        return super::stream::follow(&req, id, state).await;
+    }
     let events = state.runs.events(id)?;
     if events.is_empty() {
         return Err(ApiError::not_found("no run with this id"));

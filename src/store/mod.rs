@@ -322,6 +322,20 @@ impl Store {
             .collect()
     }
 
+    /// The log of one run from sequence `from` on. Every record is verified.
+    pub fn read_run_from(&self, run_id: RunId, from: u64) -> Result<Vec<Envelope>, Error> {
+        let start = event_key(run_id, from);
+        let end = event_key(run_id, u64::MAX);
+        self.inner
+            .events
+            .range(start..=end)
+            .map(|item| {
+                let (key, value) = item?;
+                decode_checked(&key, &value)
+            })
+            .collect()
+    }
+
     /// The state of one run, folded from its log (`None` if it has no events).
     pub fn load_run(&self, run_id: RunId) -> Result<Option<Run>, Error> {
         let log = self.read_run(run_id)?;

@@ -1,0 +1,126 @@
+//! The SSE form of `GET /agent/runs/{id}/events` (`Accept: text/event-stream`): the run's
+//! history, then each new event as it becomes durable, for as long as the client stays.
+//!
+//! Each event is one SSE message: `id` is its sequence number, `event` its type, `data` the same
+//! JSON as in the history. A client that reconnects with `Last-Event-ID: n` resumes at `n + 1`,
+//! so nothing is missed or repeated. The stream stays open after the run finishes, because a
+//! follow-up can resume it; a comment line every 15 s keeps proxies from closing an idle stream.
+//! Nothing is buffered per client beyond one read of new events: the actor only signals that
+//! the run changed (`actor::feed`), and the stream reads the log itself.
+
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::time::Duration;
+
+use actix_web::web::{self, Bytes};
+use actix_web::{HttpRequest, HttpResponse};
+
+use super::problem::ApiError;
+use super::AppState;
+use crate::actor::feed::Subscription;
+use crate::actor::Runs;
+use crate::domain::RunId;
+
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// Whether the client asked for the event stream.
+pub fn wants_stream(req: &HttpRequest) -> bool {
+    req.headers()
+        .get_all(actix_web::http::header::ACCEPT)
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|v| v.trim().starts_with("text/event-stream"))
+}
+
+struct Follow {
+    runs: Runs,
+    id: RunId,
+    subscription: Subscription,
+    next: u64,
+    pending: VecDeque<Bytes>,
+    heartbeat: tokio::time::Interval,
+    done: bool,
+}
+
+pub async fn follow(
+    req: &HttpRequest,
+    id: RunId,
+    state: web::Data<AppState>,
+) -> Result<HttpResponse, ApiError> {
+    let next = match req.headers().get("last-event-id") {
+        None => 0,
+        Some(v) => v
+            .to_str()
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map(|seen| seen.saturating_add(1))
+            .ok_or_else(|| {
+                ApiError::bad_request("Last-Event-ID must be the id of an event of this stream")
+            })?,
+    };
+    let runs = state.runs.clone();
+    // Subscribe before the first read, so no event can fall between the two.
+    let subscription = runs.follow(id);
+    if runs.get(id)?.is_none() {
+        return Err(ApiError::not_found("no run with this id"));
+    }
+    let mut pending = VecDeque::new();
+    // How long an EventSource waits before it reconnects after a dropped connection.
+    pending.push_back(Bytes::from_static(b"retry: 2000\n\n"));
+    let follow = Follow {
+        runs,
+        id,
+        subscription,
+        next,
+        pending,
+        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
+        done: false,
+    };
+    let stream = futures_util::stream::unfold(follow, |mut f| async move {
+        loop {
+            if let Some(chunk) = f.pending.pop_front() {
+                return Some((Ok::<_, Infallible>(chunk), f));
+            }
+            if f.done {
+                return None;
+            }
+            match f.runs.durable_events(f.id, f.next) {
+                Ok(Some(events)) if !events.is_empty() => {
+                    for e in &events {
+                        f.next = e.seq + 1;
+                        f.pending.push_back(Bytes::from(format!(
+                            "id: {}\nevent: {}\ndata: {}\n\n",
+                            e.seq,
+                            e.event.kind(),
+                            super::wire::event_json(e)
+                        )));
+                    }
+                    continue;
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    // A damaged record (or a failing disk): say so in the stream and end it;
+                    // the log names the record.
+                    tracing::error!(run_id = %f.id, error = %e, "cannot follow the run's events");
+                    f.pending.push_back(Bytes::from_static(
+                        b"event: error\ndata: {\"detail\":\"the stored history of this run cannot be read\"}\n\n",
+                    ));
+                    f.done = true;
+                    continue;
+                }
+            }
+            tokio::select! {
+                () = f.subscription.changed() => {}
+                _ = f.heartbeat.tick() => {
+                    return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), f));
+                }
+            }
+        }
+    });
+    Ok(HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        // Tells nginx not to buffer the stream.
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(stream))
+}
