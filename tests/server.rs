@@ -339,6 +339,28 @@ async fn every_failure_is_problem_json() {
     )
     .await;
     assert_problem(st, &b, 400, "invalid_request");
+    // Query values are refused with the parameter's name, whatever the endpoint.
+    let long_q = format!("/agent/runs?q={}", "x".repeat(1025));
+    for (path, name) in [
+        ("/agent/runs?limit=ten", "limit"),
+        (long_q.as_str(), "q"),
+        (
+            "/agent/runs/01M808HFKP3VA5PZ8KKNFW4921/transcript?limit=ten",
+            "limit",
+        ),
+        (
+            "/agent/runs/01M808HFKP3VA5PZ8KKNFW4921/transcript?offset=-1",
+            "offset",
+        ),
+    ] {
+        let r = c.get(s.api(path)).bearer_auth(&s.key).send().await;
+        let (st, b) = problem(r.expect("req")).await;
+        assert_problem(st, &b, 400, "invalid_request");
+        assert!(
+            b["detail"].as_str().is_some_and(|d| d.starts_with(name)),
+            "{path}: {b}"
+        );
+    }
     let huge = "x".repeat(2 * 1024 * 1024);
     let r = c
         .post(s.api("/agent/runs"))
