@@ -70,8 +70,8 @@ impl ApiError {
     }
 
     /// The caller's API key is over its request rate. The OpenAPI `PlatformErrorCode` has no
-    /// rate-limit code; `resource_unavailable` is its one transient, retryable client-facing
-    /// code, and the status (429) and `Retry-After` say the rest.
+    /// rate-limit code; `resource_unavailable` is its code for a transient condition that a
+    /// later retry clears, and the status (429) and `Retry-After` say the rest.
     pub fn rate_limited(retry_after_secs: u64, detail: impl Into<String>) -> ApiError {
         ApiError {
             retryable: true,
