@@ -75,6 +75,10 @@ cat >"$CONFIG" <<EOF
 bind = "$HOST:$PORT"
 data_dir = "$DATA"
 
+# One key drives all the load; the per-key rate limit would measure itself.
+[limits]
+rate_limit = false
+
 [[environments]]
 id = "bench"
 harness = "demo"

@@ -10,6 +10,10 @@ use serde::Deserialize;
 
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
+/// Per-key rate limit when the file sets none: far above what a person or a well-behaved
+/// script sends, low enough that one runaway client loop cannot take the whole server.
+pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
+pub const DEFAULT_BURST: u32 = 1000;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -69,9 +73,19 @@ struct ServerFile {
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
+struct LimitsFile {
+    rate_limit: Option<bool>,
+    rate_per_sec: Option<f64>,
+    burst: Option<u32>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct ConfigFile {
     #[serde(default)]
     server: ServerFile,
+    #[serde(default)]
+    limits: LimitsFile,
     #[serde(default)]
     environments: Vec<EnvironmentFile>,
 }
@@ -114,6 +128,15 @@ impl Environment {
     }
 }
 
+/// The token bucket every API key gets: `burst` requests at once, refilled at `per_sec`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RateLimit {
+    /// Positive and finite.
+    pub per_sec: f64,
+    /// At least 1.
+    pub burst: u32,
+}
+
 /// The resolved configuration of the service.
 #[derive(Debug, Clone)]
 pub struct Config {
@@ -124,6 +147,8 @@ pub struct Config {
     pub cache_bytes: u64,
     /// Time an agent's process tree gets between SIGTERM and SIGKILL when it is stopped.
     pub stop_grace_secs: u64,
+    /// Per-key request limit on `/api/v1`; `None` when `limits.rate_limit = false`.
+    pub rate_limit: Option<RateLimit>,
     /// The first environment is the default.
     pub environments: Vec<Environment>,
     /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
@@ -191,15 +216,16 @@ impl Config {
     }
 }
 
-/// The line of the field a validation message starts with (`server.bind: …`,
+/// The line of the field a validation message starts with (`server.bind: …`, `limits.burst: …`,
 /// `environments[2].command: …`), if the file spells it out.
 fn locate(text: &str, message: &str) -> Option<usize> {
     let field = message.split(": ").next()?;
     let (table, key) = field.split_once('.')?;
     let lines: Vec<&str> = text.lines().collect();
     let header = |l: &str| l.trim_start().starts_with('[');
-    let start = if table == "server" {
-        lines.iter().position(|l| l.trim() == "[server]")?
+    let start = if !table.starts_with("environments[") {
+        let header = format!("[{table}]");
+        lines.iter().position(|l| l.trim() == header)?
     } else {
         let index: usize = table
             .strip_prefix("environments[")?
@@ -356,15 +382,39 @@ fn resolve(
     if environments.is_empty() {
         environments.push(Environment::demo());
     }
+    let rate_limit = rate_limit(&file.limits)?;
     Ok(Config {
         bind,
         public_url,
         data_dir,
         cache_bytes: file.server.cache_mb.unwrap_or(64) * 1024 * 1024,
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
+        rate_limit,
         environments,
         loaded_at,
     })
+}
+
+fn rate_limit(limits: &LimitsFile) -> Result<Option<RateLimit>, Error> {
+    let per_sec = limits.rate_per_sec.unwrap_or(DEFAULT_RATE_PER_SEC);
+    // Checked even when the limit is off, so turning it back on cannot reveal an old typo.
+    if !per_sec.is_finite() || per_sec <= 0.0 {
+        return Err(Error::Invalid(format!(
+            "limits.rate_per_sec: {per_sec} must be a positive number of requests per second \
+             (to turn rate limiting off, set limits.rate_limit = false)"
+        )));
+    }
+    let burst = limits.burst.unwrap_or(DEFAULT_BURST);
+    if burst == 0 {
+        return Err(Error::Invalid(
+            "limits.burst: must be at least 1 (a key with no burst could never send a request)"
+                .into(),
+        ));
+    }
+    Ok(limits
+        .rate_limit
+        .unwrap_or(true)
+        .then_some(RateLimit { per_sec, burst }))
 }
 
 #[cfg(test)]
@@ -453,6 +503,73 @@ mod tests {
             .expect_err("invalid")
             .to_string();
         assert!(err.contains("line 2: server.bind"), "{err}");
+    }
+
+    #[test]
+    fn rate_limit_defaults_values_and_switch() {
+        let default = load_text("").expect("valid").rate_limit;
+        assert_eq!(
+            default,
+            Some(RateLimit {
+                per_sec: DEFAULT_RATE_PER_SEC,
+                burst: DEFAULT_BURST
+            })
+        );
+        let set = load_text("[limits]\nrate_per_sec = 0.5\nburst = 2\n").expect("valid");
+        assert_eq!(
+            set.rate_limit,
+            Some(RateLimit {
+                per_sec: 0.5,
+                burst: 2
+            })
+        );
+        // A whole number is accepted for the rate.
+        let whole = load_text("[limits]\nrate_per_sec = 3\n").expect("valid");
+        assert_eq!(whole.rate_limit.map(|r| r.per_sec), Some(3.0));
+        let off = load_text("[limits]\nrate_limit = false\n").expect("valid");
+        assert_eq!(off.rate_limit, None);
+    }
+
+    #[test]
+    fn bad_rate_limits_name_the_line_and_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("limits.toml");
+        for (text, want) in [
+            (
+                "[server]\nbind = \"127.0.0.1:0\"\n\n[limits]\nburst = 5\nrate_per_sec = 0\n",
+                "line 6: limits.rate_per_sec",
+            ),
+            (
+                "[limits]\nrate_per_sec = -1.5\n",
+                "line 2: limits.rate_per_sec",
+            ),
+            (
+                "[limits]\nrate_per_sec = nan\n",
+                "line 2: limits.rate_per_sec",
+            ),
+            (
+                "[limits]\nrate_per_sec = inf\n",
+                "line 2: limits.rate_per_sec",
+            ),
+            (
+                "[limits]\nrate_limit = false\nrate_per_sec = 0\n",
+                "line 3: limits.rate_per_sec",
+            ),
+            ("[limits]\n\nburst = 0\n", "line 3: limits.burst"),
+            ("[limits]\nburst = -1\n", "line 2"),
+            ("[limits]\nburst = 1.5\n", "line 2"),
+            ("[limits]\nrate_per_sec = \"fast\"\n", "line 2"),
+            ("[limits]\nrate = 5\n", "line 2"),
+        ] {
+            std::fs::write(&path, text).expect("write");
+            let err = Config::load(Some(&path), &Overrides::default())
+                .expect_err(text)
+                .to_string();
+            assert!(
+                err.contains("limits.toml") && err.contains(want),
+                "{text:?}: {err}"
+            );
+        }
     }
 
     #[test]

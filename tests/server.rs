@@ -339,6 +339,28 @@ async fn every_failure_is_problem_json() {
     )
     .await;
     assert_problem(st, &b, 400, "invalid_request");
+    // Query values are refused with the parameter's name, whatever the endpoint.
+    let long_q = format!("/agent/runs?q={}", "x".repeat(1025));
+    for (path, name) in [
+        ("/agent/runs?limit=ten", "limit"),
+        (long_q.as_str(), "q"),
+        (
+            "/agent/runs/01M808HFKP3VA5PZ8KKNFW4921/transcript?limit=ten",
+            "limit",
+        ),
+        (
+            "/agent/runs/01M808HFKP3VA5PZ8KKNFW4921/transcript?offset=-1",
+            "offset",
+        ),
+    ] {
+        let r = c.get(s.api(path)).bearer_auth(&s.key).send().await;
+        let (st, b) = problem(r.expect("req")).await;
+        assert_problem(st, &b, 400, "invalid_request");
+        assert!(
+            b["detail"].as_str().is_some_and(|d| d.starts_with(name)),
+            "{path}: {b}"
+        );
+    }
     let huge = "x".repeat(2 * 1024 * 1024);
     let r = c
         .post(s.api("/agent/runs"))
@@ -363,6 +385,85 @@ async fn every_failure_is_problem_json() {
 async fn problem_ok(r: reqwest::Response) -> (u16, Value) {
     let status = r.status().as_u16();
     (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn a_key_over_its_rate_gets_429_with_retry_after_and_other_keys_do_not() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    // One request every 2 s, two at once.
+    let config = format!(
+        "{}\n[limits]\nrate_per_sec = 0.5\nburst = 2\n",
+        common::CONFIG
+    );
+    let s = Server::start_in(dir.path(), &config);
+    s.wait_ready().await;
+    let (st, other) = s
+        .post(&s.key, "/admin/keys", json!({"name": "other"}))
+        .await;
+    assert_eq!(st, 200, "{other}");
+    let other = other["key"].as_str().expect("secret").to_string();
+    let (st, _) = s.get(&s.key, "/agent/runs").await;
+    assert_eq!(st, 200);
+
+    // The bucket is empty: a create is refused before its body is read, and creates nothing.
+    let r = s
+        .client
+        .post(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .json(&json!({"prompt": "one too many"}))
+        .send()
+        .await
+        .expect("req");
+    assert_eq!(r.status(), 429);
+    let header = |name: &str| {
+        r.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    // The next token is 2 s away (less the few ms since the last one), rounded up.
+    assert_eq!(header("retry-after").as_deref(), Some("2"));
+    assert_eq!(
+        header("content-type").as_deref(),
+        Some("application/problem+json")
+    );
+    let body: Value = r.json().await.expect("json");
+    assert_problem(429, &body, 429, "resource_unavailable");
+    assert_eq!(body["retryable"], true, "{body}");
+    assert_eq!(body["title"], "Too many requests", "{body}");
+    assert_eq!(body["instance"], "/api/v1/agent/runs", "{body}");
+    let detail = body["detail"].as_str().expect("detail");
+    assert!(
+        detail.contains("0.5 requests per second")
+            && detail.contains("bursts of up to 2")
+            && detail.contains("retry after 2 s"),
+        "{detail}"
+    );
+
+    // Another key has its own bucket, and sees that the refused create made no run.
+    let (st, list) = s.get(&other, "/agent/runs").await;
+    assert_eq!(st, 200, "{list}");
+    assert_eq!(list["runs"], json!([]), "{list}");
+    // Requests without a valid key are not charged to anyone: still 401, not 429.
+    for key in [None, Some("rl_wrong")] {
+        let mut req = s.client.get(s.api("/agent/runs"));
+        if let Some(k) = key {
+            req = req.bearer_auth(k);
+        }
+        assert_eq!(req.send().await.expect("req").status(), 401);
+    }
+    // Nothing outside /api/v1 is limited.
+    for _ in 0..5 {
+        let r = s.client.get(s.url("/healthz")).send().await.expect("req");
+        assert_eq!(r.status(), 200);
+    }
+    assert!(
+        s.metrics()
+            .await
+            .lines()
+            .any(|l| l == "runledger_rate_limited_total 1"),
+        "one refusal counted"
+    );
 }
 
 #[tokio::test]

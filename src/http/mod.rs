@@ -4,6 +4,7 @@
 mod admin;
 pub use admin::key_json as admin_key_json;
 pub mod problem;
+pub mod ratelimit;
 mod runs;
 mod session;
 mod stream;
@@ -23,6 +24,7 @@ use crate::actor::Runs;
 use crate::config::Config;
 use crate::store::keys::KeyRecord;
 use problem::{ApiError, REQUEST};
+use ratelimit::RateLimiter;
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -37,6 +39,8 @@ pub struct AppState {
     /// Serialises creates that carry the same idempotency key (striped by key hash).
     pub idempotency_locks: Vec<tokio::sync::Mutex<()>>,
     pub ready: std::sync::atomic::AtomicBool,
+    /// Per-key token buckets; `None` when rate limiting is off.
+    pub rate_limiter: Option<RateLimiter>,
 }
 
 impl AppState {
@@ -47,6 +51,7 @@ impl AppState {
         session_secret: [u8; 32],
     ) -> AppState {
         AppState {
+            rate_limiter: config.rate_limit.map(RateLimiter::new),
             runs,
             config,
             public_url,
@@ -57,7 +62,8 @@ impl AppState {
     }
 }
 
-/// The authenticated caller of an `/api/v1` request.
+/// The authenticated caller of an `/api/v1` request, charged one token of its key's rate limit.
+/// Every `/api/v1` handler takes one, which is what puts the whole API under the limit.
 pub struct Principal(pub KeyRecord);
 
 impl FromRequest for Principal {
@@ -87,12 +93,28 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         .ok_or_else(|| {
             ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
         })?;
-    match state.runs.store().keys().authenticate(secret)? {
-        Some(key) => Ok(Principal(key)),
-        None => Err(ApiError::unauthenticated(
+    let Some(key) = state.runs.store().keys().authenticate(secret)? else {
+        return Err(ApiError::unauthenticated(
             "the API key is not valid or has been revoked",
-        )),
+        ));
+    };
+    // Limited by key id, so only after authentication: a request without a valid key costs a
+    // hash and one lookup, and has no bucket to charge (see docs/api.md, Rate limits).
+    if let Some(limiter) = &state.rate_limiter {
+        if let Err(wait) = limiter.check(&key.id) {
+            let rate = limiter.rate();
+            let secs = ratelimit::retry_after_secs(wait);
+            return Err(ApiError::rate_limited(
+                secs,
+                format!(
+                    "this API key sent more than {} requests per second (bursts of up to {}); \
+                     retry after {secs} s",
+                    rate.per_sec, rate.burst
+                ),
+            ));
+        }
     }
+    Ok(Principal(key))
 }
 
 /// Gives every request an id (`x-request-id`, `trace_id` in error bodies, and a `request`
@@ -356,6 +378,16 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         out,
         "runledger_durable_sync_seconds_total {:.6}",
         sync_micros as f64 / 1e6
+    );
+    let _ = writeln!(
+        out,
+        "# HELP runledger_rate_limited_total Requests refused with 429 by the per-key rate limit."
+    );
+    let _ = writeln!(out, "# TYPE runledger_rate_limited_total counter");
+    let _ = writeln!(
+        out,
+        "runledger_rate_limited_total {}",
+        state.rate_limiter.as_ref().map_or(0, RateLimiter::refused)
     );
     crate::metrics::METRICS.render(&mut out);
     HttpResponse::Ok()

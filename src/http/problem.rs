@@ -23,6 +23,8 @@ pub struct ApiError {
     pub detail: String,
     pub retryable: bool,
     pub allow: Option<&'static str>,
+    /// Seconds for a `Retry-After` header.
+    pub retry_after: Option<u64>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -39,6 +41,7 @@ impl ApiError {
             detail: detail.into(),
             retryable: false,
             allow: None,
+            retry_after: None,
         }
     }
 
@@ -64,6 +67,21 @@ impl ApiError {
 
     pub fn too_large(detail: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "invalid_request", detail)
+    }
+
+    /// The caller's API key is over its request rate. The OpenAPI `PlatformErrorCode` has no
+    /// rate-limit code; `resource_unavailable` is its code for a transient condition that a
+    /// later retry clears, and the status (429) and `Retry-After` say the rest.
+    pub fn rate_limited(retry_after_secs: u64, detail: impl Into<String>) -> ApiError {
+        ApiError {
+            retryable: true,
+            retry_after: Some(retry_after_secs),
+            ..ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "resource_unavailable",
+                detail,
+            )
+        }
     }
 
     pub fn method_not_allowed(allow: &'static str) -> ApiError {
@@ -177,6 +195,9 @@ impl ResponseError for ApiError {
         response.insert_header((header::CONTENT_TYPE, "application/problem+json"));
         if let Some(allow) = self.allow {
             response.insert_header((header::ALLOW, allow));
+        }
+        if let Some(secs) = self.retry_after {
+            response.insert_header((header::RETRY_AFTER, secs));
         }
         response.body(serde_json::to_vec(&body).unwrap_or_default())
     }

@@ -222,35 +222,26 @@ pub async fn events(
     Ok(HttpResponse::Ok().json(serde_json::json!({ "run_id": id.to_string(), "events": events })))
 }
 
-#[derive(serde::Deserialize)]
-pub struct TranscriptQuery {
-    offset: Option<u64>,
-    limit: Option<usize>,
-}
-
 /// Largest slice of a transcript file one request reads.
 const TRANSCRIPT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
 pub async fn transcript(
+    req: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<TranscriptQuery>,
     state: web::Data<AppState>,
     _: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    let (offset, limit) = validate::transcript_query(req.query_string())?;
     let run = state
         .runs
         .get(id)?
         .ok_or_else(|| ApiError::not_found("no run with this id"))?;
-    let limit = query.limit.unwrap_or(1000);
-    if !(1..=10_000).contains(&limit) {
-        return Err(ApiError::bad_request("limit must be from 1 to 10000"));
-    }
     let slice = state
         .runs
         .executor()
         .transcripts()
-        .read(id, query.offset.unwrap_or(0), limit, TRANSCRIPT_MAX_BYTES)
+        .read(id, offset, limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
     let entries: Vec<_> = slice
         .entries

@@ -21,6 +21,12 @@ pub const MAX_MCP_VALUE_BYTES: usize = 2048;
 pub const MAX_FOLLOWUP_BYTES: usize = 64 * 1024;
 pub const MAX_METADATA_KEYS: usize = 20;
 pub const MAX_METADATA_FILTERS: usize = 5;
+/// `q` searches titles (256 characters) and prompts (64 KiB); longer search text is not a
+/// search a person makes, and each listed run is scanned for it.
+pub const MAX_QUERY_TEXT_BYTES: usize = 1024;
+pub const MAX_LIST_LIMIT: usize = 500;
+pub const MAX_TRANSCRIPT_LIMIT: usize = 10_000;
+pub const DEFAULT_TRANSCRIPT_LIMIT: usize = 1000;
 const TITLE_FROM_PROMPT_CHARS: usize = 80;
 
 fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
@@ -231,6 +237,14 @@ pub fn metadata(
 }
 
 fn metadata_pair(k: &str, v: &str) -> Result<(), ApiError> {
+    // A refused key is quoted only when short: a 1 MiB key must not come back in the error.
+    let shown = || {
+        if k.len() <= 64 {
+            format!("{k:?}")
+        } else {
+            format!("of {} bytes", k.len())
+        }
+    };
     if k.is_empty()
         || k.len() > 64
         || !k
@@ -238,12 +252,14 @@ fn metadata_pair(k: &str, v: &str) -> Result<(), ApiError> {
             .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
     {
         return Err(ApiError::bad_request(format!(
-            "metadata key {k:?} must be 1-64 characters of [a-zA-Z0-9._-]"
+            "metadata key {} must be 1-64 characters of [a-zA-Z0-9._-]",
+            shown()
         )));
     }
     if v.len() > 256 || v.contains('\0') {
         return Err(ApiError::bad_request(format!(
-            "metadata value of {k:?} must be at most 256 bytes without NUL"
+            "metadata value of {} must be at most 256 bytes without NUL",
+            shown()
         )));
     }
     Ok(())
@@ -362,25 +378,20 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
     };
     for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
         let value = value.into_owned();
+        // Exact-match filters compare with stored values of at most MAX_FIELD_BYTES.
         let nonempty = |v: String| -> Result<String, ApiError> {
             if v.is_empty() {
                 Err(ApiError::bad_request(format!("{key} must not be empty")))
+            } else if v.len() > MAX_FIELD_BYTES {
+                Err(ApiError::bad_request(format!(
+                    "{key} is longer than {MAX_FIELD_BYTES} bytes"
+                )))
             } else {
                 Ok(v)
             }
         };
         match key.as_ref() {
-            "limit" => {
-                let n: usize = value
-                    .parse()
-                    .map_err(|_| ApiError::bad_request("limit must be an integer from 1 to 500"))?;
-                if !(1..=500).contains(&n) {
-                    return Err(ApiError::bad_request(
-                        "limit must be an integer from 1 to 500",
-                    ));
-                }
-                q.limit = n;
-            }
+            "limit" => q.limit = limit(&value, MAX_LIST_LIMIT)?,
             "cursor" => seen_cursor = Some(value),
             "sort_by" => {
                 q.sort_by = match value.as_str() {
@@ -427,6 +438,11 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             "created_after" => q.created_after = Some(time("created_after", &value, false)?),
             "created_before" => q.created_before = Some(time("created_before", &value, true)?),
             "updated_after" => q.updated_after = Some(time("updated_after", &value, false)?),
+            "q" if value.len() > MAX_QUERY_TEXT_BYTES => {
+                return Err(ApiError::bad_request(format!(
+                    "q is longer than {MAX_QUERY_TEXT_BYTES} bytes"
+                )))
+            }
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
             "skill" | "skill_spec" => q.skill_spec = Some(nonempty(value)?),
             // Things of the hosted service that runledger runs never have: nothing matches.
@@ -465,6 +481,36 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
         );
     }
     Ok(q)
+}
+
+fn limit(value: &str, max: usize) -> Result<usize, ApiError> {
+    value
+        .parse()
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| ApiError::bad_request(format!("limit must be an integer from 1 to {max}")))
+}
+
+/// Parses the transcript query string: `offset` (a byte offset, default 0) and `limit`
+/// (entries, default 1,000). Parsed by hand, like `list_query`, so a bad value is refused with
+/// a message that names the parameter.
+pub fn transcript_query(raw: &str) -> Result<(u64, usize), ApiError> {
+    let mut offset = 0;
+    let mut entries = DEFAULT_TRANSCRIPT_LIMIT;
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        match key.as_ref() {
+            "offset" => {
+                offset = value.parse().map_err(|_| {
+                    ApiError::bad_request(
+                    "offset must be a non-negative integer: 0, or an offset this endpoint returned",
+                )
+                })?
+            }
+            "limit" => entries = limit(&value, MAX_TRANSCRIPT_LIMIT)?,
+            _ => {}
+        }
+    }
+    Ok((offset, entries))
 }
 
 #[cfg(test)]
@@ -525,9 +571,123 @@ mod tests {
             "created_after=yesterday",
             "cursor=xyz",
             "metadata%5Bbad%20key%5D=1",
+            "name=",
         ] {
             assert!(list_query(bad).is_err(), "{bad} accepted");
         }
+    }
+
+    /// The detail of the 400 `validate` gives for `input`.
+    fn refusal<T: std::fmt::Debug>(result: Result<T, ApiError>) -> String {
+        let e = result.expect_err("refused");
+        assert_eq!(e.status.as_u16(), 400, "{e}");
+        e.detail
+    }
+
+    #[test]
+    fn list_query_limits_name_the_parameter_and_the_limit() {
+        let at = |n: usize| "x".repeat(n);
+        assert!(list_query(&format!("name={}", at(256))).is_ok());
+        for key in [
+            "name",
+            "config_name",
+            "model_id",
+            "creator",
+            "environment_id",
+            "skill",
+        ] {
+            let detail = refusal(list_query(&format!("{key}={}", at(257))));
+            assert_eq!(detail, format!("{key} is longer than 256 bytes"));
+        }
+        assert!(list_query(&format!("q={}", at(1024))).is_ok());
+        assert_eq!(
+            refusal(list_query(&format!("q={}", at(1025)))),
+            "q is longer than 1024 bytes"
+        );
+        for bad in ["limit=0", "limit=501", "limit=-1", "limit=1.5", "limit="] {
+            assert_eq!(
+                refusal(list_query(bad)),
+                "limit must be an integer from 1 to 500"
+            );
+        }
+        assert!(list_query("limit=500").is_ok() && list_query("limit=1").is_ok());
+        let six: String = (0..6).map(|i| format!("metadata%5Bk{i}%5D=v&")).collect();
+        assert_eq!(refusal(list_query(&six)), "at most 5 metadata filters");
+        assert!(refusal(list_query("created_after=2026-13-01")).starts_with("created_after"));
+        assert!(refusal(list_query("updated_after=")).starts_with("updated_after"));
+    }
+
+    #[test]
+    fn transcript_query_defaults_and_limits() {
+        assert_eq!(transcript_query("").expect("valid"), (0, 1000));
+        assert_eq!(
+            transcript_query("offset=48213&limit=10000&other=x").expect("valid"),
+            (48213, 10_000)
+        );
+        for bad in ["offset=-1", "offset=x", "offset="] {
+            assert!(
+                refusal(transcript_query(bad)).starts_with("offset must be"),
+                "{bad}"
+            );
+        }
+        for bad in ["limit=0", "limit=10001", "limit=many"] {
+            assert_eq!(
+                refusal(transcript_query(bad)),
+                "limit must be an integer from 1 to 10000"
+            );
+        }
+    }
+
+    #[test]
+    fn body_field_limits_name_the_field_and_the_limit() {
+        let config = Config::load(None, &Default::default()).expect("defaults");
+        let creator = || Creator {
+            kind: crate::domain::CreatorKind::User,
+            uid: "k".into(),
+            display_name: "k".into(),
+        };
+        let create = |body: serde_json::Value| {
+            super::create(body.to_string().as_bytes(), &config, creator())
+        };
+        let at = |n: usize| "x".repeat(n);
+        assert!(create(serde_json::json!({"prompt": at(MAX_PROMPT_BYTES)})).is_ok());
+        for (body, want) in [
+            (
+                serde_json::json!({"prompt": at(MAX_PROMPT_BYTES + 1)}),
+                "prompt is longer than 65536 bytes",
+            ),
+            (
+                serde_json::json!({"prompt": "p", "title": "é".repeat(257)}),
+                "title is longer than 256 characters",
+            ),
+            (
+                serde_json::json!({"prompt": "p", "config": {"base_prompt": at(16 * 1024 + 1)}}),
+                "config.base_prompt is longer than 16384 bytes",
+            ),
+            (
+                serde_json::json!({"prompt": "p", "config": {"model_id": at(257)}}),
+                "config.model_id is longer than 256 bytes",
+            ),
+            (
+                serde_json::json!({"prompt": "p", "metadata": {at(65): "v"}}),
+                "metadata key of 65 bytes must be 1-64 characters of [a-zA-Z0-9._-]",
+            ),
+            (
+                serde_json::json!({"prompt": "p", "metadata": {"k": at(257)}}),
+                "metadata value of \"k\" must be at most 256 bytes without NUL",
+            ),
+        ] {
+            assert_eq!(refusal(create(body)), want);
+        }
+        assert!(create(serde_json::json!({"prompt": "p", "title": "é".repeat(256)})).is_ok());
+        assert_eq!(
+            refusal(followup(
+                serde_json::json!({"message": at(MAX_FOLLOWUP_BYTES + 1)})
+                    .to_string()
+                    .as_bytes()
+            )),
+            "message is longer than 65536 bytes"
+        );
     }
 
     #[test]

@@ -266,10 +266,10 @@ def _key_ids(root_url: str, admin_secret: str) -> dict[str, dict]:
     return {k["name"]: k for k in r.json()["keys"]}
 
 
-def start_server(tmp: Path) -> Server:
+def start_server(tmp: Path, config_text: str = CONFIG) -> Server:
     data_dir = tmp / "data"
     config = tmp / "runledger.toml"
-    config.write_text(CONFIG)
+    config.write_text(config_text)
 
     # 1. First start: the admin key on stdout, alone on its first line.
     first = _Started(data_dir, config)
