@@ -38,6 +38,7 @@ async fn metrics_and_json_logs_carry_what_an_operator_needs() {
         .await
         .expect("request");
     assert_eq!(r.status().as_u16(), 404);
+    assert_eq!(r.headers()["x-should-retry"], "false");
     let body: Value = r.json().await.expect("json");
     assert_eq!(body["trace_id"], "trace-ops-4242");
 

@@ -193,6 +193,12 @@ impl ResponseError for ApiError {
         };
         let mut response = HttpResponse::build(self.status);
         response.insert_header((header::CONTENT_TYPE, "application/problem+json"));
+        // The official clients (Stainless-generated) obey this header over their own status
+        // rules, which would retry a 409 twice: say what `retryable` says.
+        response.insert_header((
+            "x-should-retry",
+            if self.retryable { "true" } else { "false" },
+        ));
         if let Some(allow) = self.allow {
             response.insert_header((header::ALLOW, allow));
         }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from datetime import datetime, timezone
 
+import httpx
 import pytest
 
 from conftest import (
@@ -215,12 +216,26 @@ def test_idempotency_key_returns_the_same_run(server, client, path):
     other = server.client(server.personal)
     assert create_run(other, path=path, extra_headers=headers, **body).run_id != first.run_id
 
-    # The same key with a different body is a conflict, not a silent second run.
+    # The same key with a different body is a conflict, not a silent second run. The client
+    # would retry a 409 twice by its own rules; `x-should-retry: false` makes it ask once.
     from oz_agent_sdk import ConflictError
 
+    before = conflicts_answered(server)
     with pytest.raises(ConflictError) as e:
         create_run(client, path=path, extra_headers=headers, prompt="something else")
     assert e.value.status_code == 409
+    assert e.value.response.headers["x-should-retry"] == "false"
+    assert conflicts_answered(server) == before + 1
+
+
+def conflicts_answered(server) -> int:
+    """How many 409s the server has answered (its own request metrics)."""
+    text = httpx.get(f"{server.root_url}/metrics", timeout=5).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("runledger_http_request_duration_seconds_count{") and 'status="409"' in line
+    )
 
 
 def test_list_environments(client):
