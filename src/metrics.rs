@@ -73,12 +73,14 @@ impl Histogram {
     }
 }
 
-type RequestKey = (String, String, u16);
+/// The series of one route: (method, status) → histogram. A handful per route, so a list.
+type RouteSeries = Vec<(String, u16, Arc<Histogram>)>;
 
 /// Everything the process records.
 #[derive(Default)]
 pub struct Registry {
-    requests: RwLock<BTreeMap<RequestKey, Arc<Histogram>>>,
+    /// By route pattern; looked up by `&str`, so recording allocates nothing.
+    requests: RwLock<BTreeMap<String, RouteSeries>>,
     /// `Store::append`: encoding and inserting a command's events (not the sync).
     pub append: Histogram,
     /// One group commit: flush, fdatasync, blob fsyncs.
@@ -93,22 +95,33 @@ pub static METRICS: LazyLock<Registry> = LazyLock::new(Registry::default);
 impl Registry {
     /// Records one answered request.
     pub fn request(&self, route: &str, method: &str, status: u16, took: Duration) {
-        let key = (route.to_string(), method.to_string(), status);
+        let find = |series: &RouteSeries| {
+            series
+                .iter()
+                .find(|(m, s, _)| m == method && *s == status)
+                .map(|(_, _, h)| h.clone())
+        };
         let found = self
             .requests
             .read()
             .unwrap_or_else(|p| p.into_inner())
-            .get(&key)
-            .cloned();
+            .get(route)
+            .and_then(find);
         let histogram = match found {
             Some(h) => h,
-            None => self
-                .requests
-                .write()
-                .unwrap_or_else(|p| p.into_inner())
-                .entry(key)
-                .or_default()
-                .clone(),
+            None => {
+                let mut requests = self.requests.write().unwrap_or_else(|p| p.into_inner());
+                let series = requests.entry(route.to_string()).or_default();
+                match find(series) {
+                    Some(h) => h,
+                    None => {
+                        let h = Arc::new(Histogram::default());
+                        series.push((method.to_string(), status, h.clone()));
+                        series.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+                        h
+                    }
+                }
+            }
         };
         histogram.observe(took);
     }
@@ -121,18 +134,20 @@ impl Registry {
             "# HELP {name} HTTP requests by route pattern, method and status, with their latency."
         );
         let _ = writeln!(out, "# TYPE {name} histogram");
-        for ((route, method, status), h) in self
+        for (route, series) in self
             .requests
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .iter()
         {
-            let labels = format!(
-                "route=\"{}\",method=\"{}\",status=\"{status}\"",
-                escape(route),
-                escape(method)
-            );
-            h.render(out, name, &labels);
+            for (method, status, h) in series {
+                let labels = format!(
+                    "route=\"{}\",method=\"{}\",status=\"{status}\"",
+                    escape(route),
+                    escape(method)
+                );
+                h.render(out, name, &labels);
+            }
         }
         for (name, help, h) in [
             (

@@ -64,11 +64,24 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
     // served, so no live command can race the repair.
     let dirty = store.dirty_runs()?;
     if !dirty.is_empty() {
-        let fixed = index.catch_up(&store, &dirty)?;
+        let (mut fixed, mut damaged) = (0, 0);
+        for id in &dirty {
+            match index.catch_up(&store, &[*id]) {
+                Ok(n) => fixed += n,
+                // A run whose log is damaged stays dirty and fails on its own (its commands and
+                // history answer "damaged"); it must not keep every other run from being served.
+                Err(crate::projection::Error::Store(e @ store::Error::Corrupt { .. })) => {
+                    tracing::error!(run_id = %id, error = %e, "cannot catch up a run with a damaged log");
+                    damaged += 1;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
         store.sync_blocking()?;
         tracing::info!(
             checked = dirty.len(),
             fixed,
+            damaged,
             "read index caught up with the log"
         );
     }

@@ -41,6 +41,17 @@ pub enum Error {
     Unavailable,
 }
 
+impl Error {
+    /// Whether this is a damaged record in the run's log (as opposed to a failing store).
+    pub fn is_damage(&self) -> bool {
+        matches!(
+            self,
+            Error::Store(store::Error::Corrupt { .. })
+                | Error::Index(projection::Error::Store(store::Error::Corrupt { .. }))
+        )
+    }
+}
+
 /// The result of a command that was accepted.
 #[derive(Debug, Clone)]
 pub struct Outcome {
@@ -237,6 +248,11 @@ impl Runs {
                 };
                 match self.execute(run.id, finish).await {
                     Ok(_) | Err(Error::Rejected(_)) => failed += 1,
+                    // A run with a damaged log fails on its own (its commands answer
+                    // "damaged"); it must not keep the service from starting.
+                    Err(e) if e.is_damage() => {
+                        tracing::error!(run_id = %run.id, error = %e, "cannot record the lost execution of a run with a damaged log");
+                    }
                     Err(e) => return Err(e),
                 }
             }

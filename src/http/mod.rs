@@ -131,10 +131,10 @@ async fn request_context(
         .map(str::to_string)
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
     let path = req.path().to_string();
-    let method = req.method().to_string();
+    let method = req.method().clone();
     let header_value = HeaderValue::from_str(&id).ok();
     let started = std::time::Instant::now();
-    let span = tracing::info_span!("request", request_id = %id, %method, path = %path);
+    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path);
     let mut response = REQUEST
         .scope(
             (id, path),
@@ -152,7 +152,7 @@ async fn request_context(
         .request()
         .match_pattern()
         .unwrap_or_else(|| "unmatched".to_string());
-    crate::metrics::METRICS.request(&route, &method, status, took);
+    crate::metrics::METRICS.request(&route, method.as_str(), status, took);
     span.in_scope(|| {
         tracing::debug!(status, route = %route, micros = took.as_micros() as u64, "request answered")
     });

@@ -99,9 +99,14 @@ impl Server {
                 let _ = ktx.send(line);
             }
         });
-        let base = rx
-            .recv_timeout(Duration::from_secs(30))
-            .expect("server did not start listening");
+        let base = match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(base) => base,
+            Err(e) => {
+                std::thread::sleep(Duration::from_millis(200));
+                let log = log.lock().map(|l| l.join("\n")).unwrap_or_default();
+                panic!("server did not start listening ({e}); its stderr:\n{log}");
+            }
+        };
         let key = krx
             .recv_timeout(Duration::from_millis(300))
             .unwrap_or_default();
