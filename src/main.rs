@@ -29,7 +29,8 @@ fn main() -> anyhow::Result<()> {
             url,
         } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
         Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
-        Cmd::Export => cli::export(&args),
+        Cmd::Export { with_keys, output } => cli::export(&args, *with_keys, output.as_deref()),
+        Cmd::Import { file } => cli::import(&args, file.as_deref()),
         Cmd::Replay { verify } => cli::replay(&args, *verify),
     }
 }

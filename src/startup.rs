@@ -116,7 +116,7 @@ impl Application {
         let instance: String = {
             use sha2::{Digest, Sha256};
             let digest = Sha256::new()
-                .chain_update(store.instance_secret("instance_id")?)
+                .chain_update(store.instance_secret(store::INSTANCE_ID)?)
                 .chain_update(config.data_dir.as_os_str().as_encoded_bytes())
                 .finalize();
             digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
@@ -136,7 +136,7 @@ impl Application {
             },
         );
         let runs = Runs::new(store.clone(), index, executor);
-        let secret = store.instance_secret("session_secret")?;
+        let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
         // Executions that were in progress when the service stopped are lost; they are failed
         // before any request is served, so nothing started by this process is mistaken for one.

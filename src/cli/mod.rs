@@ -1,9 +1,12 @@
-//! The command line: `serve`, `keys`, `events`, `export`, `replay`. Everything except `serve`
-//! works on a data directory directly and reuses `domain`, `store` and `projection`; `keys`
-//! falls back to the running server's admin API when the server holds the directory. Data goes
-//! to stdout, diagnostics to stderr.
+//! The command line: `serve`, `keys`, `events`, `export`, `import`, `replay`. Everything except
+//! `serve` works on a data directory directly and reuses `domain`, `store` and `projection`;
+//! `keys` falls back to the running server's admin API when the server holds the directory.
+//! Data goes to stdout, diagnostics to stderr. Backup and restore live in `backup`.
 
+mod backup;
 mod client;
+
+pub use backup::{export, import};
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -67,8 +70,23 @@ pub enum Cmd {
         #[arg(long)]
         json: bool,
     },
-    /// Print every event of every run as JSON lines.
-    Export,
+    /// Print every event of every run as JSON lines (a backup, with --with-keys).
+    Export {
+        /// Also write the API key records (their hashes, never the keys) and the instance
+        /// secrets, framed so that an import notices truncation: a full backup. It holds
+        /// secrets; keep it private.
+        #[arg(long)]
+        with_keys: bool,
+        /// Write to FILE (mode 0600, replaced only once the export is whole) instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Restore an export into a new or empty data directory (all or nothing; never merges).
+    Import {
+        /// The export to read; `-` or nothing reads stdin.
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
     /// Rebuild the read index from the log.
     Replay {
         /// Rebuild into scratch space and report differences instead of replacing the index.
@@ -292,34 +310,6 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
                 v["data"]
             )?;
         }
-    }
-    Ok(())
-}
-
-pub fn export(cli: &Cli) -> anyhow::Result<()> {
-    let config = cli.load_config(None)?;
-    let store = open_salvage(&config)?;
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    let (mut ok, mut damaged) = (0u64, 0u64);
-    for record in store.scan() {
-        match record {
-            Ok(e) => {
-                writeln!(out, "{}", event_json(&e))?;
-                ok += 1;
-            }
-            Err(e) => {
-                eprintln!("runledger export: skipped a damaged record: {e}");
-                damaged += 1;
-            }
-        }
-    }
-    out.flush()?;
-    eprintln!("exported {ok} events");
-    if damaged > 0 {
-        bail!("{damaged} damaged records could not be exported");
-    }
-    if store.lost_writes().is_some() {
-        bail!("the store lost acknowledged writes; the export holds what is left");
     }
     Ok(())
 }

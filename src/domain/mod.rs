@@ -16,5 +16,5 @@ pub use events::{
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{
-    decide, evolve, fold, Command, Decision, Effect, Followup, Rejection, Run, RunState,
+    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection, Run, RunState,
 };

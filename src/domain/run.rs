@@ -328,6 +328,29 @@ fn finish_execution(run: &mut Run, at: Timestamp) {
     }
 }
 
+/// Whether `decide` would record `event` in the run's current state: the event is turned back
+/// into the command it records, and that command must be accepted with exactly this event.
+/// Every log the service writes passes; a log from an edited file, or from a version with
+/// other rules, may not. `evolve` still folds such a log (it is total), so this is for tools
+/// that want to report it (`runledger import`), not a condition of folding.
+pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
+    let command = match event.clone() {
+        Event::Created(created) => Command::Create(created),
+        Event::Started { .. } => Command::Start,
+        Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
+        Event::Succeeded { execution } => Command::Finish {
+            execution,
+            outcome: Ok(()),
+        },
+        Event::Failed { execution, status } => Command::Finish {
+            execution,
+            outcome: Err(status),
+        },
+        Event::Cancelled { by } => Command::Cancel { by },
+    };
+    decide(run, command).is_ok_and(|d| d.events.len() == 1 && d.events[0] == *event)
+}
+
 /// Folds a whole log, oldest first.
 pub fn fold<'a>(
     id: RunId,
@@ -389,6 +412,35 @@ mod tests {
             error_code: None,
             retryable: None,
         }
+    }
+
+    #[test]
+    fn recordable_accepts_what_decide_records_and_nothing_else() {
+        let history = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ];
+        for (i, event) in history.iter().enumerate() {
+            let run = (i > 0).then(|| state_after(&history[..i]));
+            assert!(recordable(run.as_ref(), event), "event {i}");
+        }
+        let queued = state_after(&history[..1]);
+        // A second Created, a skipped execution number, a finish of a run never started, and
+        // a cancel of a finished run are not what the service writes.
+        assert!(!recordable(Some(&queued), &Event::Created(created())));
+        assert!(!recordable(Some(&queued), &Event::Started { execution: 2 }));
+        assert!(!recordable(
+            Some(&queued),
+            &Event::Succeeded { execution: 0 }
+        ));
+        assert!(!recordable(None, &Event::Started { execution: 1 }));
+        let failed = state_after(&history);
+        let cancel = Event::Cancelled { by: "key1".into() };
+        assert!(!recordable(Some(&failed), &cancel));
     }
 
     #[test]

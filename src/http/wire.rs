@@ -35,6 +35,50 @@ pub fn format_time(t: Timestamp) -> String {
     format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
 }
 
+/// The exact inverse of `format_time`: only its own output is accepted (one spelling per
+/// instant), so a value read back renders to the same bytes. For backups, which must restore
+/// every event's time to the millisecond.
+pub fn parse_exact_time(s: &str) -> Option<Timestamp> {
+    fn number(digits: &str, len: std::ops::RangeInclusive<usize>) -> Option<i128> {
+        if !len.contains(&digits.len()) || !digits.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        digits.parse().ok()
+    }
+    let (date, time) = s.strip_suffix('Z')?.split_once('T')?;
+    let (year, rest) = date.split_once('-')?;
+    let (month, day) = rest.split_once('-')?;
+    let (hms, milli) = time.split_once('.')?;
+    let mut hms = hms.split(':');
+    let (hour, minute, second) = (hms.next()?, hms.next()?, hms.next()?);
+    if hms.next().is_some() {
+        return None;
+    }
+    // Years beyond four digits do occur: `format_time` renders any u64 of milliseconds.
+    let (year, month, day) = (
+        number(year, 4..=12)?,
+        number(month, 2..=2)?,
+        number(day, 2..=2)?,
+    );
+    // Days from the civil date (Howard Hinnant's `days_from_civil`, the inverse of the
+    // algorithm in `format_time`).
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let ms = days * 86_400_000
+        + number(hour, 2..=2)? * 3_600_000
+        + number(minute, 2..=2)? * 60_000
+        + number(second, 2..=2)? * 1000
+        + number(milli, 3..=3)?;
+    let t = Timestamp(u64::try_from(ms).ok()?);
+    // Out-of-range fields (month 13, February 30, 24:00) map to some other instant; only
+    // the canonical spelling survives this check.
+    (format_time(t) == s).then_some(t)
+}
+
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789abcdef";
@@ -344,6 +388,225 @@ pub fn event_json(e: &crate::store::Envelope) -> serde_json::Value {
         "type": e.event.kind(),
         "data": data,
     })
+}
+
+/// Why a JSON value is not an event as `event_json` writes it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct EventJsonError(String);
+
+#[derive(Deserialize)]
+struct EventIn<'a> {
+    #[serde(borrow)]
+    run_id: &'a str,
+    seq: u64,
+    #[serde(borrow)]
+    at: &'a str,
+    #[serde(rename = "type", borrow)]
+    kind: &'a str,
+}
+
+#[derive(Deserialize)]
+struct CreatedIn {
+    title: String,
+    prompt: String,
+    config: AgentConfigIn,
+    creator: CreatorIn,
+    source: String,
+    metadata: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+struct CreatorIn {
+    #[serde(rename = "type")]
+    kind: String,
+    uid: String,
+    display_name: String,
+}
+
+#[derive(Deserialize)]
+struct ExecutionIn {
+    execution: u32,
+}
+
+#[derive(Deserialize)]
+struct FollowupIn {
+    message: String,
+    mode: String,
+    by: String,
+}
+
+#[derive(Deserialize)]
+struct FailedIn {
+    execution: u32,
+    status_message: StatusMessageIn,
+}
+
+#[derive(Deserialize)]
+struct StatusMessageIn {
+    message: String,
+    error_code: Option<String>,
+    retryable: Option<bool>,
+}
+
+#[derive(Deserialize)]
+struct CancelledIn {
+    by: String,
+}
+
+/// The inverse of `event_json`: the envelope an event line was written from (`runledger
+/// import`). Only what `event_json` writes is accepted: the envelope is rendered again and
+/// must equal the input, so an unknown field, a null or a time in another spelling is refused
+/// instead of being silently dropped, and a field that `event_json` stopped writing would fail
+/// the round-trip tests rather than vanish from backups.
+pub fn event_from_json(
+    value: &serde_json::Value,
+) -> Result<crate::store::Envelope, EventJsonError> {
+    use crate::domain::{Creator, Event, FollowupMode, RunCreated, SourceType};
+    use serde::de::DeserializeOwned;
+    fn read<T: DeserializeOwned>(
+        value: &serde_json::Value,
+        what: &str,
+    ) -> Result<T, EventJsonError> {
+        T::deserialize(value).map_err(|e| EventJsonError(format!("{what}: {e}")))
+    }
+    let bad = |what: String| EventJsonError(what);
+    let head = EventIn::deserialize(value).map_err(|e| bad(format!("not an event: {e}")))?;
+    let data = value
+        .get("data")
+        .ok_or_else(|| bad("not an event: missing field `data`".into()))?;
+    let run_id: RunId = head
+        .run_id
+        .parse()
+        .map_err(|_| bad(format!("run_id {:?} is not a run id (a ULID)", head.run_id)))?;
+    let at = parse_exact_time(head.at).ok_or_else(|| {
+        bad(format!(
+            "at {:?} is not a time as runledger writes it (2026-11-21T23:41:29.123Z)",
+            head.at
+        ))
+    })?;
+    let what = format!("{} data", head.kind);
+    let event = match head.kind {
+        "Created" => {
+            let c: CreatedIn = read(data, &what)?;
+            let kind = match c.creator.kind.as_str() {
+                "user" => CreatorKind::User,
+                "service_account" => CreatorKind::ServiceAccount,
+                other => return Err(bad(format!("creator type {other:?} is unknown"))),
+            };
+            let source = SourceType::parse(&c.source)
+                .ok_or_else(|| bad(format!("source {:?} is unknown", c.source)))?;
+            let config = AgentConfig {
+                name: c.config.name,
+                model_id: c.config.model_id,
+                base_prompt: c.config.base_prompt,
+                environment_id: c.config.environment_id,
+                skill_spec: c.config.skill_spec,
+                mcp_servers: c
+                    .config
+                    .mcp_servers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, s)| {
+                        let server = McpServer {
+                            warp_id: s.warp_id,
+                            command: s.command,
+                            args: s.args.unwrap_or_default(),
+                            url: s.url,
+                            env: s.env.unwrap_or_default(),
+                            headers: s.headers.unwrap_or_default(),
+                        };
+                        (name, server)
+                    })
+                    .collect(),
+            };
+            Event::Created(RunCreated {
+                title: c.title,
+                prompt: c.prompt,
+                config,
+                creator: Creator {
+                    kind,
+                    uid: c.creator.uid,
+                    display_name: c.creator.display_name,
+                },
+                source,
+                metadata: c.metadata,
+            })
+        }
+        "Started" => Event::Started {
+            execution: read::<ExecutionIn>(data, &what)?.execution,
+        },
+        "Succeeded" => Event::Succeeded {
+            execution: read::<ExecutionIn>(data, &what)?.execution,
+        },
+        "FollowupReceived" => {
+            let f: FollowupIn = read(data, &what)?;
+            let mode = FollowupMode::parse(&f.mode)
+                .ok_or_else(|| bad(format!("follow-up mode {:?} is unknown", f.mode)))?;
+            Event::FollowupReceived {
+                message: f.message,
+                mode,
+                by: f.by,
+            }
+        }
+        "Failed" => {
+            let f: FailedIn = read(data, &what)?;
+            Event::Failed {
+                execution: f.execution,
+                status: StatusMessage {
+                    message: f.status_message.message,
+                    error_code: f.status_message.error_code,
+                    retryable: f.status_message.retryable,
+                },
+            }
+        }
+        "Cancelled" => Event::Cancelled {
+            by: read::<CancelledIn>(data, &what)?.by,
+        },
+        other => return Err(bad(format!("event type {other:?} is unknown"))),
+    };
+    let envelope = crate::store::Envelope {
+        run_id,
+        seq: head.seq,
+        at,
+        event,
+    };
+    let written = event_json(&envelope);
+    if &written != value {
+        return Err(bad(first_difference(value, &written, "")));
+    }
+    Ok(envelope)
+}
+
+/// Where `given` (a line read back) differs from `written` (what `event_json` makes of it).
+fn first_difference(given: &serde_json::Value, written: &serde_json::Value, at: &str) -> String {
+    use serde_json::Value;
+    let path = |key: &str| {
+        if at.is_empty() {
+            key.to_string()
+        } else {
+            format!("{at}.{key}")
+        }
+    };
+    if let (Value::Object(g), Value::Object(w)) = (given, written) {
+        if let Some((key, value)) = g.iter().find(|(k, _)| !w.contains_key(*k)) {
+            return if value.is_null() {
+                format!("field `{}` is null; runledger leaves it out", path(key))
+            } else {
+                format!("field `{}` is not part of the event format", path(key))
+            };
+        }
+        if let Some(key) = w.keys().find(|k| !g.contains_key(*k)) {
+            return format!("field `{}` is missing", path(key));
+        }
+        for (key, value) in g {
+            if let Some(other) = w.get(key).filter(|other| *other != value) {
+                return first_difference(value, other, &path(key));
+            }
+        }
+    }
+    let at = if at.is_empty() { "the event" } else { at };
+    format!("`{at}` is {given}, which runledger writes as {written}")
 }
 
 #[cfg(test)]

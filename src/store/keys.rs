@@ -142,6 +142,21 @@ impl<'a> Keys<'a> {
         Ok((record, secret))
     }
 
+    /// Stores a key record taken from a backup, hash included. Returns false, storing
+    /// nothing, if a key with the same id or hash exists: a restore never replaces a key.
+    pub fn restore(&self, record: &KeyRecord) -> Result<bool, Error> {
+        if self.trees.keys.contains_key(record.id.as_bytes())?
+            || self.trees.hashes.contains_key(record.hash)?
+        {
+            return Ok(false);
+        }
+        self.put(record)?;
+        self.trees
+            .hashes
+            .insert(record.hash, record.id.as_bytes())?;
+        Ok(true)
+    }
+
     fn put(&self, record: &KeyRecord) -> Result<(), Error> {
         let bytes = postcard::to_allocvec(record).map_err(corrupt)?;
         self.trees.keys.insert(record.id.as_bytes(), bytes)?;

@@ -25,6 +25,21 @@ const DIRTY: &str = "dirty";
 const IDEMPOTENCY: &str = "idempotency";
 const META: &str = "meta";
 
+/// The instance secret that makes `RUNLEDGER_INSTANCE`, the marker of this data directory's
+/// agent processes.
+pub const INSTANCE_ID: &str = "instance_id";
+/// The instance secret that signs session-link tokens.
+pub const SESSION_SECRET: &str = "session_secret";
+/// The directory under the data directory that holds sled's files.
+const SLED_DIR: &str = "sled";
+/// The entries of a data directory that make up the store (the rest, such as transcripts and
+/// workspaces, lives beside it): what a restore moves into place.
+pub const STORE_ENTRIES: [&str; 2] = [SLED_DIR, watermark::FILE_NAME];
+
+/// Every instance secret, in the order a backup lists them. The `meta` tree holds other
+/// records too (the commit number), so backups name secrets explicitly instead of walking it.
+pub const INSTANCE_SECRETS: [&str; 2] = [INSTANCE_ID, SESSION_SECRET];
+
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(
@@ -142,7 +157,7 @@ fn split_event_key(key: &[u8]) -> Option<(RunId, u64)> {
 impl Store {
     /// Opens (creating if needed) the store under `data_dir`.
     pub fn open(data_dir: &Path, options: &Options) -> Result<Store, Error> {
-        let dir = data_dir.join("sled");
+        let dir = data_dir.join(SLED_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
             path: dir.clone(),
             source,
@@ -228,6 +243,11 @@ impl Store {
         })
     }
 
+    /// Whether `data_dir` holds a store (without opening, let alone creating, one).
+    pub fn exists_in(data_dir: &Path) -> bool {
+        data_dir.join(SLED_DIR).exists()
+    }
+
     pub fn db(&self) -> &sled::Db {
         &self.inner.db
     }
@@ -250,7 +270,7 @@ impl Store {
     pub fn sync_blocking(&self) -> Result<(), Error> {
         let result = self.inner.commits.commit(|| {
             self.inner.db.flush()?;
-            let dir = self.inner.dir.join("sled");
+            let dir = self.inner.dir.join(SLED_DIR);
             let path = dir.join("db");
             std::fs::File::open(&path)
                 .and_then(|f| f.sync_data())
@@ -428,6 +448,31 @@ impl Store {
             tree: META,
             detail: format!("secret {name} has the wrong length"),
         })
+    }
+
+    /// An instance secret if it exists; unlike `instance_secret`, never creates one (for
+    /// `export`, which must not write to the store it reads).
+    pub fn existing_secret(&self, name: &str) -> Result<Option<[u8; 32]>, Error> {
+        self.inner
+            .meta
+            .get(name)?
+            .map(|v| {
+                v.as_ref().try_into().map_err(|_| Error::CorruptRecord {
+                    tree: META,
+                    detail: format!("secret {name} has the wrong length"),
+                })
+            })
+            .transpose()
+    }
+
+    /// Stores an instance secret taken from a backup. Returns false, storing nothing, if the
+    /// secret already exists: a restore never replaces one.
+    pub fn restore_secret(&self, name: &str, value: &[u8; 32]) -> Result<bool, Error> {
+        Ok(self
+            .inner
+            .meta
+            .compare_and_swap(name, None as Option<&[u8]>, Some(&value[..]))?
+            .is_ok())
     }
 
     pub fn keys(&self) -> keys::Keys<'_> {
