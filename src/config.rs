@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -67,6 +68,8 @@ struct ServerFile {
     public_url: Option<String>,
     data_dir: Option<PathBuf>,
     allow_non_loopback: Option<bool>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
     cache_mb: Option<u64>,
     stop_grace_secs: Option<u64>,
 }
@@ -137,12 +140,24 @@ pub struct RateLimit {
     pub burst: u32,
 }
 
+/// TLS for the listener: the files it came from and the configuration loaded from them.
+#[derive(Debug, Clone)]
+pub struct Tls {
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    /// Loaded and checked when the configuration is, so that a bad file stops start-up with the
+    /// field and line that name it rather than failing the first handshake.
+    pub server_config: Arc<rustls::ServerConfig>,
+}
+
 /// The resolved configuration of the service.
 #[derive(Debug, Clone)]
 pub struct Config {
     pub bind: SocketAddr,
     /// Base of `session_link`s; when not configured, the address the server is bound to.
     pub public_url: Option<String>,
+    /// `None`: plain HTTP.
+    pub tls: Option<Tls>,
     pub data_dir: PathBuf,
     pub cache_bytes: u64,
     /// Time an agent's process tree gets between SIGTERM and SIGKILL when it is stopped.
@@ -167,7 +182,16 @@ impl Config {
     pub fn base_url(&self) -> String {
         self.public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{}", self.bind))
+            .unwrap_or_else(|| format!("{}://{}", self.scheme(), self.bind))
+    }
+
+    /// `https` when TLS is configured, otherwise `http`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
     pub fn environment(&self, id: &str) -> Option<&Environment> {
@@ -282,10 +306,42 @@ fn resolve(
             "server.bind: {bind_text:?} is not an address like 127.0.0.1:8080"
         ))
     })?;
-    if !bind.ip().is_loopback() && !file.server.allow_non_loopback.unwrap_or(false) {
+    let tls = match (file.server.tls_cert, file.server.tls_key) {
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(Error::Invalid(
+                "server.tls_key: missing; TLS needs the private key as well as server.tls_cert"
+                    .into(),
+            ))
+        }
+        (None, Some(_)) => return Err(Error::Invalid(
+            "server.tls_cert: missing; TLS needs the certificate chain as well as server.tls_key"
+                .into(),
+        )),
+        (Some(cert), Some(key)) => {
+            let absolute = |field: &str, path: PathBuf| {
+                std::path::absolute(&path)
+                    .map_err(|e| Error::Invalid(format!("server.{field}: {}: {e}", path.display())))
+            };
+            let (cert, key) = (absolute("tls_cert", cert)?, absolute("tls_key", key)?);
+            let server_config = crate::tls::load(&cert, &key).map_err(|e| match e {
+                crate::tls::Error::Cert(m) => Error::Invalid(format!("server.tls_cert: {m}")),
+                crate::tls::Error::Key(m) => Error::Invalid(format!("server.tls_key: {m}")),
+            })?;
+            Some(Tls {
+                cert,
+                key,
+                server_config: Arc::new(server_config),
+            })
+        }
+    };
+    // Plain HTTP on a reachable address would carry API keys and transcripts in clear text.
+    if tls.is_none() && !bind.ip().is_loopback() && !file.server.allow_non_loopback.unwrap_or(false)
+    {
         return Err(Error::Invalid(format!(
-            "server.bind: {bind} is not a loopback address; plain HTTP is only served on loopback \
-             unless server.allow_non_loopback = true (for use behind a TLS-terminating proxy)"
+            "server.bind: {bind} is not a loopback address, and plain HTTP is only served on \
+             loopback. Either serve HTTPS (set server.tls_cert and server.tls_key to PEM files), \
+             or, behind a TLS-terminating proxy, set server.allow_non_loopback = true"
         )));
     }
     let public_url = file
@@ -386,6 +442,7 @@ fn resolve(
     Ok(Config {
         bind,
         public_url,
+        tls,
         data_dir,
         cache_bytes: file.server.cache_mb.unwrap_or(64) * 1024 * 1024,
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
@@ -570,6 +627,79 @@ mod tests {
                 "{text:?}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn tls_binds_anywhere_and_makes_links_https() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let generated =
+            rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("rcgen");
+        let (cert, key) = (dir.path().join("c.pem"), dir.path().join("k.pem"));
+        std::fs::write(&cert, generated.cert.pem()).expect("write");
+        std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write");
+        let config = load_text(&format!(
+            "[server]\nbind = \"0.0.0.0:8443\"\ntls_cert = {:?}\ntls_key = {:?}\n",
+            cert.display().to_string(),
+            key.display().to_string()
+        ))
+        .expect("valid");
+        assert_eq!(config.scheme(), "https");
+        assert_eq!(config.base_url(), "https://0.0.0.0:8443");
+        assert!(config.tls.is_some_and(|t| t.cert == cert && t.key == key));
+    }
+
+    #[test]
+    fn tls_problems_name_the_line_and_field() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("tls.toml");
+        let generated =
+            rcgen::generate_simple_self_signed(vec!["localhost".into()]).expect("rcgen");
+        let cert = dir.path().join("c.pem");
+        std::fs::write(&cert, generated.cert.pem()).expect("write");
+        let load = |text: &str| {
+            std::fs::write(&path, text).expect("write");
+            Config::load(Some(&path), &Overrides::default())
+                .expect_err("invalid")
+                .to_string()
+        };
+        let err = load(&format!(
+            "[server]\ntls_cert = {:?}\n",
+            cert.display().to_string()
+        ));
+        assert!(
+            err.contains("tls.toml") && err.contains("line 1: server.tls_key: missing"),
+            "{err}"
+        );
+        let err = load(&format!(
+            "[server]\nbind = \"127.0.0.1:0\"\ntls_cert = \"/nonexistent/c.pem\"\ntls_key = {:?}\n",
+            cert.display().to_string()
+        ));
+        assert!(
+            err.contains("line 3: server.tls_cert: cannot read /nonexistent/c.pem"),
+            "{err}"
+        );
+        // The certificate given as the key.
+        let err = load(&format!(
+            "[server]\ntls_cert = {0:?}\ntls_key = {0:?}\n",
+            cert.display().to_string()
+        ));
+        assert!(
+            err.contains("line 3: server.tls_key:") && err.contains("holds no private key"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn plain_http_off_loopback_names_both_ways_out() {
+        let err = load_text("[server]\nbind = \"0.0.0.0:8080\"\n")
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            err.contains("server.bind: 0.0.0.0:8080 is not a loopback address")
+                && err.contains("server.tls_cert and server.tls_key")
+                && err.contains("server.allow_non_loopback = true"),
+            "{err}"
+        );
     }
 
     #[test]

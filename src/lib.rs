@@ -12,3 +12,4 @@ pub mod projection;
 pub mod startup;
 pub mod store;
 pub mod telemetry;
+pub mod tls;

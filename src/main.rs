@@ -18,7 +18,7 @@ fn main() -> anyhow::Result<()> {
             let config = args.load_config(bind.clone())?;
             actix_rt::System::new().block_on(async move {
                 let app = runledger::startup::Application::build(config).await?;
-                eprintln!("runledger listening on http://{}", app.addr());
+                eprintln!("runledger listening on {}://{}", app.scheme(), app.addr());
                 app.run().await?;
                 Ok(())
             })

@@ -1,5 +1,6 @@
-//! Wiring: opens the store and index, recovers, binds the HTTP server. `Application::build`
-//! binds (port 0 works) and exposes the port, so tests and `main` boot the same thing.
+//! Wiring: opens the store and index, recovers, binds the HTTP server (plain or TLS).
+//! `Application::build` binds (port 0 works) and exposes the port, so tests and `main` boot the
+//! same thing.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -38,6 +39,7 @@ pub enum Error {
 pub struct Application {
     server: actix_web::dev::Server,
     addr: SocketAddr,
+    scheme: &'static str,
 }
 
 /// Opens the store and brings the read index up to date with the log. A store that lost
@@ -152,10 +154,11 @@ impl Application {
             source,
         };
         let addr = listener.local_addr().map_err(listen_error)?;
+        let scheme = config.scheme();
         let public_url = config
             .public_url
             .clone()
-            .unwrap_or_else(|| format!("http://{addr}"));
+            .unwrap_or_else(|| format!("{scheme}://{addr}"));
         let state = web::Data::new(AppState::new(
             runs.clone(),
             config.clone(),
@@ -163,10 +166,13 @@ impl Application {
             secret,
         ));
         let app_state = state.clone();
-        let server = HttpServer::new(move || http::app(app_state.clone()))
-            .listen(listener)
-            .map_err(listen_error)?;
-        let server = server.run();
+        let server = HttpServer::new(move || http::app(app_state.clone()));
+        let server = match &config.tls {
+            Some(tls) => server.listen_rustls_0_23(listener, (*tls.server_config).clone()),
+            None => server.listen(listener),
+        }
+        .map_err(listen_error)?
+        .run();
         // Waiting runs are re-queued beside the server: /healthz answers at once, /readyz once
         // every waiting run is back in its queue.
         actix_rt::spawn(async move {
@@ -178,11 +184,20 @@ impl Application {
                 Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
             }
         });
-        Ok(Application { server, addr })
+        Ok(Application {
+            server,
+            addr,
+            scheme,
+        })
     }
 
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// `https` when the listener speaks TLS, otherwise `http`.
+    pub fn scheme(&self) -> &'static str {
+        self.scheme
     }
 
     pub async fn run(self) -> std::io::Result<()> {
