@@ -1,12 +1,18 @@
-//! Wiring: opens the store and index, recovers, binds the HTTP server (plain or TLS).
-//! `Application::build` binds (port 0 works) and exposes the port, so tests and `main` boot the
-//! same thing.
+//! Wiring: opens the store and index, recovers, binds the HTTP server (plain or TLS), and shuts
+//! it all down again on SIGTERM or SIGINT. `Application::build` binds (port 0 works) and exposes
+//! the port, so tests and `main` boot the same thing.
+//!
+//! Shutdown order matters: the run actors and the tasks that supervise agents live on the HTTP
+//! workers' threads, so agents are stopped and their runs recorded *before* the workers stop,
+//! and the last group-commit sync comes after both.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix_web::{web, HttpServer};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::actor::{now, Runs};
 use crate::config::Config;
@@ -34,12 +40,30 @@ pub enum Error {
         addr: SocketAddr,
         source: std::io::Error,
     },
+    #[error("cannot handle shutdown signals: {0}")]
+    Signals(std::io::Error),
+    #[error("the HTTP server failed: {0}")]
+    Serve(std::io::Error),
+    #[error("the final sync at shutdown failed: {0}")]
+    FinalSync(crate::store::Error),
 }
+
+/// How long requests still in flight when the workers are told to stop may take to finish.
+/// They have also had the whole time of stopping the agents before that.
+const REQUEST_DRAIN_SECS: u64 = 10;
+/// Beyond `stop_grace_secs`, what stopping the agents may take: draining their output (at most
+/// 2 s, alongside the grace) and recording their runs.
+const AGENT_STOP_SLACK: Duration = Duration::from_secs(5);
 
 pub struct Application {
     server: actix_web::dev::Server,
     addr: SocketAddr,
     scheme: &'static str,
+    runs: Runs,
+    state: web::Data<AppState>,
+    grace: Duration,
+    terminate: Signal,
+    interrupt: Signal,
 }
 
 /// Opens the store and brings the read index up to date with the log. A store that lost
@@ -93,6 +117,10 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
 impl Application {
     /// Opens everything and binds the listener; the service starts with `run`.
     pub async fn build(config: Config) -> Result<Application, Error> {
+        // Installed first: from here on SIGTERM and SIGINT start a shutdown instead of killing
+        // the process (actix-web's own handlers are disabled below; its SIGINT does not wait).
+        let terminate = signal(SignalKind::terminate()).map_err(Error::Signals)?;
+        let interrupt = signal(SignalKind::interrupt()).map_err(Error::Signals)?;
         let config = Arc::new(config);
         let (store, index) = open_store(&config, false)?;
         if store.keys().is_empty() {
@@ -166,7 +194,9 @@ impl Application {
             secret,
         ));
         let app_state = state.clone();
-        let server = HttpServer::new(move || http::app(app_state.clone()));
+        let server = HttpServer::new(move || http::app(app_state.clone()))
+            .disable_signals()
+            .shutdown_timeout(REQUEST_DRAIN_SECS);
         let server = match &config.tls {
             Some(tls) => server.listen_rustls_0_23(listener, (*tls.server_config).clone()),
             None => server.listen(listener),
@@ -175,11 +205,15 @@ impl Application {
         .run();
         // Waiting runs are re-queued beside the server: /healthz answers at once, /readyz once
         // every waiting run is back in its queue.
+        let (requeue_runs, requeue_state) = (runs.clone(), state.clone());
         actix_rt::spawn(async move {
-            match runs.requeue_waiting().await {
+            match requeue_runs.requeue_waiting().await {
                 Ok(requeued) => {
                     tracing::info!(failed_lost, requeued, "recovery complete");
-                    state.ready.store(true, Ordering::Release);
+                    // A shutdown that began meanwhile has made the service unready for good.
+                    if !requeue_runs.executor().is_shutting_down() {
+                        requeue_state.ready.store(true, Ordering::Release);
+                    }
                 }
                 Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
             }
@@ -188,6 +222,11 @@ impl Application {
             server,
             addr,
             scheme,
+            runs,
+            state,
+            grace: Duration::from_secs(config.stop_grace_secs),
+            terminate,
+            interrupt,
         })
     }
 
@@ -200,7 +239,52 @@ impl Application {
         self.scheme
     }
 
-    pub async fn run(self) -> std::io::Result<()> {
-        self.server.await
+    /// Serves until SIGTERM or SIGINT, then shuts down in order:
+    /// 1. stop accepting connections, and answer `/readyz` with 503 on the ones still open;
+    /// 2. stop every running agent's process tree and record its run as interrupted (durably),
+    ///    while requests in flight go on;
+    /// 3. stop the HTTP workers once their requests are done (at most `REQUEST_DRAIN_SECS`);
+    /// 4. a last group-commit sync, so that everything written is on disk.
+    ///
+    /// `Ok` means a clean shutdown. Runs left `QUEUED` stay queued and start after the next
+    /// start; see `docs/operations.md`.
+    pub async fn run(self) -> Result<(), Error> {
+        let Application {
+            server,
+            runs,
+            state,
+            grace,
+            mut terminate,
+            mut interrupt,
+            ..
+        } = self;
+        let handle = server.handle();
+        let mut serving = actix_rt::spawn(server);
+        let signal = tokio::select! {
+            ended = &mut serving => {
+                // Without signal handling of its own, the server only ends on a fatal error.
+                return match ended {
+                    Ok(result) => result.map_err(Error::Serve),
+                    Err(e) => Err(Error::Serve(std::io::Error::other(e.to_string()))),
+                };
+            }
+            _ = terminate.recv() => "SIGTERM",
+            _ = interrupt.recv() => "SIGINT",
+        };
+        tracing::info!(signal, "shutting down");
+        state.ready.store(false, Ordering::Release);
+        handle.pause().await;
+        if !runs.executor().shutdown(grace + AGENT_STOP_SLACK).await {
+            tracing::warn!(
+                "some runs were not recorded in time; the next start fails them as lost"
+            );
+        }
+        handle.stop(true).await;
+        if let Err(e) = serving.await {
+            tracing::warn!(error = %e, "the HTTP server task ended abnormally");
+        }
+        runs.store().sync().await.map_err(Error::FinalSync)?;
+        tracing::info!("shutdown complete");
+        Ok(())
     }
 }

@@ -416,6 +416,138 @@ async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
 }
 
 #[tokio::test]
+async fn sigterm_stops_agents_records_their_runs_and_exits_cleanly() {
+    let f = Fixture::new();
+    let pids = f.path("pids");
+    std::fs::create_dir(&pids).expect("mkdir");
+    // An agent with children in and out of its process group, which ignores SIGTERM (and so do
+    // the children it starts after the trap).
+    let agent = f.agent(
+        "stubborn.sh",
+        &format!(
+            r#"dir={pids}/$RUNLEDGER_RUN_ID; mkdir -p $dir
+sleep 1000 & echo $! > $dir/background
+setsid sleep 1000 & echo $! > $dir/session
+trap '' TERM
+echo $$ > $dir/agent
+while true; do sleep 0.1; done"#,
+            pids = pids.display()
+        ),
+    );
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"one\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 1\n"
+    ));
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
+    let key = s.key.clone();
+    s.wait_ready().await;
+    let running_id = s.create(json!({"prompt": "long job"})).await;
+    s.wait_state(&running_id, "INPROGRESS").await;
+    let dir = pids.join(&running_id);
+    eventually(10, "the agent wrote its pids", || {
+        ["agent", "background", "session"]
+            .iter()
+            .all(|n| dir.join(n).exists())
+    })
+    .await;
+    let tree: Vec<i32> = ["agent", "background", "session"]
+        .iter()
+        .map(|n| pid_in(&dir.join(n)))
+        .collect();
+    let waiting_id = s.create(json!({"prompt": "next job"})).await;
+    assert_eq!(s.run(&waiting_id).await["state"], "QUEUED");
+
+    // The agent ignores SIGTERM, so the server waits out the 2 s grace before SIGKILL. Exiting
+    // well within 15 s shows that nothing else (keep-alive connections, say) holds it up.
+    let started = std::time::Instant::now();
+    let status = s.stop_with(nix::sys::signal::Signal::SIGTERM, 15).await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status}; stderr:\n{}",
+        s.log_text()
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(2),
+        "the agent got no grace: {:?}",
+        started.elapsed()
+    );
+    eventually(5, "the agent's tree to be gone", || {
+        tree.iter().all(|p| !running(*p))
+    })
+    .await;
+
+    // Offline, before anything restarts: the interruption is in the log, the waiting run is
+    // still only queued, and the index agrees with the log.
+    let data = s.data_dir.display().to_string();
+    let types = |id: &str| -> Vec<String> {
+        let (ok, out, err) = common::cli(&["--data-dir", &data, "events", id, "--json"], &[]);
+        assert!(ok, "{err}");
+        out.lines()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .map(|e| e["type"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    assert_eq!(types(&running_id), ["Created", "Started", "Failed"]);
+    assert_eq!(types(&waiting_id), ["Created"]);
+    let (ok, out, err) = common::cli(&["--data-dir", &data, "replay", "--verify"], &[]);
+    assert!(
+        ok && out.is_empty() && err.contains("0 differences"),
+        "{out}{err}"
+    );
+
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
+    s.key = key;
+    s.wait_ready().await;
+    let interrupted = s.run(&running_id).await;
+    assert_eq!(interrupted["state"], "FAILED", "{interrupted}");
+    let status = &interrupted["status_message"];
+    assert_eq!(status["error_code"], "internal_error", "{interrupted}");
+    assert_eq!(status["retryable"], true, "{interrupted}");
+    assert!(
+        status["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("shut down")),
+        "{interrupted}"
+    );
+    // Recovery found nothing left in progress to fail a second time.
+    assert_eq!(
+        types_online(&s, &running_id).await,
+        ["Created", "Started", "Failed"]
+    );
+    // The run that was waiting starts after the restart.
+    s.wait_state(&waiting_id, "INPROGRESS").await;
+    let text = transcript_text(&s, &running_id).await;
+    assert!(text.lines().any(|l| l == "stopped"), "{text}");
+
+    // SIGINT shuts down the same way.
+    eventually(10, "the second agent to start", || {
+        pids.join(&waiting_id).join("agent").exists()
+    })
+    .await;
+    let status = s.stop_with(nix::sys::signal::Signal::SIGINT, 15).await;
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "{status}; stderr:\n{}",
+        s.log_text()
+    );
+    assert_eq!(types(&waiting_id), ["Created", "Started", "Failed"]);
+    let (ok, out, err) = common::cli(&["--data-dir", &data, "replay", "--verify"], &[]);
+    assert!(
+        ok && out.is_empty() && err.contains("0 differences"),
+        "{out}{err}"
+    );
+}
+
+async fn types_online(s: &Server, id: &str) -> Vec<String> {
+    s.events(id)
+        .await
+        .iter()
+        .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+#[tokio::test]
 async fn presets_run_the_agent_clis_with_their_argv_templates() {
     let f = Fixture::new();
     let bin = f.path("bin");

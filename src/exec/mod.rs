@@ -49,6 +49,9 @@ struct EnvState {
 struct State {
     envs: HashMap<String, EnvState>,
     live: HashMap<RunId, Live>,
+    /// Set once by `shutdown`: no execution starts any more, and the ones that end without
+    /// success are recorded as interrupted by the shutdown.
+    shutting_down: bool,
 }
 
 /// What harnesses need from the service to run and supervise agents.
@@ -69,6 +72,20 @@ pub struct Executor {
     environments: Arc<Vec<Environment>>,
     supervision: Supervision,
     state: Arc<Mutex<State>>,
+    /// Woken whenever a slot is released, for `shutdown` to wait on.
+    released: Arc<tokio::sync::Notify>,
+}
+
+/// How an execution that the service's shutdown interrupted is recorded: the service lost it
+/// (SPEC §2), and it can be resumed with a follow-up.
+pub fn interrupted_by_shutdown() -> crate::domain::StatusMessage {
+    crate::domain::StatusMessage {
+        message: "the service shut down while this run was in progress; its agent was stopped. \
+                  Send a follow-up to resume the run in its workspace"
+            .into(),
+        error_code: Some("internal_error".into()),
+        retryable: Some(true),
+    }
 }
 
 /// What an agent needs to know to work on one execution.
@@ -88,7 +105,9 @@ impl Executor {
             state: Arc::new(Mutex::new(State {
                 envs: HashMap::new(),
                 live: HashMap::new(),
+                shutting_down: false,
             })),
+            released: Arc::new(tokio::sync::Notify::new()),
         }
     }
 
@@ -164,6 +183,11 @@ impl Executor {
         loop {
             let next = {
                 let mut state = self.state();
+                // Runs queued during a shutdown stay QUEUED in the log; the next start queues
+                // them again.
+                if state.shutting_down {
+                    return;
+                }
                 let slot = state.envs.entry(env.id.clone()).or_default();
                 if slot.running >= env.max_concurrent {
                     return;
@@ -194,7 +218,58 @@ impl Executor {
             let slot = state.envs.entry(env.id.clone()).or_default();
             slot.running = slot.running.saturating_sub(1);
         }
+        self.released.notify_waiters();
         self.pump(runs, env);
+    }
+
+    /// Whether `shutdown` has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.state().shutting_down
+    }
+
+    /// Slots in use in all environments: executions starting, running or being stopped.
+    fn running(&self) -> usize {
+        self.state().envs.values().map(|e| e.running).sum()
+    }
+
+    /// Shuts execution down: no queued run starts any more, every live execution is stopped
+    /// (its process tree gets SIGTERM, then SIGKILL after the grace), and each one is recorded
+    /// as `FAILED` with `interrupted_by_shutdown` — unless it succeeded or was cancelled first.
+    /// Returns once every slot is released, which is after those events are durable, or after
+    /// `limit`. Then it returns `false`, after SIGKILL to every process of this instance that
+    /// is still alive, so that no agent outlives the server; the next start records the runs
+    /// that are left, as after a crash.
+    pub async fn shutdown(&self, limit: std::time::Duration) -> bool {
+        let stopped = {
+            let mut state = self.state();
+            state.shutting_down = true;
+            for live in state.live.values() {
+                let _ = live.control.send(Control::Stop);
+            }
+            state.live.len()
+        };
+        tracing::info!(executions = stopped, "stopping the running agents");
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            // Registered before the check, so a release between the two is not missed.
+            let released = self.released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if self.running() == 0 {
+                return true;
+            }
+            if tokio::time::timeout_at(deadline, released).await.is_err() {
+                let instance = self.supervision.instance.clone();
+                let killed = tokio::task::spawn_blocking(move || process::kill_orphans(&instance))
+                    .await
+                    .unwrap_or(0);
+                tracing::warn!(
+                    killed,
+                    "agents were not stopped and recorded in time; killed what was left"
+                );
+                return false;
+            }
+        }
     }
 
     /// Launches an execution of the run's agent.
@@ -227,7 +302,11 @@ impl Executor {
         actix_rt::spawn(async move {
             let id = assignment.run.id;
             let configured = executor.configured_environment(&assignment.run).is_some();
+            // `live` holds this execution already, so a shutdown that began before this check
+            // is seen here, and one that begins after it sends the execution `Stop`.
+            let shutting_down = executor.state().shutting_down;
             let outcome = match environment.harness {
+                _ if shutting_down => None,
                 // Running it elsewhere could mean another harness and other credentials.
                 _ if !configured => Some(Err(crate::domain::StatusMessage {
                     message: format!(
@@ -259,6 +338,14 @@ impl Executor {
                     state.live.remove(&id);
                 }
             }
+            let outcome = match outcome {
+                Some(Ok(())) => Some(Ok(())),
+                // However it ended during a shutdown (stopped by it, or killed by a supervisor
+                // that signalled the agent's process group too), the shutdown ended it. A run
+                // cancelled meanwhile refuses this `Finish` (`StaleExecution`).
+                _ if executor.state().shutting_down => Some(Err(interrupted_by_shutdown())),
+                other => other,
+            };
             // `None`: the agent was stopped (the run is already cancelled).
             if let Some(outcome) = outcome {
                 let finish = Command::Finish { execution, outcome };

@@ -132,7 +132,8 @@ pub async fn stop_tree(group: Option<i32>, marker: &Marker, grace: Duration) {
     }
 }
 
-/// Kills every process left by an earlier server of this instance (startup, after a crash).
+/// Kills every process of this instance, without grace: at startup, the ones an earlier server
+/// left when it died; at a shutdown that ran out of time, the server's own.
 pub fn kill_orphans(instance: &str) -> usize {
     let pids = find(
         &Marker {
