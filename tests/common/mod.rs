@@ -267,7 +267,17 @@ impl Server {
 }
 
 impl Drop for Server {
+    /// A graceful stop (SIGTERM), so that agents a test leaves running do not outlive it; SIGKILL
+    /// if that takes more than 10 s. A server that was `kill`ed is already gone.
     fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while matches!(self.child.try_wait(), Ok(None)) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
         self.kill();
     }
 }
