@@ -243,7 +243,8 @@ impl Application {
     /// 1. stop accepting connections, and answer `/readyz` with 503 on the ones still open;
     /// 2. stop every running agent's process tree and record its run as interrupted (durably),
     ///    while requests in flight go on;
-    /// 3. stop the HTTP workers once their requests are done (at most `REQUEST_DRAIN_SECS`);
+    /// 3. end the live event streams (after the interruptions), and stop the HTTP workers once
+    ///    their requests are done (at most `REQUEST_DRAIN_SECS`);
     /// 4. a last group-commit sync, so that everything written is on disk.
     ///
     /// `Ok` means a clean shutdown. Runs left `QUEUED` stay queued and start after the next
@@ -279,6 +280,8 @@ impl Application {
                 "some runs were not recorded in time; the next start fails them as lost"
             );
         }
+        // Live event streams have had the interruptions published; now they may end.
+        state.closing.send_replace(true);
         handle.stop(true).await;
         if let Err(e) = serving.await {
             tracing::warn!(error = %e, "the HTTP server task ended abnormally");

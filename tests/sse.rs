@@ -134,3 +134,43 @@ async fn a_run_is_followed_live_and_resumed_where_the_client_left() {
         .expect("request");
     assert_eq!(r.status(), 400);
 }
+
+#[tokio::test]
+async fn a_shutdown_ends_live_streams_after_the_interruption() {
+    let mut server = Server::start();
+    server.wait_ready().await;
+    let id = server
+        .create(json!({"prompt": "long", "config": {"environment_id": "slow"}}))
+        .await;
+    server.wait_state(&id, "INPROGRESS").await;
+    let mut stream = Stream::open(&server, &id, None).await;
+    assert_eq!(stream.next().await.1, "Created");
+    assert_eq!(stream.next().await.1, "Started");
+
+    let started = Instant::now();
+    server.signal(nix::sys::signal::Signal::SIGTERM);
+    // The follower hears how the run ended, then the stream ends ...
+    let (_, event, data) = stream.next().await;
+    assert_eq!(event, "Failed", "{data}");
+    assert_eq!(
+        data["data"]["status_message"]["error_code"], "internal_error",
+        "{data}"
+    );
+    loop {
+        let chunk = tokio::time::timeout(Duration::from_secs(10), stream.response.chunk())
+            .await
+            .expect("the stream ends");
+        match chunk {
+            Ok(Some(_)) => continue,
+            Ok(None) | Err(_) => break,
+        }
+    }
+    // ... without holding the server's exit for the 10 s that requests in flight may take.
+    let status = server.wait_exit(20).await;
+    assert_eq!(status.code(), Some(0), "{}", server.log_text());
+    assert!(
+        started.elapsed() < Duration::from_secs(8),
+        "shutdown took {:?}",
+        started.elapsed()
+    );
+}

@@ -41,6 +41,9 @@ pub struct AppState {
     pub ready: std::sync::atomic::AtomicBool,
     /// Per-key token buckets; `None` when rate limiting is off.
     pub rate_limiter: Option<RateLimiter>,
+    /// Set once the shutdown has stopped the agents and recorded their runs: live event
+    /// streams then send what is new and end, instead of holding the workers' graceful stop.
+    pub closing: tokio::sync::watch::Sender<bool>,
 }
 
 impl AppState {
@@ -58,6 +61,7 @@ impl AppState {
             session_secret,
             idempotency_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
             ready: std::sync::atomic::AtomicBool::new(false),
+            closing: tokio::sync::watch::Sender::new(false),
         }
     }
 }

@@ -6,7 +6,10 @@
 //! so nothing is missed or repeated. The stream stays open after the run finishes, because a
 //! follow-up can resume it; a comment line every 15 s keeps proxies from closing an idle stream.
 //! Nothing is buffered per client beyond one read of new events: the actor only signals that
-//! the run changed (`actor::feed`), and the stream reads the log itself.
+//! the run changed (`actor::feed`), and the stream reads the log itself. When the service shuts
+//! down, each stream sends the events recorded up to then (the interruption of the run's
+//! execution among them) and ends; the client reconnects with `Last-Event-ID` once the service
+//! is back.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -39,7 +42,16 @@ struct Follow {
     next: u64,
     pending: VecDeque<Bytes>,
     heartbeat: tokio::time::Interval,
+    /// `AppState::closing`.
+    closing: tokio::sync::watch::Receiver<bool>,
+    /// The service is shutting down: end once the log has nothing newer.
+    closing_seen: bool,
     done: bool,
+}
+
+/// Returns once the service is closing, or its state is gone.
+async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
+    let _ = closing.wait_for(|closing| *closing).await;
 }
 
 pub async fn follow(
@@ -74,6 +86,8 @@ pub async fn follow(
         next,
         pending,
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
+        closing: state.closing.subscribe(),
+        closing_seen: false,
         done: false,
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
@@ -97,6 +111,12 @@ pub async fn follow(
                     }
                     continue;
                 }
+                Ok(_) if f.closing_seen => {
+                    f.pending
+                        .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
+                    f.done = true;
+                    continue;
+                }
                 Ok(_) => {}
                 Err(e) => {
                     // A damaged record (or a failing disk): say so in the stream and end it;
@@ -111,6 +131,7 @@ pub async fn follow(
             }
             tokio::select! {
                 () = f.subscription.changed() => {}
+                () = closed(&mut f.closing) => f.closing_seen = true,
                 _ = f.heartbeat.tick() => {
                     return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), f));
                 }

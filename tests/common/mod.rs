@@ -144,8 +144,17 @@ impl Server {
     /// Sends `signal` and waits for the server to exit; panics (with its stderr) if it does not
     /// within `secs` seconds.
     pub async fn stop_with(&mut self, signal: nix::sys::signal::Signal, secs: u64) -> ExitStatus {
+        self.signal(signal);
+        self.wait_exit(secs).await
+    }
+
+    pub fn signal(&self, signal: nix::sys::signal::Signal) {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, signal).expect("signal the server");
+    }
+
+    /// Waits for the server to exit; panics (with its stderr) if it does not within `secs`.
+    pub async fn wait_exit(&mut self, secs: u64) -> ExitStatus {
         let deadline = Instant::now() + Duration::from_secs(secs);
         loop {
             if let Some(status) = self.child.try_wait().expect("wait for the server") {
@@ -153,7 +162,7 @@ impl Server {
             }
             assert!(
                 Instant::now() < deadline,
-                "the server did not exit within {secs} s of {signal}; stderr:\n{}",
+                "the server did not exit within {secs} s; stderr:\n{}",
                 self.log_text()
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
