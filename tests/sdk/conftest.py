@@ -50,6 +50,11 @@ CONFIG = """\
 [server]
 bind = "127.0.0.1:0"
 
+# The suite polls and pages through one key far faster than a client should (and slower still
+# on a loaded machine); rate limiting has its own module, test_rate_limit.py.
+[limits]
+rate_limit = false
+
 # The first environment is the default one.
 [[environments]]
 id = "fast"
