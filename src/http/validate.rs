@@ -23,6 +23,31 @@ pub const MAX_METADATA_KEYS: usize = 20;
 pub const MAX_METADATA_FILTERS: usize = 5;
 const TITLE_FROM_PROMPT_CHARS: usize = 80;
 
+/// `sort_by` values of the list query. One table serves the parser and the OpenAPI document.
+pub const SORT_BY: [(&str, SortBy); 3] = [
+    ("updated_at", SortBy::UpdatedAt),
+    ("created_at", SortBy::CreatedAt),
+    ("title", SortBy::Title),
+];
+
+/// `sort_order` values of the list query.
+pub const SORT_ORDER: [(&str, Order); 2] = [("desc", Order::Desc), ("asc", Order::Asc)];
+
+/// States of the hosted service that runledger runs never take. As `state` filters they are
+/// accepted and match nothing, so a client written for the hosted service gets an empty list
+/// rather than a 400.
+pub const FOREIGN_STATES: [&str; 4] = ["PENDING", "CLAIMED", "BLOCKED", "ERROR"];
+
+/// List filters of the hosted service that name things runledger runs never have (schedules,
+/// artifacts, parent runs, automations): with any of them, whatever its value, nothing matches.
+pub const MATCH_NOTHING_PARAMS: [&str; 5] = [
+    "schedule_id",
+    "ancestor_run_id",
+    "artifact_type",
+    "factory_uid",
+    "automation_id",
+];
+
 fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.len() > max {
         return Err(ApiError::bad_request(format!(
@@ -338,6 +363,10 @@ pub fn parse_json<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, ApiE
     })
 }
 
+fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Option<T> {
+    table.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
 /// Parses the list query string (`state` repeats; `metadata[key]=value`).
 pub fn list_query(raw: &str) -> Result<Query, ApiError> {
     let mut q = Query {
@@ -383,26 +412,15 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             }
             "cursor" => seen_cursor = Some(value),
             "sort_by" => {
-                q.sort_by = match value.as_str() {
-                    "updated_at" => SortBy::UpdatedAt,
-                    "created_at" => SortBy::CreatedAt,
-                    "title" => SortBy::Title,
-                    _ => {
-                        return Err(ApiError::bad_request(
-                            "sort_by must be one of updated_at, created_at, title",
-                        ))
-                    }
-                }
+                q.sort_by = lookup(&SORT_BY, &value).ok_or_else(|| {
+                    ApiError::bad_request("sort_by must be one of updated_at, created_at, title")
+                })?;
             }
             "sort_order" => {
-                q.order = match value.as_str() {
-                    "desc" => Order::Desc,
-                    "asc" => Order::Asc,
-                    _ => return Err(ApiError::bad_request("sort_order must be asc or desc")),
-                }
+                q.order = lookup(&SORT_ORDER, &value)
+                    .ok_or_else(|| ApiError::bad_request("sort_order must be asc or desc"))?;
             }
-            // States of the hosted service that runledger runs never take.
-            "state" if ["PENDING", "CLAIMED", "BLOCKED", "ERROR"].contains(&value.as_str()) => {
+            "state" if FOREIGN_STATES.contains(&value.as_str()) => {
                 foreign_state = true;
             }
             "state" => {
@@ -429,9 +447,7 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
             "updated_after" => q.updated_after = Some(time("updated_after", &value, false)?),
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
             "skill" | "skill_spec" => q.skill_spec = Some(nonempty(value)?),
-            // Things of the hosted service that runledger runs never have: nothing matches.
-            "schedule_id" | "ancestor_run_id" | "artifact_type" | "factory_uid"
-            | "automation_id" => {
+            k if MATCH_NOTHING_PARAMS.contains(&k) => {
                 q.matches_nothing = true;
             }
             other => {
