@@ -393,7 +393,7 @@ const TRANSCRIPT_MAX_BYTES: u64 = 4 * 1024 * 1024;
     operation_id = "getRunTranscript",
     params(
         ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
-        ("offset" = Option<u64>, Query,
+        ("offset" = Option<u64>, Query, maximum = 9223372036854775807_u64,
          description = "Byte offset to start at: 0, or a `next_offset`."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000,
          description = "Most entries to return; 1000 when absent. A page also stops after 4 MiB."),
@@ -422,11 +422,19 @@ pub async fn transcript(
     if !(1..=10_000).contains(&limit) {
         return Err(ApiError::bad_request("limit must be from 1 to 10000"));
     }
+    // File offsets are signed 64-bit; a larger one cannot name a place in any transcript.
+    let offset = query.offset.unwrap_or(0);
+    if offset > i64::MAX as u64 {
+        return Err(ApiError::bad_request(format!(
+            "offset must be at most {}",
+            i64::MAX
+        )));
+    }
     let slice = state
         .runs
         .executor()
         .transcripts()
-        .read(id, query.offset.unwrap_or(0), limit, TRANSCRIPT_MAX_BYTES)
+        .read(id, offset, limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(TranscriptPage {
         run_id: id.to_string(),
