@@ -1,6 +1,10 @@
 //! JSON wire types of the v1 API (OpenAPI `RunAgentRequest`, `RunItem`, …) and their mapping
 //! to and from the domain. Field names and enums follow the OpenAPI document; optional fields
 //! are omitted rather than sent as null, because the official clients validate strictly.
+//!
+//! Each type also carries its schema in our own document (`/openapi.json`): what a handler
+//! serialises is what the document describes. String fields that hold a domain enum's wire
+//! name say so with `value_type`, pointing at a schema built from that enum's values.
 
 use std::collections::BTreeMap;
 
