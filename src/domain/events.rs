@@ -158,6 +158,12 @@ pub enum FollowupMode {
 }
 
 impl FollowupMode {
+    pub const ALL: [FollowupMode; 3] = [
+        FollowupMode::Normal,
+        FollowupMode::Plan,
+        FollowupMode::Orchestrate,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             FollowupMode::Normal => "normal",
@@ -167,12 +173,7 @@ impl FollowupMode {
     }
 
     pub fn parse(s: &str) -> Option<FollowupMode> {
-        match s {
-            "normal" => Some(FollowupMode::Normal),
-            "plan" => Some(FollowupMode::Plan),
-            "orchestrate" => Some(FollowupMode::Orchestrate),
-            _ => None,
-        }
+        FollowupMode::ALL.into_iter().find(|m| m.as_str() == s)
     }
 }
 

@@ -2,10 +2,12 @@
 //! leaked key can be revoked without downtime.
 
 use actix_web::{web, HttpResponse};
-use serde::Deserialize;
 
+use super::openapi::{
+    BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
+};
 use super::problem::ApiError;
-use super::wire::format_time;
+use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
 use super::{validate, AppState, Principal};
 use crate::actor::now;
 use crate::store::keys::{KeyKind, KeyRecord};
@@ -18,41 +20,63 @@ fn require_admin(key: &KeyRecord) -> Result<(), ApiError> {
     }
 }
 
+/// A key as the admin API and `runledger keys list --json` show it.
 pub fn key_json(k: &KeyRecord) -> serde_json::Value {
-    serde_json::json!({
-        "id": k.id,
-        "name": k.name,
-        "kind": k.kind.as_str(),
-        "admin": k.admin,
-        "created_at": format_time(k.created_at),
-        "revoked_at": k.revoked_at.map(format_time),
-    })
+    // A plain struct of strings and booleans always serialises.
+    serde_json::to_value(ApiKey::from(k)).unwrap_or(serde_json::Value::Null)
 }
 
+/// Every API key of the instance, revoked ones included.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/keys",
+    tag = "admin",
+    operation_id = "listApiKeys",
+    responses(
+        (status = 200, description = "The keys, without their secrets", body = ApiKeyList),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn list(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let keys = state.runs.store().keys().list()?;
-    Ok(HttpResponse::Ok()
-        .json(serde_json::json!({ "keys": keys.iter().map(key_json).collect::<Vec<_>>() })))
+    Ok(HttpResponse::Ok().json(ApiKeyList {
+        keys: keys.iter().map(ApiKey::from).collect(),
+    }))
 }
 
-#[derive(Deserialize)]
-struct CreateKey {
-    name: String,
-    kind: Option<String>,
-    admin: Option<bool>,
-}
-
+/// Create an API key. Its secret is in this answer only, which is sent once the key is durable.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/keys",
+    tag = "admin",
+    operation_id = "createApiKey",
+    request_body = CreateApiKeyRequest,
+    responses(
+        (status = 200, description = "The new key with its secret", body = CreatedApiKey,
+         links(("RevokeApiKey" = (operation_id = "revokeApiKey",
+                                  parameters(("key_id" = "$response.body#/id")))))),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 413, response = PayloadTooLarge),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn create(
     state: web::Data<AppState>,
     Principal(key): Principal,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
-    let request: CreateKey = validate::parse_json(&body)?;
+    let request: CreateApiKeyRequest = validate::parse_json(&body)?;
     if request.name.trim().is_empty() || request.name.len() > 128 {
         return Err(ApiError::bad_request("name must be 1-128 bytes"));
     }
@@ -67,11 +91,29 @@ pub async fn create(
             .keys()
             .create(&request.name, kind, request.admin.unwrap_or(false), now())?;
     store.sync().await?;
-    let mut body = key_json(&record);
-    body["key"] = serde_json::json!(secret);
-    Ok(HttpResponse::Ok().json(body))
+    Ok(HttpResponse::Ok().json(CreatedApiKey {
+        record: ApiKey::from(&record),
+        key: &secret,
+    }))
 }
 
+/// Revoke an API key; it is refused from its next request on. Revoking twice keeps the first
+/// `revoked_at`.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/keys/{key_id}/revoke",
+    tag = "admin",
+    operation_id = "revokeApiKey",
+    params(("key_id" = String, Path, description = "The key's `id`.")),
+    responses(
+        (status = 200, description = "The revoked key", body = ApiKey),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn revoke(
     path: web::Path<String>,
     state: web::Data<AppState>,
@@ -84,5 +126,5 @@ pub async fn revoke(
         .revoke(&path, now())?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
     store.sync().await?;
-    Ok(HttpResponse::Ok().json(key_json(&record)))
+    Ok(HttpResponse::Ok().json(ApiKey::from(&record)))
 }

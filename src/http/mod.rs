@@ -3,6 +3,7 @@
 
 mod admin;
 pub use admin::key_json as admin_key_json;
+pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
 mod runs;
@@ -25,6 +26,7 @@ use crate::config::Config;
 use crate::store::keys::KeyRecord;
 use problem::{ApiError, REQUEST};
 use ratelimit::RateLimiter;
+use wire::{Health, HealthStatus, Ready, ReadyStatus};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -229,6 +231,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/openapi.json")
+                .get(openapi::document)
+                .default_service(only("GET")),
+        )
+        .service(
             web::resource("/sessions/{run_id}")
                 .get(session::page)
                 .default_service(only("GET")),
@@ -309,19 +316,52 @@ pub fn app(
         .configure(configure)
 }
 
+/// Liveness: the process serves requests.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "service",
+    operation_id = "health",
+    responses((status = 200, description = "Alive", body = Health))
+)]
 async fn health() -> HttpResponse {
-    HttpResponse::Ok().json(serde_json::json!({"status": "ok"}))
+    HttpResponse::Ok().json(Health {
+        status: HealthStatus::Ok,
+    })
 }
 
+/// Readiness: startup recovery (re-queueing the waiting runs) is done.
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "service",
+    operation_id = "ready",
+    responses(
+        (status = 200, description = "Ready", body = Ready),
+        (status = 503, response = openapi::Unavailable),
+    )
+)]
 async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     if state.ready.load(std::sync::atomic::Ordering::Acquire) {
-        Ok(HttpResponse::Ok().json(serde_json::json!({"status": "ready"})))
+        Ok(HttpResponse::Ok().json(Ready {
+            status: ReadyStatus::Ready,
+        }))
     } else {
         Err(ApiError::unavailable("the service is still recovering"))
     }
 }
 
 /// Prometheus text exposition of the service's gauges and counters.
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "service",
+    operation_id = "metrics",
+    responses(
+        (status = 200, description = "Prometheus text format 0.0.4", body = String,
+         content_type = "text/plain"),
+    )
+)]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     use std::fmt::Write;
     let runs = &state.runs;

@@ -160,16 +160,31 @@ impl ApiError {
     }
 }
 
-#[derive(Serialize)]
-struct Problem<'a> {
+/// An error answer (OpenAPI `Error`, RFC 7807), sent as `application/problem+json`.
+#[derive(Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct Problem<'a> {
+    /// `https://docs.warp.dev/reference/api-and-sdk/troubleshooting/errors/` followed by the
+    /// `PlatformErrorCode`.
     #[serde(rename = "type")]
+    #[schema(format = "uri")]
     kind: String,
+    /// A short summary of the problem type.
+    #[schema(value_type = String)]
     title: &'a str,
+    /// The HTTP status code.
+    #[schema(minimum = 400, maximum = 599)]
     status: u16,
+    /// What went wrong in this request.
+    #[schema(value_type = String)]
     detail: &'a str,
+    /// The request path.
     instance: String,
+    /// `title (detail)`, for older clients.
     error: String,
+    /// Whether retrying the same request may succeed.
     retryable: bool,
+    /// The request id, also sent as the `x-request-id` header.
     trace_id: String,
 }
 

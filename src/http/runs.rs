@@ -1,11 +1,18 @@
-//! Handlers of the run endpoints.
+//! Handlers of the run endpoints. Each handler's `#[utoipa::path]` attribute is its entry in
+//! the OpenAPI document and lists every status it can answer.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use super::problem::ApiError;
-use super::wire::{format_time, Links, RunAgentResponse, RunItem};
+use super::openapi::{
+    BadRequest, Conflict, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
+};
+use super::problem::{ApiError, Problem};
+use super::wire::{
+    self, format_time, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest, FollowupResponse,
+    Links, ListEnvironmentsResponse, ListRunsResponse, PageInfo, RunAgentRequest, RunAgentResponse,
+    RunEvent, RunEvents, RunItem, TranscriptEntry, TranscriptPage,
+};
 use super::{validate, AppState, Principal};
 use crate::actor::now;
 use crate::domain::{Command, Creator, Run, RunId};
@@ -37,6 +44,43 @@ fn created_response(run: &Run, at_capacity: bool) -> HttpResponse {
     })
 }
 
+/// Create a run. It is answered at once with state `QUEUED` (the agent starts
+/// asynchronously), once the run is durable. Either `prompt` or a skill is required.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/runs",
+    tag = "runs",
+    operation_id = "createRun",
+    request_body = RunAgentRequest,
+    params(
+        ("Idempotency-Key" = Option<String>, Header, min_length = 1, max_length = 255,
+         description = "Makes retries safe: within 24 h, the same key with the same body \
+                        answers the first run; with a different body, 409."),
+    ),
+    responses(
+        (status = 200, description = "The run was created (or found, for a repeated \
+                                      Idempotency-Key)", body = RunAgentResponse,
+         links(
+             ("GetRun" = (operation_id = "getRun",
+                          parameters(("run_id" = "$response.body#/run_id")))),
+             ("SubmitFollowup" = (operation_id = "submitFollowup",
+                                  parameters(("run_id" = "$response.body#/run_id")))),
+             ("CancelRun" = (operation_id = "cancelRun",
+                             parameters(("run_id" = "$response.body#/run_id")))),
+             ("ListRunEvents" = (operation_id = "listRunEvents",
+                                 parameters(("run_id" = "$response.body#/run_id")))),
+             ("GetRunTranscript" = (operation_id = "getRunTranscript",
+                                    parameters(("run_id" = "$response.body#/run_id")))),
+         )),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn create(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -122,19 +166,52 @@ pub async fn create(
     Ok(created_response(&outcome.run, outcome.at_capacity))
 }
 
-#[derive(Serialize)]
-struct PageInfo {
-    has_next_page: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_cursor: Option<String>,
-}
-
-#[derive(Serialize)]
-struct ListRunsResponse<'a> {
-    runs: Vec<RunItem<'a>>,
-    page_info: PageInfo,
-}
-
+/// List runs: filters, sort and cursor pagination. Paging through with `next_cursor` returns
+/// every matching run exactly once while nothing changes.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs",
+    tag = "runs",
+    operation_id = "listRuns",
+    params(
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 500,
+         description = "Page size, 1-500; 20 when absent."),
+        ("cursor" = Option<String>, Query,
+         description = "`next_cursor` of the previous page; only valid with the same filters and sort."),
+        ("sort_by" = inline(Option<wire::SortBySchema>), Query, description = "`updated_at` when absent."),
+        ("sort_order" = inline(Option<wire::SortOrderSchema>), Query, description = "`desc` when absent."),
+        ("state" = inline(Option<Vec<wire::StateFilterSchema>>), Query, style = Form, explode,
+         description = "Any of these states. `PENDING`, `CLAIMED`, `BLOCKED` and `ERROR` match nothing."),
+        ("name" = Option<String>, Query, min_length = 1, description = "Exact `agent_config.name`."),
+        ("config_name" = Option<String>, Query, min_length = 1, description = "Alias of `name`."),
+        ("model_id" = Option<String>, Query, min_length = 1, description = "Exact `agent_config.model_id`."),
+        ("creator" = Option<String>, Query, min_length = 1, description = "Exact `creator.uid` (an API key id)."),
+        ("source" = Option<wire::SourceTypeSchema>, Query),
+        ("environment_id" = Option<String>, Query, min_length = 1,
+         description = "Exact `agent_config.environment_id`."),
+        ("created_after" = Option<String>, Query, format = DateTime,
+         description = "Exclusive; RFC 3339, UTC when the offset is missing."),
+        ("created_before" = Option<String>, Query, format = DateTime, description = "Exclusive."),
+        ("updated_after" = Option<String>, Query, format = DateTime, description = "Exclusive."),
+        ("skill" = Option<String>, Query, min_length = 1, description = "Exact `agent_config.skill_spec`."),
+        ("skill_spec" = Option<String>, Query, min_length = 1, description = "Alias of `skill`."),
+        ("q" = Option<String>, Query,
+         description = "Case-insensitive substring of the title, prompt or skill spec."),
+        ("metadata" = inline(Option<wire::MetadataFilterSchema>), Query, style = DeepObject, explode,
+         description = "`metadata[key]=value`: exact matches, ANDed, at most 5 keys."),
+        ("schedule_id" = Option<String>, Query, description = "runledger has no schedules: matches nothing."),
+        ("ancestor_run_id" = Option<String>, Query, description = "runledger runs have no parents: matches nothing."),
+        ("artifact_type" = Option<String>, Query, description = "runledger runs have no artifacts: matches nothing."),
+        ("execution_location" = Option<String>, Query, description = "Ignored."),
+    ),
+    responses(
+        (status = 200, description = "One page of runs", body = ListRunsResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn list(
     req: HttpRequest,
     state: web::Data<AppState>,
@@ -143,16 +220,32 @@ pub async fn list(
     let query = validate::list_query(req.query_string())?;
     let page = state.runs.list(&query)?;
     let links = links(&state);
-    let body = ListRunsResponse {
+    Ok(HttpResponse::Ok().json(ListRunsResponse {
         runs: page.runs.iter().map(|r| RunItem::from(r, &links)).collect(),
         page_info: PageInfo {
             has_next_page: page.next_cursor.is_some(),
             next_cursor: page.next_cursor.map(|c| c.encode()),
         },
-    };
-    Ok(HttpResponse::Ok().json(body))
+    }))
 }
 
+/// One run in full.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs/{run_id}",
+    tag = "runs",
+    operation_id = "getRun",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The run", body = RunItem),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn get(
     path: web::Path<String>,
     state: web::Data<AppState>,
@@ -166,6 +259,30 @@ pub async fn get(
     Ok(HttpResponse::Ok().json(RunItem::from(&run, &links(&state))))
 }
 
+/// Send a follow-up message. A queued run keeps it for its agent, a running agent gets it at
+/// once, and a finished run resumes: back to `QUEUED`, then a new execution continues from the
+/// message.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/runs/{run_id}/followups",
+    tag = "runs",
+    operation_id = "submitFollowup",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    request_body = FollowupRequest,
+    responses(
+        (status = 200, description = "The follow-up is durable", body = FollowupResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn followup(
     path: web::Path<String>,
     state: web::Data<AppState>,
@@ -185,12 +302,34 @@ pub async fn followup(
             },
         )
         .await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({
-        "run_id": outcome.run.id.to_string(),
-        "state": outcome.run.state.as_str(),
-    })))
+    Ok(HttpResponse::Ok().json(FollowupResponse {
+        run_id: outcome.run.id.to_string(),
+        state: outcome.run.state.as_str(),
+    }))
 }
 
+/// Cancel a `QUEUED` or `INPROGRESS` run; the agent's whole process tree is stopped.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/runs/{run_id}/cancel",
+    tag = "runs",
+    operation_id = "cancelRun",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The run is cancelled; the body is its id as a JSON string",
+         body = String, content_type = "application/json"),
+        (status = 400, description = "The run is already in a terminal state (`invalid_request`)",
+         body = Problem, content_type = "application/problem+json"),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn cancel(
     path: web::Path<String>,
     state: web::Data<AppState>,
@@ -204,6 +343,29 @@ pub async fn cancel(
     Ok(HttpResponse::Ok().json(outcome.run.id.to_string()))
 }
 
+/// The run's full event history, oldest first (runledger's own endpoint).
+///
+/// With `Accept: text/event-stream` the answer is instead a Server-Sent Events stream: the
+/// history, then each new event once durable (`id` = sequence number, `event` = type, `data` =
+/// the same event object), resumable with `Last-Event-ID` (a non-numeric one is a 400). The
+/// stream stays open after the run finishes. See `docs/api.md`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs/{run_id}/events",
+    tag = "runs",
+    operation_id = "listRunEvents",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "Every event of the run", body = RunEvents),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn events(
     req: HttpRequest,
     path: web::Path<String>,
@@ -218,13 +380,37 @@ pub async fn events(
     if events.is_empty() {
         return Err(ApiError::not_found("no run with this id"));
     }
-    let events: Vec<_> = events.iter().map(super::wire::event_json).collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "run_id": id.to_string(), "events": events })))
+    Ok(HttpResponse::Ok().json(RunEvents {
+        run_id: id.to_string(),
+        events: events.iter().map(RunEvent::from).collect(),
+    }))
 }
 
 /// Largest slice of a transcript file one request reads.
 const TRANSCRIPT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
+/// One page of the run's transcript: agent output, commands and follow-ups, oldest first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs/{run_id}/transcript",
+    tag = "runs",
+    operation_id = "getRunTranscript",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+        ("offset" = Option<u64>, Query, maximum = 9223372036854775807_u64,
+         description = "Byte offset to start at: 0, or a `next_offset`."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000,
+         description = "Most entries to return; 1000 when absent. A page also stops after 4 MiB."),
+    ),
+    responses(
+        (status = 200, description = "A page of the transcript", body = TranscriptPage),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn transcript(
     req: HttpRequest,
     path: web::Path<String>,
@@ -243,51 +429,60 @@ pub async fn transcript(
         .transcripts()
         .read(id, offset, limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
-    let entries: Vec<_> = slice
-        .entries
-        .iter()
-        .map(|(offset, e)| {
-            serde_json::json!({
-                "offset": offset,
-                "at": format_time(e.at),
-                "execution": e.execution,
-                "stream": e.stream,
-                "text": e.text,
+    Ok(HttpResponse::Ok().json(TranscriptPage {
+        run_id: id.to_string(),
+        state: run.state.as_str(),
+        entries: slice
+            .entries
+            .iter()
+            .map(|(offset, e)| TranscriptEntry {
+                offset: *offset,
+                at: format_time(e.at),
+                execution: e.execution,
+                stream: &e.stream,
+                text: &e.text,
             })
-        })
-        .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({
-        "run_id": id.to_string(),
-        "state": run.state.as_str(),
-        "entries": entries,
-        "next_offset": slice.next_offset,
+            .collect(),
+        next_offset: slice.next_offset,
         // A finished run's transcript does not grow; a trailing cut line (left by a crash) is
         // not "more" to wait for.
-        "has_more": slice.more && !(run.state.is_terminal() && slice.entries.is_empty()),
-    })))
+        has_more: slice.more && !(run.state.is_terminal() && slice.entries.is_empty()),
+    }))
 }
 
+/// The configured environments, the default one first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/environments",
+    tag = "runs",
+    operation_id = "listEnvironments",
+    responses(
+        (status = 200, description = "The configured environments", body = ListEnvironmentsResponse),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
 pub async fn environments(
     state: web::Data<AppState>,
     _: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let last_updated = format_time(state.config.loaded_at);
-    let environments: Vec<_> = state
-        .config
-        .environments
-        .iter()
-        .map(|e| {
-            let mut config = serde_json::json!({ "name": e.name, "setup_commands": e.setup });
-            if let Some(d) = &e.description {
-                config["description"] = serde_json::json!(d);
-            }
-            serde_json::json!({
-                "uid": e.id,
-                "config": config,
-                "last_updated": last_updated,
-                "setup_failed": false,
+    Ok(HttpResponse::Ok().json(ListEnvironmentsResponse {
+        environments: state
+            .config
+            .environments
+            .iter()
+            .map(|e| CloudEnvironment {
+                uid: &e.id,
+                config: CloudEnvironmentConfig {
+                    name: &e.name,
+                    description: e.description.as_deref(),
+                    setup_commands: &e.setup,
+                },
+                last_updated: last_updated.clone(),
+                setup_failed: false,
             })
-        })
-        .collect();
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "environments": environments })))
+            .collect(),
+    }))
 }

@@ -6,6 +6,7 @@ use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
 
+use super::openapi::{InternalError, NotFound};
 use super::problem::ApiError;
 use super::wire::{format_time, session_token};
 use super::AppState;
@@ -31,6 +32,24 @@ fn escape(s: &str) -> String {
     out
 }
 
+/// A run's transcript as an HTML page (the `session_link`), reachable without an API key
+/// through its token. Without the right token the page does not exist.
+#[utoipa::path(
+    get,
+    path = "/sessions/{run_id}",
+    tag = "service",
+    operation_id = "sessionPage",
+    params(
+        ("run_id" = String, Path, description = "The run's id."),
+        ("token" = Option<String>, Query, description = "The capability token of the run's `session_link`."),
+    ),
+    responses(
+        (status = 200, description = "The latest 256 KiB of the transcript as HTML",
+         body = String, content_type = "text/html"),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    )
+)]
 pub async fn page(
     path: web::Path<String>,
     query: web::Query<TokenQuery>,

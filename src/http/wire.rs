@@ -1,15 +1,28 @@
 //! JSON wire types of the v1 API (OpenAPI `RunAgentRequest`, `RunItem`, …) and their mapping
 //! to and from the domain. Field names and enums follow the OpenAPI document; optional fields
 //! are omitted rather than sent as null, because the official clients validate strictly.
+//!
+//! Each type also carries its schema in our own document (`/openapi.json`): what a handler
+//! serialises is what the document describes. String fields that hold a domain enum's wire
+//! name say so with `value_type`, pointing at a schema built from that enum's values.
 
 use std::collections::BTreeMap;
+
+use std::borrow::Cow;
 
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use time::format_description::well_known::Rfc3339;
 use time::OffsetDateTime;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
+use utoipa::ToSchema;
 
-use crate::domain::{AgentConfig, CreatorKind, McpServer, Run, RunId, StatusMessage, Timestamp};
+use crate::domain::{
+    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, Run, RunId, RunState,
+    SourceType, StatusMessage, Timestamp,
+};
+use crate::store::keys::{KeyKind, KeyRecord};
 
 /// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`. Written by hand (days to
 /// civil date, after Howard Hinnant's algorithm): list responses format three times per run.
@@ -147,82 +160,305 @@ pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
         .collect()
 }
 
+// ---- schemas of string enums ----
+
+/// A string schema listing `values`.
+fn string_enum(description: &str, values: impl IntoIterator<Item = &'static str>) -> Schema {
+    ObjectBuilder::new()
+        .schema_type(Type::String)
+        .description(Some(description))
+        .enum_values(Some(values))
+        .into()
+}
+
+/// Declares a type that is never constructed: it only lends a string-enum schema to
+/// `#[schema(value_type = ...)]`. The values come from the code that produces or parses them
+/// (a domain enum's `ALL` and `as_str`, or a parser's table), so the document cannot list a
+/// value the service never sends or refuses.
+macro_rules! string_enum_schema {
+    ($(#[doc = $doc:literal])+ $ty:ident as $name:literal = $values:expr) => {
+        $(#[doc = $doc])+
+        pub enum $ty {}
+
+        impl utoipa::PartialSchema for $ty {
+            fn schema() -> RefOr<Schema> {
+                string_enum(concat!($($doc),+).trim(), $values).into()
+            }
+        }
+
+        impl ToSchema for $ty {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed($name)
+            }
+        }
+    };
+}
+
+string_enum_schema! {
+    /// State of a run. runledger's runs take only these states of the OpenAPI `RunState`.
+    RunStateSchema as "RunState" = RunState::ALL.map(RunState::as_str)
+}
+
+string_enum_schema! {
+    /// Source that created the run (OpenAPI `RunSourceType`).
+    SourceTypeSchema as "RunSourceType" = SourceType::ALL.map(SourceType::as_str)
+}
+
+string_enum_schema! {
+    /// How the agent should treat a follow-up message.
+    FollowupModeSchema as "FollowupMode" = FollowupMode::ALL.map(FollowupMode::as_str)
+}
+
+string_enum_schema! {
+    /// Kind of an API key: `personal` keys attribute runs to their user, `agent` keys to a
+    /// service account.
+    KeyKindSchema as "ApiKeyKind" = KeyKind::ALL.map(KeyKind::as_str)
+}
+
+/// The OpenAPI `PlatformErrorCode` values. runledger's failures use `environment_setup_failed`
+/// and `internal_error`; its problem responses use the codes in `http/problem.rs`.
+pub const PLATFORM_ERROR_CODES: [&str; 16] = [
+    "insufficient_credits",
+    "feature_not_available",
+    "external_authentication_required",
+    "not_authorized",
+    "invalid_request",
+    "resource_not_found",
+    "budget_exceeded",
+    "integration_disabled",
+    "integration_not_configured",
+    "operation_not_supported",
+    "environment_setup_failed",
+    "content_policy_violation",
+    "conflict",
+    "authentication_required",
+    "resource_unavailable",
+    "internal_error",
+];
+
+string_enum_schema! {
+    /// Machine-readable error code (OpenAPI `PlatformErrorCode`).
+    PlatformErrorCodeSchema as "PlatformErrorCode" = PLATFORM_ERROR_CODES
+}
+
+string_enum_schema! {
+    /// Sort field of a list query.
+    SortBySchema as "SortBy" = super::validate::SORT_BY.map(|(name, _)| name)
+}
+
+string_enum_schema! {
+    /// Sort direction of a list query.
+    SortOrderSchema as "SortOrder" = super::validate::SORT_ORDER.map(|(name, _)| name)
+}
+
+string_enum_schema! {
+    /// A `state` filter: runledger's states, and the hosted service's others, which match
+    /// nothing.
+    StateFilterSchema as "RunStateFilter" = RunState::ALL
+        .map(RunState::as_str)
+        .into_iter()
+        .chain(super::validate::FOREIGN_STATES)
+}
+
+/// The `metadata[key]=value` filters of a list query.
+pub enum MetadataFilterSchema {}
+
+impl utoipa::PartialSchema for MetadataFilterSchema {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::Object)
+            .max_properties(Some(super::validate::MAX_METADATA_FILTERS))
+            .property_names(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .pattern(Some(METADATA_KEY_PATTERN)),
+            ))
+            .additional_properties(Some(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .max_length(Some(256)),
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for MetadataFilterSchema {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("MetadataFilter")
+    }
+}
+
 // ---- requests ----
 
-#[derive(Debug, Deserialize)]
+/// An MCP server for the agent (OpenAPI `MCPServerConfig`). Exactly one of `warp_id`,
+/// `command` and `url` must be set. `args`, `env` and `headers` together hold at most 8192
+/// bytes.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = MCPServerConfigRequest)]
 pub struct McpServerIn {
+    /// Reference to a shared MCP server (passed to the agent as given). At most 2048 bytes.
+    #[schema(min_length = 1, max_length = 2048)]
     pub warp_id: Option<String>,
+    /// Stdio transport: the command to run. At most 2048 bytes.
+    #[schema(min_length = 1, max_length = 2048)]
     pub command: Option<String>,
+    /// Stdio transport: the command's arguments.
     pub args: Option<Vec<String>>,
+    /// SSE/HTTP transport: an `http://` or `https://` URL without whitespace. At most 2048 bytes.
+    #[schema(max_length = 2048, pattern = r"^https?://\S+$")]
     pub url: Option<String>,
+    /// Environment variables for the server.
     pub env: Option<BTreeMap<String, String>>,
+    /// HTTP headers for the SSE/HTTP transport.
     pub headers: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// The agent configuration of a create request (OpenAPI `AmbientAgentConfig`). Other fields
+/// of the hosted service's config are accepted and ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+#[schema(as = AgentConfigRequest)]
 pub struct AgentConfigIn {
+    /// Label for grouping and filtering; set from the skill when absent. 1–256 bytes.
+    #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
+    /// Model to use; the environment's `model_id` when absent. 1–256 bytes.
+    #[schema(min_length = 1, max_length = 256)]
     pub model_id: Option<String>,
+    /// Custom base prompt for the agent. At most 16 KiB.
+    #[schema(max_length = 16384)]
     pub base_prompt: Option<String>,
+    /// A configured environment's id; the first configured environment when absent.
+    #[schema(min_length = 1, max_length = 256)]
     pub environment_id: Option<String>,
+    /// `owner/repo:skill-name` or `owner/repo:path/to/SKILL.md`. At most 256 bytes. (The
+    /// pattern is the shape; `validate::skill_name` checks more, such as no `..` in a path.)
+    #[schema(max_length = 256, pattern = r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+:\S+$")]
     pub skill_spec: Option<String>,
+    /// MCP servers by name (names 1–64 bytes), at most 16.
     pub mcp_servers: Option<BTreeMap<String, McpServerIn>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Metadata of a create request: at most 20 keys of 1–64 characters `[A-Za-z0-9._-]`, each
+/// value at most 256 bytes without NUL.
+fn metadata_request_schema() -> Schema {
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "Free-form labels: at most 20 keys of 1-64 characters [A-Za-z0-9._-], each value \
+             at most 256 bytes without NUL.",
+        ))
+        .max_properties(Some(super::validate::MAX_METADATA_KEYS))
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(METADATA_KEY_PATTERN)),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(256)),
+        ))
+        .into()
+}
+
+/// What a metadata key must match (checked by `validate::metadata_pair`).
+pub const METADATA_KEY_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
+
+/// Request body of a create (OpenAPI `RunAgentRequest`). Either `prompt` or a skill (`skill`
+/// or `config.skill_spec`) is required. Other fields of the hosted service's request are
+/// accepted and ignored.
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct RunAgentRequest {
+    /// The instruction for the agent. At most 64 KiB; required unless a skill is given.
+    #[schema(max_length = 65536)]
     pub prompt: Option<String>,
+    /// Skill to run (`owner/repo:skill-name` or `owner/repo:path/to/SKILL.md`); takes
+    /// precedence over `config.skill_spec`. At most 256 bytes.
+    #[schema(max_length = 256, pattern = r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+:\S+$")]
     pub skill: Option<String>,
     pub config: Option<AgentConfigIn>,
+    /// Title of the run (at most 256 characters, not blank); generated from the prompt when
+    /// absent.
+    #[schema(min_length = 1, max_length = 256)]
     pub title: Option<String>,
+    #[schema(schema_with = metadata_request_schema)]
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
-#[derive(Debug, Deserialize)]
+/// Request body of a follow-up.
+#[derive(Debug, Deserialize, ToSchema)]
 pub struct FollowupRequest {
+    /// The message for the agent: not blank, at most 64 KiB. (Optional for serde so that a
+    /// missing message gets a precise 400.)
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 65536,
+             pattern = r"\S")]
     pub message: Option<String>,
+    /// `normal` when absent.
+    #[schema(value_type = Option<FollowupModeSchema>)]
     pub mode: Option<String>,
 }
 
 // ---- responses ----
 
-#[derive(Debug, Serialize)]
+/// Answer of a create (OpenAPI `RunAgentResponse`).
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RunAgentResponse {
     pub run_id: String,
+    /// The same as `run_id`.
+    #[schema(deprecated)]
     pub task_id: String,
+    #[schema(value_type = RunStateSchema)]
     pub state: &'static str,
+    /// Whether the run had to wait for a free slot of its environment when it was queued.
     pub at_capacity: bool,
 }
 
-#[derive(Debug, Serialize)]
+/// An MCP server as stored (OpenAPI `MCPServerConfig`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = MCPServerConfig)]
 pub struct McpServerOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub warp_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub command: Option<&'a str>,
     #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    #[schema(value_type = Vec<String>)]
     pub args: &'a [String],
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, format = "uri")]
     pub url: Option<&'a str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub env: &'a BTreeMap<String, String>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub headers: &'a BTreeMap<String, String>,
 }
 
-#[derive(Debug, Serialize)]
+/// The resolved configuration of a run (OpenAPI `AmbientAgentConfig`): `model_id` and
+/// `environment_id` are always filled in.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = AmbientAgentConfig)]
 pub struct AgentConfigOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub name: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub model_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub base_prompt: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub environment_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub skill_spec: Option<&'a str>,
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, McpServerOut>)]
     pub mcp_servers: BTreeMap<&'a str, McpServerOut<'a>>,
 }
 
@@ -255,46 +491,116 @@ impl<'a> AgentConfigOut<'a> {
     }
 }
 
-#[derive(Debug, Serialize)]
+/// Who created a run: the kind of its API key.
+#[derive(Debug, Clone, Copy, Serialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum CreatorType {
+    User,
+    ServiceAccount,
+}
+
+impl From<CreatorKind> for CreatorType {
+    fn from(k: CreatorKind) -> CreatorType {
+        match k {
+            CreatorKind::User => CreatorType::User,
+            CreatorKind::ServiceAccount => CreatorType::ServiceAccount,
+        }
+    }
+}
+
+/// The creator of a run (OpenAPI `RunCreatorInfo`): `uid` and `display_name` are the id and
+/// name of the API key that created it.
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = RunCreatorInfo)]
 pub struct CreatorOut<'a> {
     #[serde(rename = "type")]
-    pub kind: &'static str,
+    pub kind: CreatorType,
+    #[schema(value_type = String)]
     pub uid: &'a str,
+    #[schema(value_type = String)]
     pub display_name: &'a str,
 }
 
-#[derive(Debug, Serialize)]
+impl<'a> CreatorOut<'a> {
+    pub fn from(c: &'a Creator) -> Self {
+        CreatorOut {
+            kind: c.kind.into(),
+            uid: &c.uid,
+            display_name: &c.display_name,
+        }
+    }
+}
+
+/// Why a run failed (OpenAPI `RunStatusMessage`).
+#[derive(Debug, Serialize, ToSchema)]
+#[schema(as = RunStatusMessage)]
 pub struct StatusMessageOut<'a> {
+    #[schema(value_type = String)]
     pub message: &'a str,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = PlatformErrorCodeSchema)]
     pub error_code: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub retryable: Option<bool>,
 }
 
-#[derive(Debug, Serialize)]
+impl<'a> StatusMessageOut<'a> {
+    pub fn from(s: &'a StatusMessage) -> Self {
+        StatusMessageOut {
+            message: &s.message,
+            error_code: s.error_code.as_deref(),
+            retryable: s.retryable,
+        }
+    }
+}
+
+/// One run in full (OpenAPI `RunItem`). Absent optional fields are omitted, never null.
+#[derive(Debug, Serialize, ToSchema)]
 pub struct RunItem<'a> {
+    /// A ULID: 26 Crockford base-32 characters whose time part is `created_at`.
     pub run_id: String,
+    /// The same as `run_id`.
+    #[schema(deprecated)]
     pub task_id: String,
+    #[schema(value_type = String)]
     pub title: &'a str,
+    #[schema(value_type = RunStateSchema)]
     pub state: &'static str,
+    #[schema(value_type = String)]
     pub prompt: &'a str,
+    #[schema(format = DateTime)]
     pub created_at: String,
+    #[schema(format = DateTime)]
     pub updated_at: String,
+    /// Start of the first execution.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, format = DateTime)]
     pub started_at: Option<String>,
+    #[schema(value_type = SourceTypeSchema)]
     pub source: &'static str,
     pub creator: CreatorOut<'a>,
     pub agent_config: AgentConfigOut<'a>,
+    /// The run id's 128 bits as a UUID; set once an execution has started.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, format = "uuid")]
     pub session_id: Option<String>,
+    /// The run's transcript page, openable without an API key; set once an execution has
+    /// started.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String, format = "uri")]
     pub session_link: Option<String>,
+    /// Set while the run is `FAILED`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = StatusMessageOut)]
     pub status_message: Option<StatusMessageOut<'a>>,
+    /// ISO 8601 duration of all executions so far, e.g. `PT2.004S`.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
     pub run_time: Option<String>,
+    /// The metadata given at create, when there is any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: &'a BTreeMap<String, String>,
 }
 
@@ -318,14 +624,7 @@ impl<'a> RunItem<'a> {
             updated_at: format_time(run.updated_at),
             started_at: run.started_at.map(format_time),
             source: run.source.as_str(),
-            creator: CreatorOut {
-                kind: match run.creator.kind {
-                    CreatorKind::User => "user",
-                    CreatorKind::ServiceAccount => "service_account",
-                },
-                uid: &run.creator.uid,
-                display_name: &run.creator.display_name,
-            },
+            creator: CreatorOut::from(&run.creator),
             agent_config: AgentConfigOut::from(&run.config),
             session_id: session.then(|| session_id(run.id)),
             session_link: session.then(|| {
@@ -335,13 +634,7 @@ impl<'a> RunItem<'a> {
                     session_token(links.secret, run.id)
                 )
             }),
-            status_message: run.status_message.as_ref().map(|s: &'a StatusMessage| {
-                StatusMessageOut {
-                    message: &s.message,
-                    error_code: s.error_code.as_deref(),
-                    retryable: s.retryable,
-                }
-            }),
+            status_message: run.status_message.as_ref().map(StatusMessageOut::from),
             run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
             metadata: &run.metadata,
             run_id: id,
@@ -349,45 +642,285 @@ impl<'a> RunItem<'a> {
     }
 }
 
-/// One stored event as JSON (the events endpoint and `runledger export` / `events --json`).
+/// Paging state of a list answer (OpenAPI `PageInfo`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PageInfo {
+    /// Exact: the server looks one match ahead.
+    pub has_next_page: bool,
+    /// Opaque; present exactly when `has_next_page` is true. Valid only with the same filters
+    /// and sort.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
+    pub next_cursor: Option<String>,
+}
+
+/// One page of runs (OpenAPI `ListRunsResponse`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListRunsResponse<'a> {
+    pub runs: Vec<RunItem<'a>>,
+    pub page_info: PageInfo,
+}
+
+/// Answer of a follow-up: the run's state after it (`QUEUED` when it resumed a finished run).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FollowupResponse {
+    pub run_id: String,
+    #[schema(value_type = RunStateSchema)]
+    pub state: &'static str,
+}
+
+/// The payload of a `Created` event.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedData<'a> {
+    #[schema(value_type = String)]
+    pub title: &'a str,
+    #[schema(value_type = String)]
+    pub prompt: &'a str,
+    pub config: AgentConfigOut<'a>,
+    pub creator: CreatorOut<'a>,
+    #[schema(value_type = SourceTypeSchema)]
+    pub source: &'static str,
+    #[schema(value_type = BTreeMap<String, String>)]
+    pub metadata: &'a BTreeMap<String, String>,
+}
+
+/// An event's kind (`type`) and payload (`data`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "type", content = "data")]
+pub enum EventData<'a> {
+    /// The run was accepted (always sequence 0).
+    Created(CreatedData<'a>),
+    /// An execution of the agent began; executions count from 1.
+    Started { execution: u32 },
+    /// A follow-up arrived from the API key `by`.
+    FollowupReceived {
+        #[schema(value_type = String)]
+        message: &'a str,
+        #[schema(value_type = FollowupModeSchema)]
+        mode: &'static str,
+        #[schema(value_type = String)]
+        by: &'a str,
+    },
+    /// The execution ended successfully.
+    Succeeded { execution: u32 },
+    /// The execution ended in failure.
+    Failed {
+        execution: u32,
+        status_message: StatusMessageOut<'a>,
+    },
+    /// The run was cancelled by the API key `by`.
+    Cancelled {
+        #[schema(value_type = String)]
+        by: &'a str,
+    },
+}
+
+/// One stored event of a run (the events endpoint, `runledger export` and `events --json`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunEvent<'a> {
+    pub run_id: String,
+    /// Position in the run's log, from 0.
+    pub seq: u64,
+    #[schema(format = DateTime)]
+    pub at: String,
+    #[serde(flatten)]
+    pub event: EventData<'a>,
+}
+
+impl<'a> RunEvent<'a> {
+    pub fn from(e: &'a crate::store::Envelope) -> Self {
+        let event = match &e.event {
+            Event::Created(c) => EventData::Created(CreatedData {
+                title: &c.title,
+                prompt: &c.prompt,
+                config: AgentConfigOut::from(&c.config),
+                creator: CreatorOut::from(&c.creator),
+                source: c.source.as_str(),
+                metadata: &c.metadata,
+            }),
+            Event::Started { execution } => EventData::Started {
+                execution: *execution,
+            },
+            Event::FollowupReceived { message, mode, by } => EventData::FollowupReceived {
+                message,
+                mode: mode.as_str(),
+                by,
+            },
+            Event::Succeeded { execution } => EventData::Succeeded {
+                execution: *execution,
+            },
+            Event::Failed { execution, status } => EventData::Failed {
+                execution: *execution,
+                status_message: StatusMessageOut::from(status),
+            },
+            Event::Cancelled { by } => EventData::Cancelled { by },
+        };
+        RunEvent {
+            run_id: e.run_id.to_string(),
+            seq: e.seq,
+            at: format_time(e.at),
+            event,
+        }
+    }
+}
+
+/// A run's event history, oldest first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RunEvents<'a> {
+    pub run_id: String,
+    pub events: Vec<RunEvent<'a>>,
+}
+
+/// One transcript entry.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TranscriptEntry<'a> {
+    /// Byte offset of the entry in the transcript.
+    pub offset: u64,
+    #[schema(format = DateTime)]
+    pub at: String,
+    /// The execution that wrote it (0 for entries written before any execution).
+    pub execution: u32,
+    /// `stdout` or `stderr` (of the agent or a setup command), `system` (what the harness
+    /// did) or `followup`.
+    #[schema(value_type = String)]
+    pub stream: &'a str,
+    #[schema(value_type = String)]
+    pub text: &'a str,
+}
+
+/// One page of a run's transcript.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TranscriptPage<'a> {
+    pub run_id: String,
+    /// The run's state when the page was read.
+    #[schema(value_type = RunStateSchema)]
+    pub state: &'static str,
+    pub entries: Vec<TranscriptEntry<'a>>,
+    /// The `offset` to ask for next.
+    pub next_offset: u64,
+    /// Whether the transcript holds more after this page.
+    pub has_more: bool,
+}
+
+/// What a client learns about an environment (OpenAPI `CloudEnvironmentConfig`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CloudEnvironmentConfig<'a> {
+    #[schema(value_type = String)]
+    pub name: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
+    pub description: Option<&'a str>,
+    #[schema(value_type = Vec<String>)]
+    pub setup_commands: &'a [String],
+}
+
+/// A configured environment (OpenAPI `CloudEnvironment`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CloudEnvironment<'a> {
+    /// The id that `config.environment_id` names.
+    #[schema(value_type = String)]
+    pub uid: &'a str,
+    pub config: CloudEnvironmentConfig<'a>,
+    /// When the configuration was loaded.
+    #[schema(format = DateTime)]
+    pub last_updated: String,
+    pub setup_failed: bool,
+}
+
+/// The configured environments, the default one first (OpenAPI `ListEnvironmentsResponse`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ListEnvironmentsResponse<'a> {
+    pub environments: Vec<CloudEnvironment<'a>>,
+}
+
+/// An API key, without its secret.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKey<'a> {
+    #[schema(value_type = String)]
+    pub id: &'a str,
+    #[schema(value_type = String)]
+    pub name: &'a str,
+    #[schema(value_type = KeyKindSchema)]
+    pub kind: &'static str,
+    /// Admin keys may call the admin endpoints.
+    pub admin: bool,
+    #[schema(format = DateTime)]
+    pub created_at: String,
+    /// Null until the key is revoked.
+    #[schema(format = DateTime, required = true)]
+    pub revoked_at: Option<String>,
+}
+
+impl<'a> ApiKey<'a> {
+    pub fn from(k: &'a KeyRecord) -> Self {
+        ApiKey {
+            id: &k.id,
+            name: &k.name,
+            kind: k.kind.as_str(),
+            admin: k.admin,
+            created_at: format_time(k.created_at),
+            revoked_at: k.revoked_at.map(format_time),
+        }
+    }
+}
+
+/// Every API key of the instance, revoked ones included.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ApiKeyList<'a> {
+    pub keys: Vec<ApiKey<'a>>,
+}
+
+/// A new API key with its secret, which is shown only here.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct CreatedApiKey<'a> {
+    #[serde(flatten)]
+    pub record: ApiKey<'a>,
+    /// The secret to send as `Authorization: Bearer <key>`.
+    #[schema(value_type = String)]
+    pub key: &'a str,
+}
+
+/// Request body of a key create.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateApiKeyRequest {
+    /// 1–128 bytes, not blank.
+    #[schema(min_length = 1, max_length = 128, pattern = r"\S")]
+    pub name: String,
+    /// `personal` when absent.
+    #[schema(value_type = Option<KeyKindSchema>)]
+    pub kind: Option<String>,
+    /// `false` when absent.
+    pub admin: Option<bool>,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    Ok,
+}
+
+/// Answer of `/healthz`: the process serves requests.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Health {
+    pub status: HealthStatus,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ReadyStatus {
+    Ready,
+}
+
+/// Answer of `/readyz` once startup recovery is done.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ready {
+    pub status: ReadyStatus,
+}
+
+/// One stored event as JSON (`runledger export` and `events --json`).
 pub fn event_json(e: &crate::store::Envelope) -> serde_json::Value {
-    use crate::domain::Event;
-    let data = match &e.event {
-        Event::Created(c) => serde_json::json!({
-            "title": c.title,
-            "prompt": c.prompt,
-            "config": AgentConfigOut::from(&c.config),
-            "creator": {
-                "type": match c.creator.kind { CreatorKind::User => "user", CreatorKind::ServiceAccount => "service_account" },
-                "uid": c.creator.uid,
-                "display_name": c.creator.display_name,
-            },
-            "source": c.source.as_str(),
-            "metadata": c.metadata,
-        }),
-        Event::Started { execution } | Event::Succeeded { execution } => {
-            serde_json::json!({ "execution": execution })
-        }
-        Event::FollowupReceived { message, mode, by } => {
-            serde_json::json!({ "message": message, "mode": mode.as_str(), "by": by })
-        }
-        Event::Failed { execution, status } => serde_json::json!({
-            "execution": execution,
-            "status_message": StatusMessageOut {
-                message: &status.message,
-                error_code: status.error_code.as_deref(),
-                retryable: status.retryable,
-            },
-        }),
-        Event::Cancelled { by } => serde_json::json!({ "by": by }),
-    };
-    serde_json::json!({
-        "run_id": e.run_id.to_string(),
-        "seq": e.seq,
-        "at": format_time(e.at),
-        "type": e.event.kind(),
-        "data": data,
-    })
+    // Plain structs and string-keyed maps always serialise.
+    serde_json::to_value(RunEvent::from(e)).unwrap_or(serde_json::Value::Null)
 }
 
 /// Why a JSON value is not an event as `event_json` writes it.

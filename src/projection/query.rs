@@ -435,3 +435,122 @@ impl Index {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use proptest::prelude::*;
+
+    use super::*;
+    use crate::domain::{evolve, AgentConfig, Creator, CreatorKind, Event, RunCreated};
+
+    fn cursor() -> impl Strategy<Value = Cursor> {
+        (
+            any::<[u8; 8]>(),
+            proptest::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(fingerprint, position)| Cursor {
+                version: CURSOR_VERSION,
+                fingerprint,
+                position,
+            })
+    }
+
+    /// An index on a temporary sled database holding a few runs.
+    fn index_with_runs() -> (tempfile::TempDir, Index) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::Config::new()
+            .path(dir.path())
+            .temporary(true)
+            .open()
+            .expect("sled");
+        let index = Index::open(&db).expect("index");
+        for i in 0..4u64 {
+            let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
+            let created = Event::Created(RunCreated {
+                title: format!("run {i}"),
+                prompt: "p".into(),
+                config: AgentConfig::default(),
+                creator: Creator {
+                    kind: CreatorKind::User,
+                    uid: "k".into(),
+                    display_name: "k".into(),
+                },
+                source: SourceType::Api,
+                metadata: Default::default(),
+            });
+            let run = evolve(None, id, &created, id.created_at()).expect("created");
+            index.apply(None, &run).expect("apply");
+        }
+        (dir, index)
+    }
+
+    proptest! {
+        #[test]
+        fn cursors_round_trip(c in cursor()) {
+            prop_assert_eq!(Cursor::decode(&c.encode()).expect("decode"), c);
+        }
+
+        /// Random text is almost never base64 of a postcard cursor; random bytes get past the
+        /// base64 layer and exercise the postcard decoder.
+        #[test]
+        fn any_text_decodes_to_a_cursor_or_a_clean_error(
+            text in ".{0,80}",
+            bytes in proptest::collection::vec(any::<u8>(), 0..80),
+        ) {
+            let encoded = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(&bytes);
+            for candidate in [text.as_str(), encoded.as_str()] {
+                match Cursor::decode(candidate) {
+                    // What decodes is a cursor of this version that encodes to itself again.
+                    Ok(c) => {
+                        prop_assert_eq!(c.version, CURSOR_VERSION);
+                        prop_assert_eq!(Cursor::decode(&c.encode()).expect("decode"), c);
+                    }
+                    Err(e) => prop_assert!(matches!(e, Error::BadCursor(_))),
+                }
+            }
+        }
+
+        /// A cursor with the right fingerprint but a position the server never issued (anyone
+        /// can forge one: the fingerprint is not secret) still gives a page, not a panic.
+        #[test]
+        fn a_forged_position_gives_a_page(
+            position in proptest::collection::vec(any::<u8>(), 0..40),
+            sort in 0usize..3,
+            asc in any::<bool>(),
+            states in proptest::collection::vec(0usize..5, 0..3),
+            created_after in proptest::option::of(999_990u64..1_000_010),
+            updated_after in proptest::option::of(999_990u64..1_000_010),
+        ) {
+            let (_dir, index) = index_with_runs();
+            let mut query = Query {
+                states: states.into_iter().map(|s| RunState::ALL[s]).collect(),
+                sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort],
+                order: if asc { Order::Asc } else { Order::Desc },
+                created_after: created_after.map(Timestamp),
+                updated_after: updated_after.map(Timestamp),
+                limit: 2,
+                ..Query::default()
+            };
+            query.cursor = Some(Cursor {
+                version: CURSOR_VERSION,
+                fingerprint: query.fingerprint(),
+                position,
+            });
+            let page = index.list(&query).expect("list");
+            prop_assert!(page.runs.len() <= 2);
+        }
+    }
+
+    #[test]
+    fn a_cursor_of_another_version_is_refused() {
+        let c = Cursor {
+            version: CURSOR_VERSION + 1,
+            fingerprint: [0; 8],
+            position: vec![1, 2, 3],
+        };
+        assert!(matches!(
+            Cursor::decode(&c.encode()),
+            Err(Error::BadCursor("cursor from an incompatible version"))
+        ));
+    }
+}

@@ -27,6 +27,8 @@ pub enum KeyKind {
 }
 
 impl KeyKind {
+    pub const ALL: [KeyKind; 2] = [KeyKind::Personal, KeyKind::Agent];
+
     pub fn as_str(self) -> &'static str {
         match self {
             KeyKind::Personal => "personal",
@@ -35,11 +37,7 @@ impl KeyKind {
     }
 
     pub fn parse(s: &str) -> Option<KeyKind> {
-        match s {
-            "personal" => Some(KeyKind::Personal),
-            "agent" => Some(KeyKind::Agent),
-            _ => None,
-        }
+        KeyKind::ALL.into_iter().find(|k| k.as_str() == s)
     }
 
     pub fn creator_kind(self) -> CreatorKind {
