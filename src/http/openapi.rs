@@ -133,7 +133,9 @@ impl Modify for RateLimited {
                 "retry-after".into(),
                 utoipa::openapi::header::HeaderBuilder::new()
                     .schema(i64::schema())
-                    .description(Some("Whole seconds until the key's next request is allowed."))
+                    .description(Some(
+                        "Whole seconds until the key's next request is allowed.",
+                    ))
                     .build(),
             );
         }
@@ -144,9 +146,14 @@ impl Modify for RateLimited {
             if !path.starts_with("/api/v1/") {
                 continue;
             }
-            for op in [&mut item.get, &mut item.post, &mut item.put, &mut item.delete]
-                .into_iter()
-                .flatten()
+            for op in [
+                &mut item.get,
+                &mut item.post,
+                &mut item.put,
+                &mut item.delete,
+            ]
+            .into_iter()
+            .flatten()
             {
                 op.responses.responses.insert(
                     "429".into(),
