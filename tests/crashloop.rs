@@ -28,6 +28,10 @@ const CONFIG: &str = r#"
 [server]
 bind = "127.0.0.1:0"
 
+# One key does all the work, faster than any client should: this test is about crashes.
+[limits]
+rate_limit = false
+
 [[environments]]
 id = "fast"
 harness = "demo"

@@ -265,19 +265,8 @@ pub enum MetadataFilterSchema {}
 
 impl utoipa::PartialSchema for MetadataFilterSchema {
     fn schema() -> RefOr<Schema> {
-        ObjectBuilder::new()
-            .schema_type(Type::Object)
+        metadata_map(ObjectBuilder::new().schema_type(Type::Object))
             .max_properties(Some(super::validate::MAX_METADATA_FILTERS))
-            .property_names(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some(METADATA_KEY_PATTERN)),
-            ))
-            .additional_properties(Some(
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .max_length(Some(256)),
-            ))
             .into()
     }
 }
@@ -341,13 +330,19 @@ pub struct AgentConfigIn {
 /// Metadata of a create request: at most 20 keys of 1–64 characters `[A-Za-z0-9._-]`, each
 /// value at most 256 bytes without NUL.
 fn metadata_request_schema() -> Schema {
-    ObjectBuilder::new()
+    metadata_map(ObjectBuilder::new())
         .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
         .description(Some(
             "Free-form labels: at most 20 keys of 1-64 characters [A-Za-z0-9._-], each value \
              at most 256 bytes without NUL.",
         ))
         .max_properties(Some(super::validate::MAX_METADATA_KEYS))
+        .into()
+}
+
+/// The key and value rules every metadata map shares (checked by `validate::metadata_pair`).
+fn metadata_map(object: ObjectBuilder) -> ObjectBuilder {
+    object
         .property_names(Some(
             ObjectBuilder::new()
                 .schema_type(Type::String)
@@ -358,7 +353,6 @@ fn metadata_request_schema() -> Schema {
                 .schema_type(Type::String)
                 .max_length(Some(256)),
         ))
-        .into()
 }
 
 /// What a metadata key must match (checked by `validate::metadata_pair`).
