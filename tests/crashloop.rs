@@ -280,13 +280,15 @@ async fn acknowledged_work_survives_random_sigkills() {
     let mut checked = 0usize;
 
     // Every create exists exactly once, under the id it was acknowledged with: one walk over
-    // all runs, counting the runs that carry each create's unique prompt.
+    // all runs, counting the runs that carry each create's unique prompt. The walk is in
+    // creation order, where positions never move: runs queued before the last kill are still
+    // starting and finishing, and would move in the default `updated_at` order.
     let mut by_prompt: HashMap<String, Vec<String>> = HashMap::new();
     let mut cursor: Option<String> = None;
     loop {
         let path = match &cursor {
-            Some(c) => format!("/agent/runs?limit=100&cursor={c}"),
-            None => "/agent/runs?limit=100".to_string(),
+            Some(c) => format!("/agent/runs?limit=100&sort_by=created_at&cursor={c}"),
+            None => "/agent/runs?limit=100&sort_by=created_at".to_string(),
         };
         let (status, page) = server.get(&key, &path).await;
         assert_eq!(status, 200, "{page}");
@@ -304,6 +306,7 @@ async fn acknowledged_work_survives_random_sigkills() {
     for c in ledger.creates.values() {
         let id = c.run_id.as_ref().expect("every create has an id by now");
         let prompt = c.body["prompt"].as_str().unwrap_or_default();
+        assert_eq!(server.run(id).await["prompt"], prompt);
         assert_eq!(
             by_prompt.get(prompt).map(Vec::as_slice),
             Some([id.clone()].as_slice()),
