@@ -830,6 +830,32 @@ async fn tls_serves_the_api_on_any_address_and_plain_http_gets_nothing() {
     let (status, body) = s.get("rl_wrong", "/agent/runs").await;
     assert_problem(status, &body, 401, "authentication_required");
 
+    // The CLI manages keys through the running HTTPS server, trusting the config's certificate.
+    let config_path = s.config.to_str().expect("utf-8 path").to_string();
+    let data = s.data_dir.to_str().expect("utf-8 path").to_string();
+    let key = s.key.clone();
+    for host in ["127.0.0.1", "localhost"] {
+        let url = s.base.replace("127.0.0.1", host);
+        let env = [
+            ("RUNLEDGER_ADMIN_KEY", key.as_str()),
+            ("RUNLEDGER_URL", url.as_str()),
+        ];
+        let (ok, listed, err) = cli(
+            &[
+                "--config",
+                &config_path,
+                "--data-dir",
+                &data,
+                "keys",
+                "list",
+                "--json",
+            ],
+            &env,
+        );
+        assert!(ok, "keys list over https via {host}: {err}");
+        assert!(listed.contains("\"admin\""), "{listed}");
+    }
+
     // Plain HTTP on the TLS port, and TLS without trusting the certificate, both fail.
     let plain = reqwest::Client::new()
         .get(s.url("/healthz").replacen("https://", "http://", 1))

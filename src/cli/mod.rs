@@ -193,7 +193,12 @@ pub fn keys(
                     config.data_dir.display()
                 );
             };
-            keys_online(&url, admin_key, command)
+            keys_online(
+                &url,
+                admin_key,
+                command,
+                config.tls.as_ref().map(|t| t.cert.as_path()),
+            )
         }
         Err(e) => Err(e.into()),
     }
@@ -253,12 +258,17 @@ fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<()> {
+fn keys_online(
+    url: &str,
+    admin_key: &str,
+    command: &KeysCmd,
+    trusted_chain: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
     let base = format!("{}/api/v1/admin/keys", url.trim_end_matches('/'));
     match command {
         KeysCmd::Create { name, kind, admin } => {
             let body = serde_json::json!({ "name": name, "kind": kind, "admin": admin });
-            let reply = client::request("POST", &base, admin_key, Some(&body))?;
+            let reply = client::request("POST", &base, admin_key, Some(&body), trusted_chain)?;
             eprintln!(
                 "created key {} ({}) through the running server",
                 reply["id"].as_str().unwrap_or("?"),
@@ -270,12 +280,18 @@ fn keys_online(url: &str, admin_key: &str, command: &KeysCmd) -> anyhow::Result<
             );
         }
         KeysCmd::List { json } => {
-            let reply = client::request("GET", &base, admin_key, None)?;
+            let reply = client::request("GET", &base, admin_key, None, trusted_chain)?;
             let keys = reply["keys"].as_array().cloned().unwrap_or_default();
             print_keys(&keys, *json)?;
         }
         KeysCmd::Revoke { id } => {
-            let reply = client::request("POST", &format!("{base}/{id}/revoke"), admin_key, None)?;
+            let reply = client::request(
+                "POST",
+                &format!("{base}/{id}/revoke"),
+                admin_key,
+                None,
+                trusted_chain,
+            )?;
             eprintln!(
                 "revoked key {} through the running server",
                 reply["id"].as_str().unwrap_or(id)
