@@ -129,11 +129,12 @@ impl Registry {
     /// Appends this registry's series to a Prometheus text exposition.
     pub fn render(&self, out: &mut String) {
         let name = "runledger_http_request_duration_seconds";
-        let _ = writeln!(
+        family(
             out,
-            "# HELP {name} HTTP requests by route pattern, method and status, with their latency."
+            name,
+            "histogram",
+            "HTTP requests by route pattern, method and status, with their latency.",
         );
-        let _ = writeln!(out, "# TYPE {name} histogram");
         for (route, series) in self
             .requests
             .read()
@@ -166,11 +167,16 @@ impl Registry {
                 &self.sync_wait,
             ),
         ] {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} histogram");
+            family(out, name, "histogram", help);
             h.render(out, name, "");
         }
     }
+}
+
+/// Writes the `# HELP` and `# TYPE` lines that open a metric family.
+pub fn family(out: &mut String, name: &str, kind: &str, help: &str) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
 }
 
 /// Escapes a label value (backslash, quote, newline), as the text format requires.

@@ -363,71 +363,77 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     )
 )]
 async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    use crate::metrics::{escape, family};
     use std::fmt::Write;
     let runs = &state.runs;
     let (syncs, sync_micros) = runs.store().sync_stats();
     let mut out = String::new();
-    let _ = writeln!(
-        out,
-        "# HELP runledger_live_run_actors Run actors alive (active runs only)."
+    family(
+        &mut out,
+        "runledger_live_run_actors",
+        "gauge",
+        "Run actors alive (active runs only).",
     );
-    let _ = writeln!(out, "# TYPE runledger_live_run_actors gauge");
     let _ = writeln!(out, "runledger_live_run_actors {}", runs.live_actors());
     // Counting walks the index, so it runs off the HTTP worker.
     let index = runs.index().clone();
     if let Ok(Ok(counts)) = web::block(move || index.count_by_state()).await {
-        let _ = writeln!(out, "# HELP runledger_runs Runs by state.");
-        let _ = writeln!(out, "# TYPE runledger_runs gauge");
+        family(&mut out, "runledger_runs", "gauge", "Runs by state.");
         for (state, n) in counts {
             let _ = writeln!(out, "runledger_runs{{state=\"{}\"}} {n}", state.as_str());
         }
     }
-    let _ = writeln!(
-        out,
-        "# HELP runledger_queue_depth Runs waiting for a slot, per environment."
-    );
-    let _ = writeln!(out, "# TYPE runledger_queue_depth gauge");
     let load = runs.executor().load();
+    family(
+        &mut out,
+        "runledger_queue_depth",
+        "gauge",
+        "Runs waiting for a slot, per environment.",
+    );
     for (env, queued, _) in &load {
         let _ = writeln!(
             out,
             "runledger_queue_depth{{environment=\"{}\"}} {queued}",
-            crate::metrics::escape(env)
+            escape(env)
         );
     }
-    let _ = writeln!(
-        out,
-        "# HELP runledger_running_executions Executions holding a slot, per environment."
+    family(
+        &mut out,
+        "runledger_running_executions",
+        "gauge",
+        "Executions holding a slot, per environment.",
     );
-    let _ = writeln!(out, "# TYPE runledger_running_executions gauge");
     for (env, _, running) in &load {
         let _ = writeln!(
             out,
             "runledger_running_executions{{environment=\"{}\"}} {running}",
-            crate::metrics::escape(env)
+            escape(env)
         );
     }
-    let _ = writeln!(
-        out,
-        "# HELP runledger_durable_syncs_total Group-commit syncs (flush, fdatasync, new blob fsyncs)."
+    family(
+        &mut out,
+        "runledger_durable_syncs_total",
+        "counter",
+        "Group-commit syncs (flush, fdatasync, new blob fsyncs).",
     );
-    let _ = writeln!(out, "# TYPE runledger_durable_syncs_total counter");
     let _ = writeln!(out, "runledger_durable_syncs_total {syncs}");
-    let _ = writeln!(
-        out,
-        "# HELP runledger_durable_sync_seconds_total Time spent in group-commit syncs."
+    family(
+        &mut out,
+        "runledger_durable_sync_seconds_total",
+        "counter",
+        "Time spent in group-commit syncs.",
     );
-    let _ = writeln!(out, "# TYPE runledger_durable_sync_seconds_total counter");
     let _ = writeln!(
         out,
         "runledger_durable_sync_seconds_total {:.6}",
         sync_micros as f64 / 1e6
     );
-    let _ = writeln!(
-        out,
-        "# HELP runledger_rate_limited_total Requests refused with 429 by the per-key rate limit."
+    family(
+        &mut out,
+        "runledger_rate_limited_total",
+        "counter",
+        "Requests refused with 429 by the per-key rate limit.",
     );
-    let _ = writeln!(out, "# TYPE runledger_rate_limited_total counter");
     let _ = writeln!(
         out,
         "runledger_rate_limited_total {}",

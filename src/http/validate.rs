@@ -162,14 +162,7 @@ fn mcp_server(name: &str, s: McpServerIn) -> Result<McpServer, ApiError> {
             )));
         }
     }
-    Ok(McpServer {
-        warp_id: s.warp_id,
-        command: s.command,
-        args: s.args.unwrap_or_default(),
-        url: s.url,
-        env: s.env.unwrap_or_default(),
-        headers: s.headers.unwrap_or_default(),
-    })
+    Ok(McpServer::from(s))
 }
 
 fn resolve_config(

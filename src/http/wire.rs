@@ -302,6 +302,20 @@ pub struct McpServerIn {
     pub headers: Option<BTreeMap<String, String>>,
 }
 
+/// The domain value of a (validated, or exported and so once validated) MCP server.
+impl From<McpServerIn> for McpServer {
+    fn from(s: McpServerIn) -> McpServer {
+        McpServer {
+            warp_id: s.warp_id,
+            command: s.command,
+            args: s.args.unwrap_or_default(),
+            url: s.url,
+            env: s.env.unwrap_or_default(),
+            headers: s.headers.unwrap_or_default(),
+        }
+    }
+}
+
 /// The agent configuration of a create request (OpenAPI `AmbientAgentConfig`). Other fields
 /// of the hosted service's config are accepted and ignored.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -1034,17 +1048,7 @@ pub fn event_from_json(
                     .mcp_servers
                     .unwrap_or_default()
                     .into_iter()
-                    .map(|(name, s)| {
-                        let server = McpServer {
-                            warp_id: s.warp_id,
-                            command: s.command,
-                            args: s.args.unwrap_or_default(),
-                            url: s.url,
-                            env: s.env.unwrap_or_default(),
-                            headers: s.headers.unwrap_or_default(),
-                        };
-                        (name, server)
-                    })
+                    .map(|(name, s)| (name, McpServer::from(s)))
                     .collect(),
             };
             Event::Created(RunCreated {
