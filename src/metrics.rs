@@ -88,6 +88,12 @@ pub struct Registry {
     /// From a writer's sync request to its acknowledgement (includes waiting for the
     /// commit in progress).
     pub sync_wait: Histogram,
+    /// One batch of the projector (the index updates of the runs waiting for it).
+    pub index_batch: Histogram,
+    /// Acknowledged commands handed to the projector.
+    pub index_submitted: AtomicU64,
+    /// Rows the projector applied to the index (fewer than submitted when it coalesced).
+    pub index_applied: AtomicU64,
 }
 
 pub static METRICS: LazyLock<Registry> = LazyLock::new(Registry::default);
@@ -166,9 +172,31 @@ impl Registry {
                 "From a writer asking for durability to the commit that covers it.",
                 &self.sync_wait,
             ),
+            (
+                "runledger_index_batch_duration_seconds",
+                "One batch of background index updates.",
+                &self.index_batch,
+            ),
         ] {
             family(out, name, "histogram", help);
             h.render(out, name, "");
+        }
+        let name = "runledger_index_updates_total";
+        family(
+            out,
+            name,
+            "counter",
+            "Commands whose index update was submitted, and rows applied (coalesced per run).",
+        );
+        for (kind, n) in [
+            ("submitted", &self.index_submitted),
+            ("applied", &self.index_applied),
+        ] {
+            let _ = writeln!(
+                out,
+                "{name}{{kind=\"{kind}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
         }
     }
 }

@@ -286,6 +286,14 @@ impl Application {
         if let Err(e) = serving.await {
             tracing::warn!(error = %e, "the HTTP server task ended abnormally");
         }
+        // Index what is acknowledged, so the next start has no dirty run to catch up.
+        let projecting = runs.clone();
+        if actix_web::web::block(move || projecting.stop_projector())
+            .await
+            .is_err()
+        {
+            tracing::warn!("the projector did not stop cleanly; the next start catches up");
+        }
         runs.store().sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");
         Ok(())

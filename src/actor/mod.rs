@@ -2,14 +2,16 @@
 //! to runs.
 //!
 //! The actor serialises a run's commands: it folds the run's log when activated, decides each
-//! command against that state, appends the events, waits for them to be durable, updates the
-//! read index, dispatches the decision's side effects, and replies. No effect is performed
+//! command against that state, appends the events, waits for them to be durable, hands the new
+//! row to the projector (which updates the read index in the background, see `projector`),
+//! dispatches the decision's side effects, and replies. No effect is performed
 //! before its events are durable, and replaying the log performs none. It stops as soon as
 //! the run has no execution in progress (queued or finished), and after a quiet spell
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
 pub mod feed;
+mod projector;
 mod run_actor;
 
 use std::collections::HashMap;
@@ -82,12 +84,14 @@ struct Inner {
     executor: Executor,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
     feed: Arc<feed::Feed>,
+    projector: projector::Projector,
 }
 
 impl Runs {
     pub fn new(store: Store, index: Index, executor: Executor) -> Runs {
         Runs {
             inner: Arc::new(Inner {
+                projector: projector::Projector::start(index.clone(), store.clone()),
                 store,
                 index,
                 executor,
@@ -153,7 +157,12 @@ impl Runs {
         for _ in 0..5 {
             let addr = self.activate(id, fresh);
             match addr.send(Execute(command.clone())).await {
-                Ok(result) => return result,
+                Ok(result) => {
+                    if result.is_ok() {
+                        self.inner.projector.throttle().await;
+                    }
+                    return result;
+                }
                 Err(_) => self.deactivated(id, &addr),
             }
         }
@@ -194,13 +203,25 @@ impl Runs {
         }
     }
 
-    /// One run as indexed (every acknowledged write is in the index).
+    /// One run as of its latest acknowledged command: from the projector while the index has
+    /// not caught up with the run, else from the index.
     pub fn get(&self, id: RunId) -> Result<Option<Run>, Error> {
-        Ok(self.inner.index.get(id)?)
+        match self.inner.projector.newest(id) {
+            Some(run) => Ok(Some(run)),
+            None => Ok(self.inner.index.get(id)?),
+        }
     }
 
-    pub fn list(&self, query: &Query) -> Result<Page, Error> {
+    /// One page of runs, from an index that holds every command acknowledged before the call.
+    pub async fn list(&self, query: &Query) -> Result<Page, Error> {
+        self.inner.projector.caught_up().await;
         Ok(self.inner.index.list(query)?)
+    }
+
+    /// Applies every acknowledged command to the index and stops the projector (at shutdown,
+    /// before the last sync, so that no run is left marked dirty).
+    pub fn stop_projector(&self) {
+        self.inner.projector.stop();
     }
 
     /// The full event history of a run, oldest first.
@@ -217,7 +238,7 @@ impl Runs {
     /// which is updated only after a sync, so an event appended but not yet durable is never
     /// shown. `None` if the run does not exist.
     pub fn durable_events(&self, id: RunId, from: u64) -> Result<Option<Vec<Envelope>>, Error> {
-        let Some(run) = self.inner.index.get(id)? else {
+        let Some(run) = self.get(id)? else {
             return Ok(None);
         };
         if from >= run.next_seq {
@@ -235,7 +256,9 @@ impl Runs {
         let mut failed = 0;
         let mut cursor = None;
         loop {
-            let page = self.page_in_state(RunState::InProgress, cursor.take())?;
+            let page = self
+                .page_in_state(RunState::InProgress, cursor.take())
+                .await?;
             for run in &page.runs {
                 let lost = StatusMessage {
                     message: "the service restarted while this run was in progress; its execution was lost".into(),
@@ -271,7 +294,7 @@ impl Runs {
         let mut requeued = 0;
         let mut cursor = None;
         loop {
-            let page = self.page_in_state(RunState::Queued, cursor.take())?;
+            let page = self.page_in_state(RunState::Queued, cursor.take()).await?;
             for run in &page.runs {
                 self.inner.executor.enqueue(self, run);
                 requeued += 1;
@@ -285,17 +308,18 @@ impl Runs {
 
     /// One page of the runs in `state`, oldest update first: recovery walks a state's index
     /// range a page at a time and never holds it whole.
-    fn page_in_state(
+    async fn page_in_state(
         &self,
         state: RunState,
         cursor: Option<projection::Cursor>,
     ) -> Result<Page, Error> {
-        Ok(self.inner.index.list(&Query {
+        self.list(&Query {
             states: vec![state],
             order: projection::Order::Asc,
             limit: 500,
             cursor,
             ..Query::default()
-        })?)
+        })
+        .await
     }
 }

@@ -1,6 +1,6 @@
-//! The actor of one run: decide, append, sync, project, act, reply. Effects are carried out
-//! only after the events are durable and indexed (they are dispatched — processes started,
-//! messages queued — just before the reply is sent).
+//! The actor of one run: decide, append, sync, hand the new row to the projector, act, reply.
+//! Effects are carried out only after the events are durable (they are dispatched — processes
+//! started, messages queued — just before the reply is sent).
 
 use actix::prelude::*;
 
@@ -44,9 +44,9 @@ impl RunActor {
         }
         let store = &self.runs.inner.store;
         let run = store.load_run(self.id)?;
-        // A previous actor of this run failed to update the index after a durable append:
-        // repair that first, from the log.
-        if store.is_dirty(self.id)? {
+        // A run marked dirty that the projector is not working on: a previous process or
+        // apply failed to update the index after a durable append. Repair that first.
+        if store.is_dirty(self.id)? && !self.runs.inner.projector.tracks(self.id) {
             self.runs.inner.index.catch_up(store, &[self.id])?;
         }
         self.state = Some(run.clone());
@@ -127,12 +127,15 @@ impl Handler<Execute> for RunActor {
                 evolve(run, self.id, event, at)
             });
             let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
-            let store = &self.runs.inner.store;
-            store.mark_dirty(self.id)?;
-            store.append(&envelopes)?;
-            Ok((current, new, decision.effects))
+            let projector = &self.runs.inner.projector;
+            projector.mark(self.id)?;
+            if let Err(e) = self.runs.inner.store.append(&envelopes) {
+                projector.abandon(self.id);
+                return Err(e.into());
+            }
+            Ok((new, decision.effects))
         });
-        let (old, new, effects) = match prepared {
+        let (new, effects) = match prepared {
             Ok(p) => p,
             Err(e) => {
                 // A run that holds no actor (finished, queued, missing) lets it stop once the
@@ -156,31 +159,23 @@ impl Handler<Execute> for RunActor {
             async move { store.sync().await }
                 .into_actor(self)
                 .map(move |synced, actor, ctx| {
+                    let projector = &actor.runs.inner.projector;
                     if let Err(e) = synced {
                         // The append may or may not be on disk; forget the cached state so the
-                        // next activation folds whatever the log really holds.
+                        // next activation folds whatever the log really holds (and, the run
+                        // being dirty, repairs its index entry).
+                        projector.abandon(actor.id);
                         actor.state = None;
                         actor.retire(ctx);
                         return Err(Error::Store(e));
                     }
                     let Some(run) = new else {
+                        projector.abandon(actor.id);
                         return Err(Error::Rejected(crate::domain::Rejection::NotFound));
                     };
-                    let projected = actor
-                        .runs
-                        .inner
-                        .index
-                        .apply(old.as_ref(), &run)
-                        .map_err(Error::from)
-                        .and_then(|()| Ok(actor.runs.inner.store.clear_dirty(actor.id)?));
-                    // The events are durable, so their effects happen even if the index could
-                    // not follow (the run stays dirty and its next activation repairs it).
+                    // The index follows in the background; reads see the new row at once.
+                    projector.submit(run.clone());
                     let at_capacity = actor.dispatch(effects, &run);
-                    if let Err(e) = projected {
-                        actor.state = None;
-                        actor.retire(ctx);
-                        return Err(e);
-                    }
                     actor.runs.inner.feed.publish(actor.id, run.next_seq);
                     actor.state = Some(Some(run.clone()));
                     if !holds_actor(&run) {

@@ -218,7 +218,7 @@ pub async fn list(
     _: Principal,
 ) -> Result<HttpResponse, ApiError> {
     let query = validate::list_query(req.query_string())?;
-    let page = state.runs.list(&query)?;
+    let page = state.runs.list(&query).await?;
     let links = links(&state);
     Ok(HttpResponse::Ok().json(ListRunsResponse {
         runs: page.runs.iter().map(|r| RunItem::from(r, &links)).collect(),

@@ -386,8 +386,28 @@ impl Store {
         Ok(())
     }
 
+    /// `mark_dirty` with a generation number as the marker's value, for `clear_dirty_if`.
+    pub fn mark_dirty_generation(&self, run_id: RunId, generation: u64) -> Result<(), Error> {
+        self.inner
+            .dirty
+            .insert(run_id.to_bytes(), &generation.to_be_bytes())?;
+        Ok(())
+    }
+
     pub fn clear_dirty(&self, run_id: RunId) -> Result<(), Error> {
         self.inner.dirty.remove(run_id.to_bytes())?;
+        Ok(())
+    }
+
+    /// Clears the marker only if it still holds `generation`: a marker set again meanwhile (by
+    /// a newer command) stays, whichever of the two writes reaches sled first.
+    pub fn clear_dirty_generation(&self, run_id: RunId, generation: u64) -> Result<(), Error> {
+        // `Err` from the inner result only says the marker was set again: nothing to do.
+        let _ = self.inner.dirty.compare_and_swap(
+            run_id.to_bytes(),
+            Some(&generation.to_be_bytes()[..]),
+            None::<&[u8]>,
+        )?;
         Ok(())
     }
 

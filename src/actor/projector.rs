@@ -1,0 +1,495 @@
+//! Write-behind projection: the index update of an acknowledged command, done off the command's
+//! path by one thread, with the updates of one run coalesced.
+//!
+//! A run's actor appends, waits for the sync, hands the new row to the projector and replies.
+//! The projector applies the newest row of each waiting run to the read index. A run that moves
+//! several times before the projector gets to it (create, start and finish of a short run, a
+//! burst of follow-ups) is indexed once, at its newest state: the secondary keys embed
+//! `updated_at`, so every intermediate state would cost a full remove-and-insert of them. Under
+//! load the projector's batches grow and coalesce more; a backlog beyond `BACKLOG` makes
+//! commands wait for it before they reply, so it stays bounded.
+//!
+//! Reads stay read-your-writes:
+//! - `get` answers a waiting run from the projector's newest row;
+//! - `caught_up` lets a list wait until everything submitted before it began is applied.
+//!
+//! Crash safety keeps the store's dirty markers (see `docs/decisions/0001-durability.md`): a run
+//! is marked before its first unapplied append and unmarked only once the projector applied all
+//! of its acknowledged commands, so startup catches up whatever a crash left unapplied. A marker
+//! holds a generation number and is removed by compare-and-swap, so a mark for a newer command
+//! can never be lost to the removal of an older one.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+
+use tokio::sync::watch;
+
+use crate::domain::{Run, RunId};
+use crate::metrics::METRICS;
+use crate::projection::Index;
+use crate::store::Store;
+
+/// Commands the projector may lag behind before new commands wait for it to catch up to this
+/// distance. It bounds the projector's memory and how long a list may wait for it: about 30 ms
+/// at the ~10k index updates a second of this machine under full load.
+const BACKLOG: u64 = 256;
+
+/// The handle shared by `Runs`; the projector thread holds the same `Shared`.
+pub(super) struct Projector {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+}
+
+struct Shared {
+    index: Index,
+    store: Store,
+    state: Mutex<State>,
+    work: Condvar,
+    /// Tickets handed out so far (the ticket of the latest submission).
+    submitted: AtomicU64,
+    /// Every submission with a ticket up to this value is in the index (or failed loudly).
+    applied: watch::Sender<u64>,
+    /// Held for a whole batch: one batch at a time, so a run is never applied twice at once.
+    applying: Mutex<()>,
+    generation: AtomicU64,
+}
+
+#[derive(Default)]
+struct State {
+    /// Acknowledged rows the index does not have yet: the newest per run.
+    pending: HashMap<RunId, Pending>,
+    /// Runs with a dirty marker: the marker's generation and the commands that have marked the
+    /// run and are not applied yet.
+    marked: HashMap<RunId, Marked>,
+    stopping: bool,
+    /// No thread (stopped, or it could not start): `submit` applies at once.
+    inline: bool,
+}
+
+struct Pending {
+    row: Run,
+    ticket: u64,
+    /// Submissions coalesced into `row`.
+    commands: u32,
+}
+
+struct Marked {
+    generation: u64,
+    commands: u32,
+}
+
+impl Projector {
+    pub(super) fn start(index: Index, store: Store) -> Projector {
+        let shared = Arc::new(Shared {
+            index,
+            store,
+            state: Mutex::new(State::default()),
+            work: Condvar::new(),
+            submitted: AtomicU64::new(0),
+            applied: watch::channel(0).0,
+            applying: Mutex::new(()),
+            generation: AtomicU64::new(0),
+        });
+        let worker = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("projector".into())
+            .spawn(move || worker.run())
+            .map_err(|e| {
+                tracing::error!(error = %e, "cannot start the projector thread; indexing inline");
+                shared.lock().inline = true;
+            })
+            .ok();
+        Projector {
+            shared,
+            thread: Mutex::new(thread),
+        }
+    }
+
+    /// Marks the run dirty before a command appends to its log. Must be followed by exactly one
+    /// `submit` (after a durable append) or `abandon` (when the append or sync failed).
+    pub(super) fn mark(&self, id: RunId) -> Result<(), crate::store::Error> {
+        let mut state = self.shared.lock();
+        if let Some(marked) = state.marked.get_mut(&id) {
+            marked.commands += 1;
+            return Ok(());
+        }
+        let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        // Written while holding the lock: the generation is in `marked` before any other
+        // command of this run could see the run as unmarked.
+        self.shared.store.mark_dirty_generation(id, generation)?;
+        state.marked.insert(
+            id,
+            Marked {
+                generation,
+                commands: 1,
+            },
+        );
+        Ok(())
+    }
+
+    /// A marked command that will never be submitted. Its marker stays in the store (the append
+    /// may be on disk), so the run's next activation or the next start catches it up.
+    pub(super) fn abandon(&self, id: RunId) {
+        let mut state = self.shared.lock();
+        if let Some(marked) = state.marked.get_mut(&id) {
+            marked.commands = marked.commands.saturating_sub(1);
+            if marked.commands == 0 {
+                state.marked.remove(&id);
+            }
+        }
+    }
+
+    /// Hands the run's new row, whose events are durable, to the projector.
+    pub(super) fn submit(&self, row: Run) {
+        let mut state = self.shared.lock();
+        let ticket = self.shared.submitted.fetch_add(1, Ordering::AcqRel) + 1;
+        match state.pending.get_mut(&row.id) {
+            Some(pending) => {
+                pending.row = row;
+                pending.ticket = ticket;
+                pending.commands += 1;
+            }
+            None => {
+                state.pending.insert(
+                    row.id,
+                    Pending {
+                        row,
+                        ticket,
+                        commands: 1,
+                    },
+                );
+            }
+        }
+        let inline = state.inline;
+        drop(state);
+        METRICS.index_submitted.fetch_add(1, Ordering::Relaxed);
+        if inline {
+            self.shared.batch();
+        } else {
+            self.shared.work.notify_one();
+        }
+    }
+
+    /// The newest acknowledged row of a run the index may not have yet.
+    pub(super) fn newest(&self, id: RunId) -> Option<Run> {
+        self.shared.lock().pending.get(&id).map(|p| p.row.clone())
+    }
+
+    /// Whether a command of this run is marked and not yet applied: its dirty marker is the
+    /// projector's, not a leftover to repair.
+    pub(super) fn tracks(&self, id: RunId) -> bool {
+        self.shared.lock().marked.contains_key(&id)
+    }
+
+    /// Waits until every command acknowledged before this call is in the index.
+    pub(super) async fn caught_up(&self) {
+        self.applied_up_to(self.shared.submitted.load(Ordering::Acquire))
+            .await;
+    }
+
+    async fn applied_up_to(&self, target: u64) {
+        if *self.shared.applied.borrow() >= target {
+            return;
+        }
+        let mut rx = self.shared.applied.subscribe();
+        // The sender lives as long as `self`; an error cannot happen while we hold it.
+        let _ = rx.wait_for(|applied| *applied >= target).await;
+    }
+
+    /// Makes a command wait while the projector lags more than `BACKLOG` commands behind.
+    pub(super) async fn throttle(&self) {
+        let target = self
+            .shared
+            .submitted
+            .load(Ordering::Acquire)
+            .saturating_sub(BACKLOG);
+        self.applied_up_to(target).await;
+    }
+
+    /// Applies everything waiting and stops the thread (at shutdown).
+    pub(super) fn stop(&self) {
+        self.shared.lock().stopping = true;
+        self.shared.work.notify_all();
+        let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(thread) = thread {
+            if thread.join().is_err() {
+                tracing::error!("the projector thread panicked");
+            }
+        }
+    }
+}
+
+impl Drop for Projector {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The projector thread: a batch whenever runs wait, until stopped and drained.
+    fn run(&self) {
+        loop {
+            {
+                let mut state = self.lock();
+                while state.pending.is_empty() && !state.stopping {
+                    state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
+                }
+                if state.pending.is_empty() {
+                    // From now on submitters apply their rows themselves.
+                    state.inline = true;
+                    return;
+                }
+            }
+            self.batch();
+        }
+    }
+
+    /// Applies the newest row of every run waiting now, then settles their markers and moves
+    /// `applied` up to the last ticket handed out before the batch began.
+    fn batch(&self) {
+        let _serial = self.applying.lock().unwrap_or_else(|p| p.into_inner());
+        let (batch, upto) = {
+            let state = self.lock();
+            if state.pending.is_empty() {
+                return;
+            }
+            let batch: Vec<(Run, u64, u32)> = state
+                .pending
+                .values()
+                .map(|p| (p.row.clone(), p.ticket, p.commands))
+                .collect();
+            (batch, self.submitted.load(Ordering::Acquire))
+        };
+        let started = std::time::Instant::now();
+        let results: Vec<bool> = batch.iter().map(|(row, ..)| self.apply(row)).collect();
+        METRICS.index_batch.observe(started.elapsed());
+        METRICS
+            .index_applied
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        let mut state = self.lock();
+        for ((row, ticket, commands), ok) in batch.iter().zip(results) {
+            let id = row.id;
+            match state.pending.get_mut(&id) {
+                Some(p) if p.ticket == *ticket => {
+                    state.pending.remove(&id);
+                }
+                Some(p) => p.commands -= commands,
+                None => {}
+            }
+            if !ok {
+                // The marker stays for good: the next activation or start repairs the run.
+                continue;
+            }
+            let Some(marked) = state.marked.get_mut(&id) else {
+                continue;
+            };
+            marked.commands = marked.commands.saturating_sub(*commands);
+            if marked.commands == 0 {
+                let generation = marked.generation;
+                state.marked.remove(&id);
+                // Under the lock, so that no command of this run marks it meanwhile; the
+                // compare-and-swap would keep such a mark anyway.
+                if let Err(e) = self.store.clear_dirty_generation(id, generation) {
+                    tracing::error!(run_id = %id, error = %e, "cannot clear a run's dirty marker; the next start checks it again");
+                }
+            }
+        }
+        drop(state);
+        self.applied.send_replace(upto);
+    }
+
+    /// Applies a row against the stored one; `false` (logged) if the index could not follow.
+    fn apply(&self, row: &Run) -> bool {
+        let result = self
+            .index
+            .get(row.id)
+            .and_then(|stored| self.index.apply(stored.as_ref(), row));
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(run_id = %row.id, error = %e, "cannot update the read index; the run is repaired on its next activation or start");
+                false
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{
+        evolve, AgentConfig, Creator, CreatorKind, Event, RunCreated, SourceType, Timestamp,
+    };
+    use crate::projection::Query;
+
+    fn open() -> (tempfile::TempDir, Store, Index) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), &crate::store::Options::default()).expect("store");
+        let index = Index::open(store.db()).expect("index");
+        (dir, store, index)
+    }
+
+    fn created(i: u64) -> Run {
+        let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
+        let event = Event::Created(RunCreated {
+            title: format!("run {i}"),
+            prompt: "p".into(),
+            config: AgentConfig::default(),
+            creator: Creator {
+                kind: CreatorKind::User,
+                uid: "k".into(),
+                display_name: "k".into(),
+            },
+            source: SourceType::Api,
+            metadata: Default::default(),
+        });
+        evolve(None, id, &event, id.created_at()).expect("created")
+    }
+
+    fn started(run: &Run) -> Run {
+        let at = Timestamp(run.updated_at.0 + 5);
+        evolve(
+            Some(run.clone()),
+            run.id,
+            &Event::Started { execution: 1 },
+            at,
+        )
+        .expect("started")
+    }
+
+    fn block_on<F: std::future::Future>(f: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(f)
+    }
+
+    /// What `list` answers once the projector has caught up.
+    fn listed(projector: &Projector, index: &Index) -> Vec<Run> {
+        block_on(projector.caught_up());
+        let all = Query {
+            limit: 100,
+            ..Query::default()
+        };
+        index.list(&all).expect("list").runs
+    }
+
+    #[test]
+    fn an_acknowledged_row_is_readable_at_once_and_listed_after_caught_up() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = created(1);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        // Whether or not the thread has got to it, the newest row is known.
+        let newest = projector
+            .newest(run.id)
+            .or_else(|| index.get(run.id).expect("get"));
+        assert_eq!(newest.as_ref(), Some(&run));
+        assert_eq!(listed(&projector, &index), vec![run.clone()]);
+        assert_eq!(projector.newest(run.id), None);
+        assert!(
+            !store.is_dirty(run.id).expect("dirty"),
+            "the marker is cleared once applied"
+        );
+        assert!(!projector.tracks(run.id));
+    }
+
+    #[test]
+    fn a_marker_stays_until_every_command_of_the_run_is_applied() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = created(2);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        // A second command marks the run before the first one is (perhaps) applied.
+        projector.mark(run.id).expect("mark");
+        block_on(projector.caught_up());
+        assert!(
+            store.is_dirty(run.id).expect("dirty"),
+            "the second command is not applied yet"
+        );
+        assert!(projector.tracks(run.id));
+        let moved = started(&run);
+        projector.submit(moved.clone());
+        assert_eq!(listed(&projector, &index), vec![moved]);
+        assert!(!store.is_dirty(run.id).expect("dirty"));
+    }
+
+    #[test]
+    fn an_abandoned_command_leaves_its_marker_for_the_repair() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = created(3);
+        projector.mark(run.id).expect("mark");
+        projector.abandon(run.id);
+        assert!(
+            !projector.tracks(run.id),
+            "the next activation must repair the run"
+        );
+        assert!(store.is_dirty(run.id).expect("dirty"));
+    }
+
+    #[test]
+    fn an_older_generation_does_not_clear_a_newer_marker() {
+        let (_dir, store, _index) = open();
+        let id = created(4).id;
+        store.mark_dirty_generation(id, 1).expect("mark");
+        store.mark_dirty_generation(id, 2).expect("mark again");
+        store.clear_dirty_generation(id, 1).expect("clear");
+        assert!(store.is_dirty(id).expect("dirty"));
+        store.clear_dirty_generation(id, 2).expect("clear");
+        assert!(!store.is_dirty(id).expect("dirty"));
+    }
+
+    #[test]
+    fn after_stop_submissions_are_applied_at_once() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        projector.stop();
+        let run = created(5);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        assert_eq!(index.get(run.id).expect("get"), Some(run.clone()));
+        assert!(!store.is_dirty(run.id).expect("dirty"));
+        assert_eq!(listed(&projector, &index), vec![run]);
+    }
+
+    #[test]
+    fn many_moves_of_one_run_end_at_its_newest_row() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let mut runs: Vec<Run> = (10..60).map(created).collect();
+        for run in &runs {
+            projector.mark(run.id).expect("mark");
+            projector.submit(run.clone());
+        }
+        for run in &mut runs {
+            projector.mark(run.id).expect("mark");
+            *run = started(run);
+            projector.submit(run.clone());
+        }
+        let mut listed = listed(&projector, &index);
+        listed.sort_by_key(|r| r.id);
+        assert_eq!(listed.len(), runs.len());
+        assert!(listed == runs, "every run is listed at its newest row");
+        for run in &runs {
+            assert!(!store.is_dirty(run.id).expect("dirty"));
+        }
+        // No entry of an older state is left behind: filtering by the old state finds nothing.
+        let queued = index
+            .list(&Query {
+                states: vec![crate::domain::RunState::Queued],
+                limit: 100,
+                ..Query::default()
+            })
+            .expect("list");
+        assert!(queued.runs.is_empty());
+    }
+}
