@@ -45,7 +45,48 @@ pub fn format_time(t: Timestamp) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    format!("{year:04}-{month:02}-{day:02}T{hour:02}:{minute:02}:{second:02}.{milli:03}Z")
+    // Written digit by digit: lists render two of these per run, and `format!` with padding
+    // was a visible share of a list's CPU.
+    let mut out = String::with_capacity(24);
+    if year < 0 {
+        out.push('-');
+    }
+    push_padded(&mut out, year.unsigned_abs(), 4);
+    out.push('-');
+    push_padded(&mut out, month as u64, 2);
+    out.push('-');
+    push_padded(&mut out, day as u64, 2);
+    out.push('T');
+    push_padded(&mut out, hour, 2);
+    out.push(':');
+    push_padded(&mut out, minute, 2);
+    out.push(':');
+    push_padded(&mut out, second, 2);
+    out.push('.');
+    push_padded(&mut out, milli, 3);
+    out.push('Z');
+    out
+}
+
+/// Appends `n` in decimal, zero-padded to at least `width` digits.
+fn push_padded(out: &mut String, n: u64, width: usize) {
+    let mut digits = [0u8; 20];
+    let mut i = digits.len();
+    let mut rest = n;
+    loop {
+        i -= 1;
+        digits[i] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    for _ in (digits.len() - i)..width {
+        out.push('0');
+    }
+    for &d in &digits[i..] {
+        out.push(char::from(d));
+    }
 }
 
 /// The exact inverse of `format_time`: only its own output is accepted (one spelling per
@@ -120,32 +161,42 @@ pub fn format_duration(ms: u64) -> String {
     let minutes = (ms / 60_000) % 60;
     let seconds = (ms % 60_000) / 1000;
     let millis = ms % 1000;
-    let mut out = String::from("PT");
+    let mut out = String::with_capacity(16);
+    out.push_str("PT");
     if hours > 0 {
-        out.push_str(&format!("{hours}H"));
+        push_padded(&mut out, hours, 1);
+        out.push('H');
     }
     if minutes > 0 {
-        out.push_str(&format!("{minutes}M"));
+        push_padded(&mut out, minutes, 1);
+        out.push('M');
     }
     if millis > 0 {
-        out.push_str(&format!("{seconds}.{millis:03}S"));
+        push_padded(&mut out, seconds, 1);
+        out.push('.');
+        push_padded(&mut out, millis, 3);
+        out.push('S');
     } else if seconds > 0 || (hours == 0 && minutes == 0) {
-        out.push_str(&format!("{seconds}S"));
+        push_padded(&mut out, seconds, 1);
+        out.push('S');
     }
     out
 }
 
 /// A session id in UUID form, derived from the run id (one session per run).
 pub fn session_id(id: RunId) -> String {
-    let h = format!("{:032x}", id.0);
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    let h = hex(&id.0.to_be_bytes());
+    let mut out = String::with_capacity(36);
+    for (i, part) in [&h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]]
+        .into_iter()
+        .enumerate()
+    {
+        if i > 0 {
+            out.push('-');
+        }
+        out.push_str(part);
+    }
+    out
 }
 
 /// The capability token of a run's session page.
@@ -154,10 +205,7 @@ pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
     h.update(secret);
     h.update(b"session-link");
     h.update(id.to_bytes());
-    h.finalize()[..16]
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    hex(&h.finalize()[..16])
 }
 
 // ---- schemas of string enums ----
@@ -1196,6 +1244,24 @@ mod tests {
         assert_eq!(format_duration(2_004), "PT2.004S");
         assert_eq!(format_duration(150_000), "PT2M30S");
         assert_eq!(format_duration(3_600_000), "PT1H");
+        assert_eq!(format_duration(90_005_010), "PT25H5.010S");
+        assert_eq!(format_duration(61_000), "PT1M1S");
+    }
+
+    /// Session links handed out earlier must keep working: the token is the first 16 bytes of
+    /// SHA-256(secret ‖ "session-link" ‖ run id), in lowercase hex.
+    #[test]
+    fn session_tokens_keep_their_derivation() {
+        let secret = [7u8; 32];
+        let id = RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef);
+        let digest = Sha256::new()
+            .chain_update(secret)
+            .chain_update(b"session-link")
+            .chain_update(id.to_bytes())
+            .finalize();
+        let expected: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(session_token(&secret, id), expected);
+        assert_eq!(session_token(&secret, id).len(), 32);
     }
 
     #[test]
