@@ -16,12 +16,15 @@ fn main() -> anyhow::Result<()> {
     match &args.command {
         Cmd::Serve { bind } => {
             let config = args.load_config(bind.clone())?;
+            let data_dir = config.data_dir.clone();
             actix_rt::System::new().block_on(async move {
                 let app = runledger::startup::Application::build(config).await?;
                 eprintln!("runledger listening on {}://{}", app.scheme(), app.addr());
-                app.run().await?;
-                Ok(())
-            })
+                app.run().await
+            })?;
+            // A clean stop; every handle on the store is gone with the actix system.
+            runledger::startup::refresh_snapshot(&data_dir);
+            Ok(())
         }
         Cmd::Keys {
             command,

@@ -114,6 +114,22 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
     Ok((store, index))
 }
 
+/// After a clean shutdown: lets sled snapshot its page table, so that the next start need not
+/// scan the log this run of the server wrote (seconds per million runs). A failure only costs
+/// that scan and is logged.
+pub fn refresh_snapshot(data_dir: &std::path::Path) {
+    let started = std::time::Instant::now();
+    match store::refresh_snapshot(data_dir) {
+        Ok(()) => tracing::info!(
+            took_ms = started.elapsed().as_millis() as u64,
+            "storage snapshot written for a fast next start"
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, "could not write a storage snapshot; the next start scans the log")
+        }
+    }
+}
+
 impl Application {
     /// Opens everything and binds the listener; the service starts with `run`.
     pub async fn build(config: Config) -> Result<Application, Error> {

@@ -1,8 +1,9 @@
 //! Live notice of durable events, for clients following a run (the SSE form of the events
-//! endpoint). A run's actor publishes the run's new event count after its events are durable
-//! and indexed; followers wake up and read the new events from the log themselves. Notices
-//! carry no events, so a slow follower cannot make the service buffer anything: it reads
-//! whatever is new when it gets round to it. Runs nobody follows have no entry.
+//! endpoint). A run's actor publishes the run's new event count once its events are durable
+//! (and handed to the projector, so `Runs::get` already shows them); followers wake up and
+//! read the new events from the log themselves. Notices carry no events, so a slow follower
+//! cannot make the service buffer anything: it reads whatever is new when it gets round to it.
+//! Runs nobody follows have no entry.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};

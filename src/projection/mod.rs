@@ -2,9 +2,9 @@
 //! `GET /agent/runs/{id}` without folding logs.
 //!
 //! Two sled trees: `runs` maps a run id to its folded state (a row), and `run_index` holds the
-//! secondary keys of `keys.rs`. The index is derived data: it is updated right after each
-//! append (before the write is acknowledged), caught up at startup for runs the store marked
-//! dirty, and can be rebuilt from the log at any time — and a rebuild must equal the
+//! secondary keys of `keys.rs`. The index is derived data: it is updated after each durable
+//! append by the projector thread (`actor/projector.rs`), caught up at startup for runs the
+//! store marked dirty, and can be rebuilt from the log at any time — and a rebuild must equal the
 //! incrementally maintained index (`verify`, and a property test, check exactly that).
 //!
 //! A rebuild writes into a fresh pair of trees (the next *generation*: `runs.N`, `run_index.N`;
