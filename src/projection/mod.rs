@@ -27,7 +27,7 @@ pub use query::{Cursor, Order, Page, Query, SortBy};
 const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
 /// Bumped whenever the row encoding or key layout changes; a mismatch triggers a rebuild.
-pub const LAYOUT_VERSION: u32 = 2;
+pub const LAYOUT_VERSION: u32 = 3;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The generation of the trees in use (absent: 0), in sled's default tree.
 const GENERATION_KEY: &str = "projection_generation";
@@ -157,7 +157,7 @@ impl Trees {
 
     /// Folds every run of the log into these (empty) trees. Returns (runs, events).
     ///
-    /// The calling thread scans and folds the log and writes rows and the `U` and `T` keys;
+    /// The calling thread scans and folds the log and writes rows and the `T` keys;
     /// a second thread writes the `F` keys, which are most of the work. The result does not
     /// depend on the order of the writes: rows and keys are sets.
     fn build_from(&self, store: &Store) -> Result<(u64, u64), Error> {

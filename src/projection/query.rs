@@ -182,7 +182,13 @@ impl Query {
                 } else if let Some(source) = self.source {
                     single(Field::Source, source.as_str())
                 } else {
-                    Source::Index(vec![vec![keys::UPDATED]])
+                    // Every run is in exactly one state range: merged, they are all runs.
+                    Source::Index(
+                        RunState::ALL
+                            .iter()
+                            .map(|s| keys::filter_prefix(Field::State, s.as_str()))
+                            .collect(),
+                    )
                 }
             }
         }
