@@ -163,10 +163,15 @@ fn split_event_key(key: &[u8]) -> Option<(RunId, u64)> {
 /// costs about what the next start would have spent scanning; the page cache is warm now,
 /// which makes it cheaper here. See `docs/performance.md`.
 pub fn refresh_snapshot(data_dir: &Path) -> Result<(), Error> {
-    let dir = data_dir.join(SLED_DIR);
-    let db = sled::Config::new()
-        .path(&dir)
-        .cache_capacity(1024 * 1024)
+    drop(open_sled(data_dir, 1024 * 1024)?);
+    Ok(())
+}
+
+/// Opens sled's database under `data_dir`; a database another process holds is `Locked`.
+fn open_sled(data_dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
+    sled::Config::new()
+        .path(data_dir.join(SLED_DIR))
+        .cache_capacity(cache_bytes)
         .mode(sled::Mode::HighThroughput)
         .open()
         .map_err(|e| match e {
@@ -177,9 +182,7 @@ pub fn refresh_snapshot(data_dir: &Path) -> Result<(), Error> {
                 Error::Locked(data_dir.to_path_buf())
             }
             other => Error::Sled(other),
-        })?;
-    drop(db);
-    Ok(())
+        })
 }
 
 impl Store {
@@ -190,20 +193,7 @@ impl Store {
             path: dir.clone(),
             source,
         })?;
-        let db = sled::Config::new()
-            .path(&dir)
-            .cache_capacity(options.cache_bytes)
-            .mode(sled::Mode::HighThroughput)
-            .open()
-            .map_err(|e| match e {
-                sled::Error::Io(ref io)
-                    if io.kind() == std::io::ErrorKind::WouldBlock
-                        || io.to_string().contains("lock") =>
-                {
-                    Error::Locked(data_dir.to_path_buf())
-                }
-                other => Error::Sled(other),
-            })?;
+        let db = open_sled(data_dir, options.cache_bytes)?;
         // sled 0.34 keeps its log in this one file, plus write-once blob files for messages over
         // 128 KiB; fdatasync of the file and fsync of new blobs make flushed writes durable.
         let data_path = dir.join("db");
