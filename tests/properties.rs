@@ -280,6 +280,75 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
     assert!(differences.is_empty(), "{differences:?}");
 }
 
+/// A crash in the middle of an index update leaves entries of the row being applied without
+/// the row; by the next start the log may have moved on further. The catch-up removes them.
+#[test]
+fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
+    let (_dir, store, index) = open();
+    let spec = RunSpec {
+        name: Some(1),
+        model: 0,
+        env: 0,
+        creator: 0,
+        title: 1,
+        meta: None,
+        steps: vec![],
+    };
+    let live = populate(&store, &index, &[spec]);
+    let queued = live[0].clone();
+    store.mark_dirty(queued.id).expect("mark");
+    // Started is durable, and the projector was writing its entries when the process died.
+    let start = decide(Some(&queued), Command::Start).expect("start");
+    let at = Timestamp(queued.updated_at.0 + 5);
+    store
+        .append(&store::envelopes(
+            queued.id,
+            queued.next_seq,
+            at,
+            start.events.clone(),
+        ))
+        .expect("append");
+    let started = start
+        .events
+        .iter()
+        .try_fold(queued.clone(), |r, e| {
+            runledger::domain::evolve(Some(r), queued.id, e, at)
+        })
+        .expect("started");
+    index
+        .apply_entries_only(Some(&queued), &started)
+        .expect("partial update");
+    // The finish became durable too before the crash.
+    let finish = decide(
+        Some(&started),
+        Command::Finish {
+            execution: started.executions,
+            outcome: Ok(()),
+        },
+    )
+    .expect("finish");
+    let later = Timestamp(at.0 + 5);
+    store
+        .append(&store::envelopes(
+            queued.id,
+            started.next_seq,
+            later,
+            finish.events,
+        ))
+        .expect("append");
+
+    let fixed = index
+        .catch_up(&store, &store.dirty_runs().expect("dirty"))
+        .expect("catch up");
+    assert_eq!(fixed, 1);
+    assert_eq!(
+        index.get(queued.id).expect("get").map(|r| r.state),
+        Some(RunState::Succeeded)
+    );
+    let (_, _, differences) = index.verify(&store).expect("verify");
+    assert!(differences.is_empty(), "{differences:?}");
+}
+
 #[test]
 fn a_cursor_cannot_be_used_with_another_query() {
     let (_dir, store, index) = open();

@@ -266,7 +266,8 @@ impl Shared {
             (batch, self.submitted.load(Ordering::Acquire))
         };
         let started = std::time::Instant::now();
-        let results: Vec<bool> = batch.iter().map(|(row, ..)| self.apply(row)).collect();
+        let applied = self.apply(&batch);
+        let results = vec![applied; batch.len()];
         METRICS.index_batch.observe(started.elapsed());
         METRICS
             .index_applied
@@ -303,16 +304,26 @@ impl Shared {
         self.applied.send_replace(upto);
     }
 
-    /// Applies a row against the stored one; `false` (logged) if the index could not follow.
-    fn apply(&self, row: &Run) -> bool {
-        let result = self
-            .index
-            .get(row.id)
-            .and_then(|stored| self.index.apply(stored.as_ref(), row));
+    /// Applies the rows of a batch against the stored ones, all in one index write (entries of
+    /// several runs in the same index block cost one write); `false` (logged) if the index
+    /// could not follow.
+    fn apply(&self, batch: &[(Run, u64, u32)]) -> bool {
+        let result = batch
+            .iter()
+            .map(|(row, ..)| self.index.get(row.id))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|stored| {
+                let changes: Vec<(Option<&Run>, &Run)> = stored
+                    .iter()
+                    .zip(batch)
+                    .map(|(old, (new, ..))| (old.as_ref(), new))
+                    .collect();
+                self.index.apply_all(&changes)
+            });
         match result {
             Ok(()) => true,
             Err(e) => {
-                tracing::error!(run_id = %row.id, error = %e, "cannot update the read index; the run is repaired on its next activation or start");
+                tracing::error!(runs = batch.len(), error = %e, "cannot update the read index; its runs are repaired on their next activation or start");
                 false
             }
         }

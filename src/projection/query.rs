@@ -213,7 +213,7 @@ enum Source {
     Index(Vec<Vec<u8>>),
 }
 
-type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
+pub(super) type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
 
 /// The positions under `prefix` in `order`, starting after the cursor position `after` and not
 /// below `lower`.
@@ -250,7 +250,7 @@ fn range_after(
 }
 
 /// The smallest byte string greater than every string starting with `prefix`.
-fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+pub(super) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
     let mut s = prefix.to_vec();
     while let Some(last) = s.pop() {
         if last < 0xFF {
@@ -391,7 +391,18 @@ impl Index {
                 let by_updated = query.sort_by == SortBy::UpdatedAt;
                 let iters = prefixes
                     .iter()
-                    .map(|p| range_after(&trees.index, p, after, None, query.order))
+                    .map(|p| {
+                        if p.first() == Some(&keys::FILTER) {
+                            super::blocks::positions(
+                                &trees.index,
+                                p,
+                                after,
+                                query.order == Order::Desc,
+                            )
+                        } else {
+                            range_after(&trees.index, p, after, None, query.order)
+                        }
+                    })
                     .collect();
                 let mut merged = Merge::new(iters, query.order)?;
                 while let Some(pos) = merged.next()? {
