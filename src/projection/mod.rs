@@ -188,6 +188,9 @@ impl Trees {
     /// survived a crash implies that the journal did. (sled's own atomic batches would do, but
     /// measured here they cost a quarter of the create rate.)
     fn commit(&self, db: &sled::Db, ops: &[blocks::Op], journal: bool) -> Result<(), Error> {
+        // A journal left by a write that failed half-way is finished first: replayed later,
+        // after newer writes, it would put old blocks back.
+        self.redo(db)?;
         if journal {
             let record = postcard::to_allocvec(ops).map_err(|e| Error::CorruptRow {
                 run_id: String::new(),
@@ -195,6 +198,14 @@ impl Trees {
             })?;
             db.insert(JOURNAL_KEY, record)?;
         }
+        self.write_ops(ops)?;
+        if journal {
+            db.remove(JOURNAL_KEY)?;
+        }
+        Ok(())
+    }
+
+    fn write_ops(&self, ops: &[blocks::Op]) -> Result<(), Error> {
         for (key, value) in ops {
             match value {
                 Some(v) => {
@@ -205,13 +216,11 @@ impl Trees {
                 }
             }
         }
-        if journal {
-            db.remove(JOURNAL_KEY)?;
-        }
         Ok(())
     }
 
-    /// Replays the journal a crash left behind (its writes are idempotent), then removes it.
+    /// Replays the journal a crash or a failed write left behind (its writes are idempotent),
+    /// then removes it. `false` if there was none.
     fn redo(&self, db: &sled::Db) -> Result<bool, Error> {
         let Some(record) = db.get(JOURNAL_KEY)? else {
             return Ok(false);
@@ -221,7 +230,7 @@ impl Trees {
                 run_id: String::new(),
                 detail: format!("the index journal does not decode: {e}"),
             })?;
-        self.commit(db, &ops, false)?;
+        self.write_ops(&ops)?;
         db.remove(JOURNAL_KEY)?;
         Ok(true)
     }
@@ -738,5 +747,18 @@ mod tests {
             6,
             "the second half is back"
         );
+
+        // A journal left by a write that failed half-way (the process went on) is finished
+        // before the next write, not replayed after it.
+        let trees = index.trees();
+        trees
+            .index
+            .remove(ops[1].0.as_slice())
+            .expect("lose it again");
+        db.insert(JOURNAL_KEY, postcard::to_allocvec(&ops).expect("encode"))
+            .expect("journal");
+        trees.commit(&db, &[], false).expect("next write");
+        assert_eq!(db.get(JOURNAL_KEY).expect("get"), None);
+        assert_eq!(blocks::count(&trees.index, &prefix).expect("count"), 6);
     }
 }
