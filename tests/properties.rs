@@ -241,10 +241,9 @@ proptest! {
     }
 }
 
-#[test]
-fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
-    let (_dir, store, index) = open();
-    let spec = RunSpec {
+/// One run, created and still queued.
+fn one_queued_run() -> RunSpec {
+    RunSpec {
         name: Some(1),
         model: 0,
         env: 0,
@@ -252,8 +251,13 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
         title: 1,
         meta: None,
         steps: vec![],
-    };
-    let live = populate(&store, &index, &[spec]);
+    }
+}
+
+#[test]
+fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
+    let (_dir, store, index) = open();
+    let live = populate(&store, &index, &[one_queued_run()]);
     let run = &live[0];
     // A crash after the append but before the index update: the log is ahead.
     let decision = decide(Some(run), Command::Start).expect("start");
@@ -285,16 +289,7 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
 #[test]
 fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
     let (_dir, store, index) = open();
-    let spec = RunSpec {
-        name: Some(1),
-        model: 0,
-        env: 0,
-        creator: 0,
-        title: 1,
-        meta: None,
-        steps: vec![],
-    };
-    let live = populate(&store, &index, &[spec]);
+    let live = populate(&store, &index, &[one_queued_run()]);
     let queued = live[0].clone();
     store.mark_dirty(queued.id).expect("mark");
     // Started is durable, and the projector was writing its entries when the process died.
