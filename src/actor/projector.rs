@@ -333,9 +333,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{
-        evolve, AgentConfig, Creator, CreatorKind, Event, RunCreated, SourceType, Timestamp,
-    };
+    use crate::domain::{evolve, Event, Timestamp};
     use crate::projection::Query;
 
     fn open() -> (tempfile::TempDir, Store, Index) {
@@ -346,20 +344,7 @@ mod tests {
     }
 
     fn created(i: u64) -> Run {
-        let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
-        let event = Event::Created(RunCreated {
-            title: format!("run {i}"),
-            prompt: "p".into(),
-            config: AgentConfig::default(),
-            creator: Creator {
-                kind: CreatorKind::User,
-                uid: "k".into(),
-                display_name: "k".into(),
-            },
-            source: SourceType::Api,
-            metadata: Default::default(),
-        });
-        evolve(None, id, &event, id.created_at()).expect("created")
+        crate::domain::sample_run(i)
     }
 
     fn started(run: &Run) -> Run {

@@ -18,3 +18,25 @@ pub use ids::{RunId, Timestamp};
 pub use run::{
     decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection, Run, RunState,
 };
+
+/// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.
+#[cfg(test)]
+pub(crate) fn sample_run(i: u64) -> Run {
+    let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
+    let event = Event::Created(RunCreated {
+        title: format!("run {i}"),
+        prompt: "p".into(),
+        config: AgentConfig::default(),
+        creator: Creator {
+            kind: CreatorKind::User,
+            uid: "k".into(),
+            display_name: "k".into(),
+        },
+        source: SourceType::Api,
+        metadata: Default::default(),
+    });
+    match evolve(None, id, &event, id.created_at()) {
+        Some(run) => run,
+        None => unreachable!("a Created event always makes a run"),
+    }
+}

@@ -411,24 +411,7 @@ impl Index {
         let _serial = self.serial.lock();
         let _writing = self.writes.begin();
         let trees = self.trees();
-        let mut removals = Vec::new();
-        let mut insertions = Vec::new();
-        for (old, new) in changes {
-            let new_keys = keys::entries(new);
-            let old_keys = old.map(keys::entries).unwrap_or_default();
-            removals.extend(
-                old_keys
-                    .iter()
-                    .filter(|k| new_keys.binary_search(k).is_err())
-                    .cloned(),
-            );
-            insertions.extend(
-                new_keys
-                    .iter()
-                    .filter(|k| old_keys.binary_search(k).is_err())
-                    .cloned(),
-            );
-        }
+        let (removals, insertions) = changed_entries(changes);
         trees.write_entries(&self.db, removals, insertions)?;
         for (_, new) in changes {
             trees.rows.insert(new.id.to_bytes(), encode_row(new)?)?;
@@ -523,18 +506,7 @@ impl Index {
     pub fn apply_entries_only(&self, old: Option<&Run>, new: &Run) -> Result<(), Error> {
         let _serial = self.serial.lock();
         let _writing = self.writes.begin();
-        let new_keys = keys::entries(new);
-        let old_keys = old.map(keys::entries).unwrap_or_default();
-        let removals = old_keys
-            .iter()
-            .filter(|k| new_keys.binary_search(k).is_err())
-            .cloned()
-            .collect();
-        let insertions = new_keys
-            .iter()
-            .filter(|k| old_keys.binary_search(k).is_err())
-            .cloned()
-            .collect();
+        let (removals, insertions) = changed_entries(&[(old, new)]);
         self.trees().write_entries(&self.db, removals, insertions)
     }
 
@@ -625,6 +597,29 @@ impl Index {
         let index = blocks::logical(&trees.index).collect::<Result<_, _>>()?;
         Ok((rows, index))
     }
+}
+
+/// The entries to remove and to insert to move each run from `old` to `new`.
+fn changed_entries(changes: &[(Option<&Run>, &Run)]) -> (Vec<Vec<u8>>, Vec<Vec<u8>>) {
+    let mut removals = Vec::new();
+    let mut insertions = Vec::new();
+    for (old, new) in changes {
+        let new_keys = keys::entries(new);
+        let old_keys = old.map(keys::entries).unwrap_or_default();
+        removals.extend(
+            old_keys
+                .iter()
+                .filter(|k| new_keys.binary_search(k).is_err())
+                .cloned(),
+        );
+        insertions.extend(
+            new_keys
+                .iter()
+                .filter(|k| old_keys.binary_search(k).is_err())
+                .cloned(),
+        );
+    }
+    (removals, insertions)
 }
 
 enum Side {

@@ -458,7 +458,6 @@ mod tests {
     use proptest::prelude::*;
 
     use super::*;
-    use crate::domain::{evolve, AgentConfig, Creator, CreatorKind, Event, RunCreated};
 
     fn cursor() -> impl Strategy<Value = Cursor> {
         (
@@ -482,20 +481,7 @@ mod tests {
             .expect("sled");
         let index = Index::open(&db).expect("index");
         for i in 0..4u64 {
-            let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
-            let created = Event::Created(RunCreated {
-                title: format!("run {i}"),
-                prompt: "p".into(),
-                config: AgentConfig::default(),
-                creator: Creator {
-                    kind: CreatorKind::User,
-                    uid: "k".into(),
-                    display_name: "k".into(),
-                },
-                source: SourceType::Api,
-                metadata: Default::default(),
-            });
-            let run = evolve(None, id, &created, id.created_at()).expect("created");
+            let run = crate::domain::sample_run(i);
             index.apply(None, &run).expect("apply");
         }
         (dir, index)
