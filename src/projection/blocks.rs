@@ -1,18 +1,23 @@
-//! Blocks: how the `F` ranges of the read index are stored. A range (`F field hash`) is a sorted
-//! set of 24-byte positions (`updated_at ‖ run_id`); it is kept as a few sled entries, each
-//! holding up to `MAX_BLOCK` consecutive positions, instead of one sled entry per position.
+//! Blocks: how the ranges of the read index are stored. A range is a sorted set of positions
+//! under one prefix — `F field hash` (positions `updated_at ‖ run_id`, 24 bytes) or `T`
+//! (positions `lowercased title ‖ 00 00 ‖ run_id`, of any length). It is kept as a few sled
+//! entries, each holding consecutive positions, instead of one sled entry per position.
 //!
 //! ```text
-//! key    F  field(1)  hash(8)  lower(24)      lower: a lower bound of the block's positions
-//! value  position(24) position(24) …          sorted, each ≥ lower and < the next block's lower
+//! key    prefix  lower             lower: a lower bound of the block's positions
+//! value  len(varint) position  len(varint) position  …
+//!        sorted, each ≥ lower and < the next block's lower
 //! ```
 //!
+//! A block holds at most `MAX_BLOCK` positions and `MAX_BYTES` bytes (a single longer position
+//! gets a block of its own) and is split in halves beyond that.
+//!
 //! Why: sled 0.34 costs 6–15 µs of CPU per write and keeps one in-memory page-table entry per
-//! 16 entries of a tree. With a key per position, every run cost 5–6 index writes on each
-//! transition and 5–6 entries for good. Blocked, the positions of all runs the projector applies
-//! in one batch that land in the same block (new runs all land at the tail of each range) cost
-//! one write of that block, and a range holds about `MAX_BLOCK / 2` to `MAX_BLOCK` positions per
-//! sled entry.
+//! 16 entries of a tree. With a key per position, every run cost 6–7 index writes on each
+//! transition and 6–7 entries for good. Blocked, the positions of all runs the projector applies
+//! in one batch that land in the same block (new runs all land at the tail of each `F` range)
+//! cost one write of that block, and a range holds about half a block to a block of positions
+//! per sled entry.
 //!
 //! Writers must be serialised (a block is read, changed and written back); `Index` holds its
 //! write lock around `write`. Readers see each block whole, because a sled value is replaced
@@ -22,55 +27,148 @@ use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
+use super::keys;
 use super::Error;
 
-/// Bytes of a range prefix: `F`, the field tag and the value hash.
-pub const PREFIX: usize = 10;
-/// Bytes of a position.
-pub const POS: usize = 24;
+/// Bytes of a position in an `F` range.
+pub const FILTER_POS: usize = 24;
 /// Positions a block may hold before it is split.
 const MAX_BLOCK: usize = 32;
-/// Positions per block written by a rebuild: room for some growth before the first split.
-pub const BUILD_BLOCK: usize = 24;
+/// Encoded bytes a block may hold before it is split (unless it holds one position).
+const MAX_BYTES: usize = 1024;
+/// How full a rebuild writes blocks, and how full the parts of a split block are: room for some
+/// growth before the next split.
+const FILL: usize = 24;
+const FILL_BYTES: usize = 768;
 
-type Prefix = [u8; PREFIX];
-type Position = [u8; POS];
-
-/// Splits a logical `F` entry (`prefix ‖ position`) into its parts.
-pub fn split(key: &[u8]) -> Option<(Prefix, Position)> {
-    if key.len() != PREFIX + POS {
-        return None;
+/// The length of the range prefix a logical entry or a block key starts with (`F field hash`,
+/// or `T`); `None` for a key of no range.
+pub fn prefix_len(key: &[u8]) -> Option<usize> {
+    match *key.first()? {
+        keys::FILTER => Some(10),
+        keys::TITLE => Some(1),
+        _ => None,
     }
-    Some((
-        key[..PREFIX].try_into().ok()?,
-        key[PREFIX..].try_into().ok()?,
-    ))
 }
 
-fn positions_of(value: &[u8]) -> Result<Vec<Position>, Error> {
-    if value.len() % POS != 0 {
-        return Err(Error::CorruptRow {
-            run_id: String::new(),
-            detail: format!("an index block of {} bytes", value.len()),
-        });
+/// Splits a logical entry (`prefix ‖ position`) into its parts.
+pub fn split(key: &[u8]) -> Result<(&[u8], &[u8]), Error> {
+    match prefix_len(key) {
+        Some(n) if key.len() > n && (key[0] != keys::FILTER || key.len() == n + FILTER_POS) => {
+            Ok(key.split_at(n))
+        }
+        _ => Err(corrupt(format!("an index entry of {} bytes", key.len()))),
     }
-    Ok(value
-        .chunks_exact(POS)
-        .map(|c| {
-            let mut p = [0u8; POS];
-            p.copy_from_slice(c);
-            p
-        })
-        .collect())
 }
 
-fn block_key(prefix: &Prefix, lower: &Position) -> Vec<u8> {
-    [&prefix[..], &lower[..]].concat()
+fn corrupt(detail: String) -> Error {
+    Error::CorruptRow {
+        run_id: String::new(),
+        detail,
+    }
+}
+
+fn varint_len(mut n: usize) -> usize {
+    let mut len = 1;
+    while n >= 0x80 {
+        n >>= 7;
+        len += 1;
+    }
+    len
+}
+
+/// Bytes a position takes in a block.
+fn encoded_len(pos: &[u8]) -> usize {
+    varint_len(pos.len()) + pos.len()
+}
+
+pub(super) fn encode<P: AsRef<[u8]>>(positions: &[P]) -> Vec<u8> {
+    let size = positions.iter().map(|p| encoded_len(p.as_ref())).sum();
+    let mut out = Vec::with_capacity(size);
+    for p in positions {
+        let p = p.as_ref();
+        let mut n = p.len();
+        while n >= 0x80 {
+            out.push((n & 0x7F) as u8 | 0x80);
+            n >>= 7;
+        }
+        out.push(n as u8);
+        out.extend_from_slice(p);
+    }
+    out
+}
+
+/// The positions of a block, as slices of its value.
+fn decode(value: &[u8]) -> Result<Vec<&[u8]>, Error> {
+    let bad = || {
+        corrupt(format!(
+            "an index block of {} bytes does not decode",
+            value.len()
+        ))
+    };
+    let mut out = Vec::new();
+    let mut rest = value;
+    while !rest.is_empty() {
+        let mut len = 0usize;
+        let mut shift = 0;
+        loop {
+            let (&b, tail) = rest.split_first().ok_or_else(bad)?;
+            rest = tail;
+            if shift > 28 {
+                return Err(bad());
+            }
+            len |= usize::from(b & 0x7F) << shift;
+            if b & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        if len == 0 || len > rest.len() {
+            return Err(bad());
+        }
+        let (pos, tail) = rest.split_at(len);
+        out.push(pos);
+        rest = tail;
+    }
+    Ok(out)
+}
+
+/// Consecutive parts of `positions` of at most `count` positions and `bytes` encoded bytes each
+/// (a longer position makes a part on its own).
+fn parts<P: AsRef<[u8]>>(positions: &[P], count: usize, bytes: usize) -> Vec<&[P]> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    let mut size = 0;
+    for (i, p) in positions.iter().enumerate() {
+        let len = encoded_len(p.as_ref());
+        if i > start && (i - start == count || size + len > bytes) {
+            out.push(&positions[start..i]);
+            start = i;
+            size = 0;
+        }
+        size += len;
+    }
+    if start < positions.len() {
+        out.push(&positions[start..]);
+    }
+    out
+}
+
+fn block_key(prefix: &[u8], lower: &[u8]) -> Vec<u8> {
+    [prefix, lower].concat()
+}
+
+/// The first key after every key of the range `prefix`.
+fn range_end(prefix: &[u8]) -> Bound<Vec<u8>> {
+    match super::query::successor(prefix) {
+        Some(end) => Bound::Excluded(end),
+        None => Bound::Unbounded,
+    }
 }
 
 /// The lower bound of the block a position belongs to: the last block whose lower bound is at
 /// or below it, else the range's first block. `None` if the range has no block.
-fn locate(tree: &sled::Tree, prefix: &Prefix, pos: &Position) -> Result<Option<Position>, Error> {
+fn locate(tree: &sled::Tree, prefix: &[u8], pos: &[u8]) -> Result<Option<Vec<u8>>, Error> {
     let at_or_below = tree
         .range(prefix.to_vec()..=block_key(prefix, pos))
         .next_back()
@@ -78,30 +176,24 @@ fn locate(tree: &sled::Tree, prefix: &Prefix, pos: &Position) -> Result<Option<P
     let found = match at_or_below {
         Some((k, _)) => Some(k),
         None => tree
-            .range::<Vec<u8>, _>((
-                Bound::Included(prefix.to_vec()),
-                match super::query::successor(prefix) {
-                    Some(end) => Bound::Excluded(end),
-                    None => Bound::Unbounded,
-                },
-            ))
+            .range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), range_end(prefix)))
             .next()
             .transpose()?
             .map(|(k, _)| k),
     };
-    Ok(found.and_then(|k| k.get(PREFIX..)?.try_into().ok()))
+    Ok(found.and_then(|k| k.get(prefix.len()..).map(<[u8]>::to_vec)))
 }
 
-/// One block being changed: its key as stored (`None`: not stored yet) and its positions.
+/// One block being changed: its positions, and whether they changed.
 struct Loaded {
-    positions: Vec<Position>,
+    positions: Vec<Vec<u8>>,
     changed: bool,
 }
 
 /// One write to the index tree: a value to insert, or `None` to remove the key.
 pub type Op = (Vec<u8>, Option<Vec<u8>>);
 
-/// Adds to `ops` the block writes that apply removals and insertions of logical `F` entries
+/// Adds to `ops` the block writes that apply removals and insertions of logical entries
 /// (`prefix ‖ position`); each block they touch is read once and written once. Returns whether
 /// a block was split or re-keyed: that is several writes, and a crash between them would lose
 /// positions of runs that share the block, so the caller journals such a set of writes before
@@ -113,26 +205,23 @@ pub fn write(
     ops: &mut Vec<Op>,
 ) -> Result<bool, Error> {
     let mut reshaped = false;
-    let mut by_range: BTreeMap<Prefix, Vec<(Position, bool)>> = BTreeMap::new();
+    let mut by_range: BTreeMap<&[u8], Vec<(&[u8], bool)>> = BTreeMap::new();
     for (keys, insert) in [(removals, false), (insertions, true)] {
         for key in keys {
-            let (prefix, pos) = split(key).ok_or_else(|| Error::CorruptRow {
-                run_id: String::new(),
-                detail: format!("an index entry of {} bytes", key.len()),
-            })?;
+            let (prefix, pos) = split(key)?;
             by_range.entry(prefix).or_default().push((pos, insert));
         }
     }
     for (prefix, changes) in by_range {
         // Keyed by the block's stored lower bound; `None` is a block the range did not have.
-        let mut blocks: BTreeMap<Option<Position>, Loaded> = BTreeMap::new();
+        let mut blocks: BTreeMap<Option<Vec<u8>>, Loaded> = BTreeMap::new();
         for (pos, insert) in changes {
-            let block = match blocks.entry(locate(tree, &prefix, &pos)?) {
+            let block = match blocks.entry(locate(tree, prefix, pos)?) {
                 Entry::Occupied(loaded) => loaded.into_mut(),
                 Entry::Vacant(slot) => {
                     let positions = match slot.key() {
-                        Some(l) => match tree.get(block_key(&prefix, l))? {
-                            Some(v) => positions_of(&v)?,
+                        Some(lower) => match tree.get(block_key(prefix, lower))? {
+                            Some(v) => decode(&v)?.into_iter().map(<[u8]>::to_vec).collect(),
                             None => Vec::new(),
                         },
                         None => Vec::new(),
@@ -143,9 +232,12 @@ pub fn write(
                     })
                 }
             };
-            match (block.positions.binary_search(&pos), insert) {
+            match (
+                block.positions.binary_search_by(|p| p.as_slice().cmp(pos)),
+                insert,
+            ) {
                 (Err(at), true) => {
-                    block.positions.insert(at, pos);
+                    block.positions.insert(at, pos.to_vec());
                     block.changed = true;
                 }
                 (Ok(at), false) => {
@@ -157,23 +249,18 @@ pub fn write(
         }
         for (lower, block) in blocks {
             if block.changed {
-                reshaped |= store(ops, &prefix, lower, &block.positions);
+                reshaped |= store(ops, prefix, lower, &block.positions);
             }
         }
     }
     Ok(reshaped)
 }
 
-/// Writes a changed block back: removed when empty, split in halves when over `MAX_BLOCK`, and
-/// stored under its first position when that is below the lower bound it had (the range's
-/// first block, given a new smallest position).
+/// Writes a changed block back: removed when empty, split when over `MAX_BLOCK` positions or
+/// `MAX_BYTES`, and stored under its first position when that is below the lower bound it had
+/// (the range's first block, given a new smallest position).
 /// Returns whether it took more than one write.
-fn store(
-    ops: &mut Vec<Op>,
-    prefix: &Prefix,
-    lower: Option<Position>,
-    positions: &[Position],
-) -> bool {
+fn store(ops: &mut Vec<Op>, prefix: &[u8], lower: Option<Vec<u8>>, positions: &[Vec<u8>]) -> bool {
     let Some(first) = positions.first() else {
         if let Some(l) = lower {
             ops.push((block_key(prefix, &l), None));
@@ -186,30 +273,57 @@ fn store(
         Some(l) => {
             ops.push((block_key(prefix, &l), None));
             writes += 1;
-            *first
+            first.clone()
         }
-        None => *first,
+        None => first.clone(),
     };
-    let chunks = if positions.len() <= MAX_BLOCK {
-        1
+    let bytes: usize = positions.iter().map(|p| encoded_len(p)).sum();
+    let parts = if positions.len() <= MAX_BLOCK && (bytes <= MAX_BYTES || positions.len() == 1) {
+        vec![positions]
     } else {
-        positions.len().div_ceil(MAX_BLOCK / 2)
+        parts(positions, FILL, FILL_BYTES)
     };
-    let per = positions.len().div_ceil(chunks);
-    for (i, chunk) in positions.chunks(per).enumerate() {
-        let chunk_key = if i == 0 { key } else { chunk[0] };
-        ops.push((block_key(prefix, &chunk_key), Some(chunk.concat())));
+    for (i, part) in parts.into_iter().enumerate() {
+        let part_key = if i == 0 { &key } else { &part[0] };
+        ops.push((block_key(prefix, part_key), Some(encode(part))));
         writes += 1;
     }
     writes > 1
 }
 
-/// Writes a whole range from sorted positions (a rebuild, into an empty tree).
-pub fn build(tree: &sled::Tree, prefix: &Prefix, sorted: &[Position]) -> Result<(), Error> {
-    for chunk in sorted.chunks(BUILD_BLOCK) {
-        tree.insert(block_key(prefix, &chunk[0]), chunk.concat())?;
+/// The positions of one range gathered by a rebuild, in one buffer: a rebuild of 1M runs
+/// gathers about 7M of them, and a vector per position would double what they take.
+#[derive(Default)]
+pub struct Gathered {
+    bytes: Vec<u8>,
+    ends: Vec<usize>,
+}
+
+impl Gathered {
+    pub fn push(&mut self, pos: &[u8]) {
+        self.bytes.extend_from_slice(pos);
+        self.ends.push(self.bytes.len());
     }
-    Ok(())
+
+    /// Writes the range in full blocks (a rebuild, into an empty tree).
+    pub fn build(&self, tree: &sled::Tree, prefix: &[u8]) -> Result<(), Error> {
+        let mut start = 0;
+        let mut sorted: Vec<&[u8]> = self
+            .ends
+            .iter()
+            .map(|&end| {
+                let pos = &self.bytes[start..end];
+                start = end;
+                pos
+            })
+            .collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        for part in parts(&sorted, FILL, FILL_BYTES) {
+            tree.insert(block_key(prefix, part[0]), encode(part))?;
+        }
+        Ok(())
+    }
 }
 
 /// The positions of the range `prefix`, in `order`, strictly after (in that order) `after`.
@@ -220,10 +334,7 @@ pub fn positions(
     descending: bool,
 ) -> super::query::Positions<'static> {
     let full = |suffix: &[u8]| [prefix, suffix].concat();
-    let end = match super::query::successor(prefix) {
-        Some(end) => Bound::Excluded(end),
-        None => Bound::Unbounded,
-    };
+    let end = range_end(prefix);
     let after: Option<Vec<u8>> = after.map(<[u8]>::to_vec);
     let blocks: Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>> =
         match (&after, descending) {
@@ -250,7 +361,7 @@ pub fn positions(
     Box::new(blocks.flat_map(move |item| {
         let expanded: Vec<Result<Vec<u8>, Error>> = match item {
             Err(e) => vec![Err(e.into())],
-            Ok((_, value)) => match positions_of(&value) {
+            Ok((_, value)) => match decode(&value) {
                 Err(e) => vec![Err(e)],
                 Ok(mut ps) => {
                     if descending {
@@ -259,8 +370,8 @@ pub fn positions(
                     ps.into_iter()
                         .filter(|p| match &after {
                             None => true,
-                            Some(a) if descending => p.as_slice() < a.as_slice(),
-                            Some(a) => p.as_slice() > a.as_slice(),
+                            Some(a) if descending => *p < a.as_slice(),
+                            Some(a) => *p > a.as_slice(),
                         })
                         .map(|p| Ok(p.to_vec()))
                         .collect()
@@ -276,27 +387,27 @@ pub fn count(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, Error> {
     let mut n = 0u64;
     for item in tree.scan_prefix(prefix) {
         let (_, value) = item?;
-        n += (value.len() / POS) as u64;
+        n += decode(&value)?.len() as u64;
     }
     Ok(n)
 }
 
 /// Every logical entry of an index tree in key order: each block expanded to `prefix ‖
-/// position` entries, every other key as it is.
+/// position` entries (a key of no range, which no layout writes, as it is).
 pub fn logical(tree: &sled::Tree) -> impl Iterator<Item = Result<Vec<u8>, Error>> + '_ {
     tree.iter().flat_map(|item| {
         let expanded: Vec<Result<Vec<u8>, Error>> = match item {
             Err(e) => vec![Err(e.into())],
-            Ok((key, value)) if key.first() == Some(&super::keys::FILTER) => {
-                match positions_of(&value) {
+            Ok((key, value)) => match prefix_len(&key) {
+                Some(n) if key.len() >= n => match decode(&value) {
                     Err(e) => vec![Err(e)],
                     Ok(ps) => ps
                         .into_iter()
-                        .map(|p| Ok([&key[..PREFIX.min(key.len())], &p[..]].concat()))
+                        .map(|p| Ok([&key[..n], p].concat()))
                         .collect(),
-                }
-            }
-            Ok((key, _)) => vec![Ok(key.to_vec())],
+                },
+                _ => vec![Ok(key.to_vec())],
+            },
         };
         expanded
     })
@@ -316,14 +427,43 @@ mod tests {
         (db, tree)
     }
 
-    fn entry(prefix: u8, pos: u16) -> Vec<u8> {
-        let mut key = vec![super::super::keys::FILTER, prefix];
+    /// Ranges 0 and 1 are `F` ranges (24-byte positions); range 2 is the `T` range, whose
+    /// positions have lengths from 2 to 401 bytes, so blocks split on bytes as well as counts.
+    fn entry(range: u8, pos: u16) -> Vec<u8> {
+        if range == 2 {
+            let mut key = vec![keys::TITLE];
+            key.extend_from_slice(&pos.to_be_bytes());
+            key.resize(3 + (usize::from(pos) * 37) % 400, b'x');
+            return key;
+        }
+        let mut key = vec![keys::FILTER, range];
         key.extend_from_slice(&[0; 8]);
-        let mut p = [0u8; POS];
+        let mut p = [0u8; FILTER_POS];
         p[..2].copy_from_slice(&pos.to_be_bytes());
         p[23] = 1;
         key.extend_from_slice(&p);
         key
+    }
+
+    fn prefix_of(range: u8) -> Vec<u8> {
+        let key = entry(range, 0);
+        key[..prefix_len(&key).expect("a range")].to_vec()
+    }
+
+    #[test]
+    fn positions_round_trip_through_a_block() {
+        let positions: Vec<Vec<u8>> = vec![vec![1; 24], vec![2; 127], vec![3; 128], vec![4; 300]];
+        let value = encode(&positions);
+        assert_eq!(
+            value.len(),
+            positions.iter().map(|p| encoded_len(p)).sum::<usize>()
+        );
+        assert_eq!(decode(&value).expect("decode"), positions);
+        assert!(
+            decode(&value[..value.len() - 1]).is_err(),
+            "a cut block is refused"
+        );
+        assert!(decode(&[0]).is_err(), "an empty position is refused");
     }
 
     proptest! {
@@ -332,7 +472,7 @@ mod tests {
         #[test]
         fn blocks_behave_like_a_sorted_set(
             batches in proptest::collection::vec(
-                proptest::collection::vec((0u8..2, 0u16..300, any::<bool>()), 0..80),
+                proptest::collection::vec((0u8..3, 0u16..300, any::<bool>()), 0..80),
                 1..12,
             ),
             from in 0u16..300,
@@ -343,8 +483,8 @@ mod tests {
                 let mut removals = Vec::new();
                 let mut insertions = Vec::new();
                 let mut seen = BTreeSet::new();
-                for (prefix, pos, insert) in batch {
-                    let key = entry(prefix, pos);
+                for (range, pos, insert) in batch {
+                    let key = entry(range, pos);
                     // One operation per entry per batch, as `Index` produces them.
                     if !seen.insert(key.clone()) {
                         continue;
@@ -369,31 +509,60 @@ mod tests {
                 let stored: Vec<Vec<u8>> = logical(&tree).collect::<Result<_, _>>().expect("walk");
                 prop_assert_eq!(&stored, &model.iter().cloned().collect::<Vec<_>>());
                 for value in tree.iter().values() {
-                    let n = value.expect("value").len() / POS;
+                    let value = value.expect("value");
+                    let n = decode(&value).expect("decode").len();
                     prop_assert!((1..=MAX_BLOCK).contains(&n), "a block of {} positions", n);
+                    prop_assert!(n == 1 || value.len() <= MAX_BYTES, "a block of {} bytes", value.len());
                 }
             }
-            for prefix in 0u8..2 {
-                let p = &entry(prefix, 0)[..PREFIX];
+            for range in 0u8..3 {
+                let p = prefix_of(range);
                 let want: Vec<Vec<u8>> = model
                     .iter()
-                    .filter(|k| &k[..PREFIX] == p)
-                    .map(|k| k[PREFIX..].to_vec())
+                    .filter(|k| k.starts_with(&p))
+                    .map(|k| k[p.len()..].to_vec())
                     .collect();
-                prop_assert_eq!(count(&tree, p).expect("count"), want.len() as u64);
-                let asc: Vec<Vec<u8>> = positions(&tree, p, None, false).collect::<Result<_, _>>().expect("asc");
+                prop_assert_eq!(count(&tree, &p).expect("count"), want.len() as u64);
+                let asc: Vec<Vec<u8>> = positions(&tree, &p, None, false).collect::<Result<_, _>>().expect("asc");
                 prop_assert_eq!(&asc, &want);
-                let desc: Vec<Vec<u8>> = positions(&tree, p, None, true).collect::<Result<_, _>>().expect("desc");
+                let desc: Vec<Vec<u8>> = positions(&tree, &p, None, true).collect::<Result<_, _>>().expect("desc");
                 let mut rev = want.clone();
                 rev.reverse();
                 prop_assert_eq!(&desc, &rev);
-                let a = entry(prefix, from)[PREFIX..].to_vec();
-                let after: Vec<Vec<u8>> = positions(&tree, p, Some(&a), false).collect::<Result<_, _>>().expect("after");
+                let a = entry(range, from)[p.len()..].to_vec();
+                let after: Vec<Vec<u8>> = positions(&tree, &p, Some(&a), false).collect::<Result<_, _>>().expect("after");
                 let want_after: Vec<Vec<u8>> = want.iter().filter(|x| **x > a).cloned().collect();
                 prop_assert_eq!(after, want_after);
-                let before: Vec<Vec<u8>> = positions(&tree, p, Some(&a), true).collect::<Result<_, _>>().expect("before");
+                let before: Vec<Vec<u8>> = positions(&tree, &p, Some(&a), true).collect::<Result<_, _>>().expect("before");
                 let want_before: Vec<Vec<u8>> = rev.iter().filter(|x| **x < a).cloned().collect();
                 prop_assert_eq!(before, want_before);
+            }
+        }
+
+        /// A rebuild writes the same logical entries, in blocks within the limits.
+        #[test]
+        fn a_built_range_holds_what_was_gathered(
+            gathered in proptest::collection::vec((0u8..3, 0u16..300), 0..400),
+        ) {
+            let (_db, tree) = tree();
+            let mut ranges: BTreeMap<Vec<u8>, Gathered> = BTreeMap::new();
+            let mut model = BTreeSet::new();
+            for (range, pos) in gathered {
+                let key = entry(range, pos);
+                let (prefix, position) = split(&key).expect("split");
+                ranges.entry(prefix.to_vec()).or_default().push(position);
+                model.insert(key);
+            }
+            for (prefix, positions) in &ranges {
+                positions.build(&tree, prefix).expect("build");
+            }
+            let stored: Vec<Vec<u8>> = logical(&tree).collect::<Result<_, _>>().expect("walk");
+            prop_assert_eq!(stored, model.into_iter().collect::<Vec<_>>());
+            for value in tree.iter().values() {
+                let value = value.expect("value");
+                let n = decode(&value).expect("decode").len();
+                prop_assert!((1..=FILL).contains(&n));
+                prop_assert!(n == 1 || value.len() <= FILL_BYTES);
             }
         }
     }

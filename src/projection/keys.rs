@@ -7,8 +7,8 @@
 //! F  field(1)  hash(value)(8)  updated_at(8)  run_id    one per filterable field with a value
 //! T  escaped(lowercase(title))  00 00  run_id(16)       title sort
 //! ```
-//! These are logical entries. `T` entries are stored as sled keys; the `F` entries of one range
-//! (`F field hash`) are stored in blocks of positions (`blocks.rs`).
+//! These are logical entries. The entries of one range (`F field hash`, or `T`) are stored in
+//! blocks of positions (`blocks.rs`); layout 4 kept each `T` entry as a sled key of its own.
 //! Every run has exactly one state, so the five `F State` ranges together hold every run once
 //! in updated-at order: an unfiltered list merges them, and needs no range of its own (layout 2
 //! had one, `U`, which cost every transition a removal and an insertion more).

@@ -11,7 +11,7 @@
 //! generation 0 is the plain names), switches the generation recorded in sled's default tree,
 //! and drops the old pair: dropping a tree frees its pages, where clearing it would remove
 //! every key one by one (about as slow as writing them). While it builds, one thread folds
-//! the log and writes the rows while another writes the secondary keys.
+//! the log, a second writes the rows and a third the secondary keys.
 
 mod blocks;
 pub mod keys;
@@ -28,7 +28,7 @@ pub use query::{Cursor, Order, Page, Query, SortBy};
 const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
 /// Bumped whenever the row encoding or key layout changes; a mismatch triggers a rebuild.
-pub const LAYOUT_VERSION: u32 = 4;
+pub const LAYOUT_VERSION: u32 = 5;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The generation of the trees in use (absent: 0), in sled's default tree.
 const GENERATION_KEY: &str = "projection_generation";
@@ -161,23 +161,15 @@ impl Trees {
         })
     }
 
-    /// Writes the difference between two entry sets: `T` keys one by one, `F` entries
-    /// through their ranges' blocks.
+    /// Writes the difference between two entry sets, through their ranges' blocks.
     fn write_entries(
         &self,
         db: &sled::Db,
         removals: Vec<Vec<u8>>,
         insertions: Vec<Vec<u8>>,
     ) -> Result<(), Error> {
-        let is_filter = |k: &Vec<u8>| k.first() == Some(&keys::FILTER);
-        let (filter_removals, other_removals): (Vec<_>, Vec<_>) =
-            removals.into_iter().partition(is_filter);
-        let (filter_insertions, other_insertions): (Vec<_>, Vec<_>) =
-            insertions.into_iter().partition(is_filter);
         let mut ops: Vec<blocks::Op> = Vec::new();
-        ops.extend(other_removals.into_iter().map(|k| (k, None)));
-        ops.extend(other_insertions.into_iter().map(|k| (k, Some(Vec::new()))));
-        let reshaped = blocks::write(&self.index, &filter_removals, &filter_insertions, &mut ops)?;
+        let reshaped = blocks::write(&self.index, &removals, &insertions, &mut ops)?;
         self.commit(db, &ops, reshaped)
     }
 
@@ -237,96 +229,99 @@ impl Trees {
 
     /// Folds every run of the log into these (empty) trees. Returns (runs, events).
     ///
-    /// The calling thread scans and folds the log and writes rows and the `T` keys; a second
-    /// thread gathers the `F` entries by range and, once the log is folded, writes each range
-    /// in full blocks. The result does not depend on the order of the writes: rows and
+    /// The calling thread scans and folds the log; one thread writes the rows it sends, and
+    /// another gathers the index entries by range and, once the log is folded, writes each
+    /// range in full blocks. The result does not depend on the order of the writes: rows and
     /// entries are sets.
     fn build_from(&self, store: &Store) -> Result<(u64, u64), Error> {
-        let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(4);
+        let (entries_tx, entries_rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(4);
+        let (rows_tx, rows_rx) = std::sync::mpsc::sync_channel::<Vec<(RunId, Vec<u8>)>>(4);
         let index = self.index.clone();
+        let rows = self.rows.clone();
         std::thread::scope(|scope| {
-            let writer = scope.spawn(move || -> Result<(), Error> {
-                let mut ranges: std::collections::BTreeMap<
-                    [u8; blocks::PREFIX],
-                    Vec<[u8; blocks::POS]>,
-                > = std::collections::BTreeMap::new();
-                for batch in rx {
+            let entries = scope.spawn(move || -> Result<(), Error> {
+                let mut ranges: std::collections::BTreeMap<Vec<u8>, blocks::Gathered> =
+                    std::collections::BTreeMap::new();
+                for batch in entries_rx {
                     for key in batch {
-                        let (prefix, pos) =
-                            blocks::split(&key).ok_or_else(|| Error::CorruptRow {
-                                run_id: String::new(),
-                                detail: format!("an index entry of {} bytes", key.len()),
-                            })?;
-                        ranges.entry(prefix).or_default().push(pos);
+                        let (prefix, pos) = blocks::split(&key)?;
+                        match ranges.get_mut(prefix) {
+                            Some(range) => range.push(pos),
+                            None => ranges.entry(prefix.to_vec()).or_default().push(pos),
+                        }
                     }
                 }
-                for (prefix, mut positions) in ranges {
-                    positions.sort_unstable();
-                    positions.dedup();
-                    blocks::build(&index, &prefix, &positions)?;
+                for (prefix, positions) in ranges {
+                    positions.build(&index, &prefix)?;
                 }
                 Ok(())
             });
-            let folded = self.fold_log(store, tx);
-            let written = writer
-                .join()
-                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+            let rows = scope.spawn(move || -> Result<(), Error> {
+                for batch in rows_rx {
+                    for (id, row) in batch {
+                        rows.insert(id.to_bytes(), row)?;
+                    }
+                }
+                Ok(())
+            });
+            let folded = fold_log(store, entries_tx, rows_tx);
+            let join = |writer: std::thread::ScopedJoinHandle<'_, Result<(), Error>>| {
+                writer
+                    .join()
+                    .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+            };
+            let (entries, rows) = (join(entries), join(rows));
             // A failed writer makes the folding side stop too (its sends fail); report the
             // writer's error then, it is the cause.
-            written?;
+            entries?;
+            rows?;
             folded
         })
     }
+}
 
-    fn fold_log(
-        &self,
-        store: &Store,
-        tx: std::sync::mpsc::SyncSender<Vec<Vec<u8>>>,
-    ) -> Result<(u64, u64), Error> {
-        let mut runs = 0u64;
-        let mut events = 0u64;
-        let mut batch = Vec::with_capacity(BUILD_BATCH);
-        let write = |run: &Run, batch: &mut Vec<Vec<u8>>| -> Result<bool, Error> {
-            for key in keys::entries(run) {
-                if key.first() == Some(&keys::FILTER) {
-                    batch.push(key);
-                } else {
-                    self.index.insert(key, &[])?;
+/// Scans and folds the whole log, sending each run's row and index entries to the writers of
+/// `build_from` in batches. Returns (runs, events).
+fn fold_log(
+    store: &Store,
+    entries_tx: std::sync::mpsc::SyncSender<Vec<Vec<u8>>>,
+    rows_tx: std::sync::mpsc::SyncSender<Vec<(RunId, Vec<u8>)>>,
+) -> Result<(u64, u64), Error> {
+    let mut runs = 0u64;
+    let mut events = 0u64;
+    let mut entries = Vec::with_capacity(BUILD_BATCH);
+    let mut rows = Vec::with_capacity(BUILD_BATCH / 8);
+    // `false` once a writer is gone, which happens only if it failed: `build_from` reports why.
+    let send = |entries: &mut Vec<Vec<u8>>, rows: &mut Vec<(RunId, Vec<u8>)>| -> bool {
+        let full = std::mem::replace(entries, Vec::with_capacity(BUILD_BATCH));
+        let full_rows = std::mem::replace(rows, Vec::with_capacity(BUILD_BATCH / 8));
+        entries_tx.send(full).is_ok() && rows_tx.send(full_rows).is_ok()
+    };
+    let mut current: Option<Run> = None;
+    for envelope in store.scan() {
+        let envelope = envelope?;
+        events += 1;
+        let same = current.as_ref().is_some_and(|r| r.id == envelope.run_id);
+        if !same {
+            if let Some(run) = current.take() {
+                runs += 1;
+                entries.extend(keys::entries(&run));
+                rows.push((run.id, encode_row(&run)?));
+                if entries.len() >= BUILD_BATCH && !send(&mut entries, &mut rows) {
+                    return Ok((runs, events));
                 }
             }
-            self.rows.insert(run.id.to_bytes(), encode_row(run)?)?;
-            if batch.len() >= BUILD_BATCH {
-                let full = std::mem::replace(batch, Vec::with_capacity(BUILD_BATCH));
-                // The writer is gone only if it failed; `build_from` reports its error.
-                return Ok(tx.send(full).is_ok());
-            }
-            Ok(true)
-        };
-        let mut current: Option<Run> = None;
-        for envelope in store.scan() {
-            let envelope = envelope?;
-            events += 1;
-            let same = current.as_ref().is_some_and(|r| r.id == envelope.run_id);
-            if !same {
-                if let Some(run) = current.take() {
-                    runs += 1;
-                    if !write(&run, &mut batch)? {
-                        return Ok((runs, events));
-                    }
-                }
-            }
-            let base = if same { current.take() } else { None };
-            current = crate::domain::evolve(base, envelope.run_id, &envelope.event, envelope.at);
         }
-        if let Some(run) = current.take() {
-            runs += 1;
-            write(&run, &mut batch)?;
-        }
-        if !batch.is_empty() {
-            let _ = tx.send(batch);
-        }
-        Ok((runs, events))
+        let base = if same { current.take() } else { None };
+        current = crate::domain::evolve(base, envelope.run_id, &envelope.event, envelope.at);
     }
+    if let Some(run) = current.take() {
+        runs += 1;
+        entries.extend(keys::entries(&run));
+        rows.push((run.id, encode_row(&run)?));
+    }
+    send(&mut entries, &mut rows);
+    Ok((runs, events))
 }
 
 /// Every row (id, encoded run) and every index key, for comparing two indexes in tests.
@@ -715,16 +710,16 @@ mod tests {
         let trees = index.trees();
         let prefix = keys::filter_prefix(keys::Field::State, "QUEUED");
         let block = |first: u8, n: u8| -> (Vec<u8>, Option<Vec<u8>>) {
-            let positions: Vec<u8> = (first..first + n)
-                .flat_map(|i| {
-                    let mut p = [0u8; blocks::POS];
+            let positions: Vec<[u8; blocks::FILTER_POS]> = (first..first + n)
+                .map(|i| {
+                    let mut p = [0u8; blocks::FILTER_POS];
                     p[7] = i;
                     p
                 })
                 .collect();
             let mut key = prefix.clone();
-            key.extend_from_slice(&positions[..blocks::POS]);
-            (key, Some(positions))
+            key.extend_from_slice(&positions[0]);
+            (key, Some(blocks::encode(&positions)))
         };
         // The split was journalled, and only its first write reached the tree.
         let ops = vec![block(0, 3), block(3, 3)];

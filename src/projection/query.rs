@@ -392,16 +392,7 @@ impl Index {
                 let iters = prefixes
                     .iter()
                     .map(|p| {
-                        if p.first() == Some(&keys::FILTER) {
-                            super::blocks::positions(
-                                &trees.index,
-                                p,
-                                after,
-                                query.order == Order::Desc,
-                            )
-                        } else {
-                            range_after(&trees.index, p, after, None, query.order)
-                        }
+                        super::blocks::positions(&trees.index, p, after, query.order == Order::Desc)
                     })
                     .collect();
                 let mut merged = Merge::new(iters, query.order)?;
