@@ -291,39 +291,81 @@ fn store(ops: &mut Vec<Op>, prefix: &[u8], lower: Option<Vec<u8>>, positions: &[
     writes > 1
 }
 
-/// The positions of one range gathered by a rebuild, in one buffer: a rebuild of 1M runs
-/// gathers about 7M of them, and a vector per position would double what they take.
-#[derive(Default)]
-pub struct Gathered {
-    bytes: Vec<u8>,
-    ends: Vec<usize>,
+/// The positions of one range gathered by a rebuild. A rebuild of 1M runs gathers about 7M of
+/// them: the 24-byte positions of `F` ranges are kept and sorted as arrays, the positions of
+/// the `T` range in one buffer (a vector per position would double what they take).
+pub enum Gathered {
+    Fixed(Vec<[u8; FILTER_POS]>),
+    Varying { bytes: Vec<u8>, ends: Vec<usize> },
 }
 
 impl Gathered {
-    pub fn push(&mut self, pos: &[u8]) {
-        self.bytes.extend_from_slice(pos);
-        self.ends.push(self.bytes.len());
+    /// An empty set of positions for the range `prefix`.
+    pub fn new(prefix: &[u8]) -> Gathered {
+        if prefix.first() == Some(&keys::FILTER) {
+            Gathered::Fixed(Vec::new())
+        } else {
+            Gathered::Varying {
+                bytes: Vec::new(),
+                ends: Vec::new(),
+            }
+        }
     }
 
-    /// Writes the range in full blocks (a rebuild, into an empty tree).
-    pub fn build(&self, tree: &sled::Tree, prefix: &[u8]) -> Result<(), Error> {
-        let mut start = 0;
-        let mut sorted: Vec<&[u8]> = self
-            .ends
-            .iter()
-            .map(|&end| {
-                let pos = &self.bytes[start..end];
-                start = end;
-                pos
-            })
-            .collect();
-        sorted.sort_unstable();
-        sorted.dedup();
-        for part in parts(&sorted, FILL, FILL_BYTES) {
-            tree.insert(block_key(prefix, part[0]), encode(part))?;
+    /// Adds a position (as `split` returned it for this range).
+    pub fn push(&mut self, pos: &[u8]) -> Result<(), Error> {
+        match self {
+            Gathered::Fixed(positions) => positions.push(
+                pos.try_into()
+                    .map_err(|_| corrupt(format!("a filter position of {} bytes", pos.len())))?,
+            ),
+            Gathered::Varying { bytes, ends } => {
+                bytes.extend_from_slice(pos);
+                ends.push(bytes.len());
+            }
         }
         Ok(())
     }
+
+    /// How many positions were gathered.
+    pub fn len(&self) -> usize {
+        match self {
+            Gathered::Fixed(positions) => positions.len(),
+            Gathered::Varying { ends, .. } => ends.len(),
+        }
+    }
+
+    /// Writes the range in full blocks (a rebuild, into an empty tree).
+    pub fn build(self, tree: &sled::Tree, prefix: &[u8]) -> Result<(), Error> {
+        match self {
+            Gathered::Fixed(mut positions) => {
+                positions.sort_unstable();
+                positions.dedup();
+                build(tree, prefix, &positions)
+            }
+            Gathered::Varying { bytes, ends } => {
+                let mut start = 0;
+                let mut sorted: Vec<&[u8]> = ends
+                    .iter()
+                    .map(|&end| {
+                        let pos = &bytes[start..end];
+                        start = end;
+                        pos
+                    })
+                    .collect();
+                sorted.sort_unstable();
+                sorted.dedup();
+                build(tree, prefix, &sorted)
+            }
+        }
+    }
+}
+
+fn build<P: AsRef<[u8]>>(tree: &sled::Tree, prefix: &[u8], sorted: &[P]) -> Result<(), Error> {
+    for part in parts(sorted, FILL, FILL_BYTES) {
+        tree.insert(block_key(prefix, part[0].as_ref()), encode(part))?;
+    }
+    Ok(())
 }
 
 /// The positions of the range `prefix`, in `order`, strictly after (in that order) `after`.
@@ -550,11 +592,15 @@ mod tests {
             for (range, pos) in gathered {
                 let key = entry(range, pos);
                 let (prefix, position) = split(&key).expect("split");
-                ranges.entry(prefix.to_vec()).or_default().push(position);
+                ranges
+                    .entry(prefix.to_vec())
+                    .or_insert_with(|| Gathered::new(prefix))
+                    .push(position)
+                    .expect("push");
                 model.insert(key);
             }
-            for (prefix, positions) in &ranges {
-                positions.build(&tree, prefix).expect("build");
+            for (prefix, positions) in ranges {
+                positions.build(&tree, &prefix).expect("build");
             }
             let stored: Vec<Vec<u8>> = logical(&tree).collect::<Result<_, _>>().expect("walk");
             prop_assert_eq!(stored, model.into_iter().collect::<Vec<_>>());

@@ -246,15 +246,15 @@ impl Trees {
                     for key in batch {
                         let (prefix, pos) = blocks::split(&key)?;
                         match ranges.get_mut(prefix) {
-                            Some(range) => range.push(pos),
-                            None => ranges.entry(prefix.to_vec()).or_default().push(pos),
+                            Some(range) => range.push(pos)?,
+                            None => ranges
+                                .entry(prefix.to_vec())
+                                .or_insert_with(|| blocks::Gathered::new(prefix))
+                                .push(pos)?,
                         }
                     }
                 }
-                for (prefix, positions) in ranges {
-                    positions.build(&index, &prefix)?;
-                }
-                Ok(())
+                build_ranges(&index, ranges)
             });
             let rows = scope.spawn(move || -> Result<(), Error> {
                 for batch in rows_rx {
@@ -278,6 +278,40 @@ impl Trees {
             folded
         })
     }
+}
+
+/// Writes gathered ranges into an empty index tree, on two threads: the log is folded by then,
+/// and the rows' writer is the only other work left.
+fn build_ranges(
+    index: &sled::Tree,
+    ranges: std::collections::BTreeMap<Vec<u8>, blocks::Gathered>,
+) -> Result<(), Error> {
+    let total: usize = ranges.values().map(blocks::Gathered::len).sum();
+    let mut first = Vec::new();
+    let mut second = Vec::new();
+    let mut taken = 0;
+    for range in ranges {
+        if taken < total / 2 {
+            taken += range.1.len();
+            first.push(range);
+        } else {
+            second.push(range);
+        }
+    }
+    let build = |ranges: Vec<(Vec<u8>, blocks::Gathered)>| -> Result<(), Error> {
+        for (prefix, positions) in ranges {
+            positions.build(index, &prefix)?;
+        }
+        Ok(())
+    };
+    std::thread::scope(|scope| {
+        let helper = scope.spawn(|| build(second));
+        let built = build(first);
+        let helped = helper
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+        built.and(helped)
+    })
 }
 
 /// Scans and folds the whole log, sending each run's row and index entries to the writers of
