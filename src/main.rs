@@ -34,6 +34,6 @@ fn main() -> anyhow::Result<()> {
         Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
         Cmd::Export { with_keys, output } => cli::export(&args, *with_keys, output.as_deref()),
         Cmd::Import { file } => cli::import(&args, file.as_deref()),
-        Cmd::Replay { verify } => cli::replay(&args, *verify),
+        Cmd::Replay { verify, cache_mb } => cli::replay(&args, *verify, *cache_mb),
     }
 }
