@@ -233,17 +233,20 @@ R[create_syncs]=$(metric runledger_durable_syncs_total)
 # run), in rounds of POPULATE_STEP seconds; after each round it waits until the backlog of
 # queued runs has been executed, so that the queue (and memory) stays bounded.
 populate() {
-    local target=$1 started
+    local target=$1 started rate=1000
     started=$(date +%s)
     while [ "$CREATED" -lt "$target" ]; do
         local left=$((target - CREATED)) secs=$POPULATE_STEP
-        # Shorten the last round: ~1000 creates/s is a safe lower bound of the rate.
-        if [ "$left" -lt $((POPULATE_STEP * 1000)) ]; then secs=$(( left / 1000 + 1 )); fi
+        # Size the last round by the rate of the previous ones (at first ~1000 creates/s, a
+        # safe lower bound), so that the store ends close to the target rather than a round
+        # beyond it: the measurements at RUNS_LARGE are meant for that many runs.
+        if [ "$left" -lt $((POPULATE_STEP * rate)) ]; then secs=$(( (left + rate - 1) / rate )); fi
         local line n bad
         line=$(run_wrk populate "$secs" -s "$WORK/create.lua" "$BASE/api/v1/agent/runs")
         read -r _ _ _ n bad <<<"$line"
         [ "$bad" -eq 0 ] || die "populate: $bad non-2xx responses"
         CREATED=$((CREATED + n))
+        [ "$n" -gt 0 ] && rate=$(( n / secs > 1000 ? n / secs : 1000 ))
         wait_drained
         log "  populate: $CREATED / $target runs ($(( $(date +%s) - started )) s)"
     done
