@@ -23,7 +23,6 @@
 //! write lock around `write`. Readers see each block whole, because a sled value is replaced
 //! atomically; a walk overlapping a write is handled like any other (see `Writes` in `mod.rs`).
 
-use std::collections::btree_map::Entry;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
@@ -166,23 +165,45 @@ fn range_end(prefix: &[u8]) -> Bound<Vec<u8>> {
     }
 }
 
-/// The lower bound of the block a position belongs to: the last block whose lower bound is at
-/// or below it, else the range's first block. `None` if the range has no block.
-fn locate(tree: &sled::Tree, prefix: &[u8], pos: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+/// A stored block: its lower bound and its positions.
+type Block = (Vec<u8>, Vec<Vec<u8>>);
+
+/// The block a position belongs to: the last block whose lower bound is at or below it, else
+/// the range's first block; its lower bound and positions. `None` if the range has no block.
+fn locate(tree: &sled::Tree, prefix: &[u8], pos: &[u8]) -> Result<Option<Block>, Error> {
     let at_or_below = tree
         .range(prefix.to_vec()..=block_key(prefix, pos))
         .next_back()
         .transpose()?;
     let found = match at_or_below {
-        Some((k, _)) => Some(k),
+        Some(block) => Some(block),
         None => tree
             .range::<Vec<u8>, _>((Bound::Included(prefix.to_vec()), range_end(prefix)))
             .next()
-            .transpose()?
-            .map(|(k, _)| k),
+            .transpose()?,
     };
-    Ok(found.and_then(|k| k.get(prefix.len()..).map(<[u8]>::to_vec)))
+    let Some((key, value)) = found else {
+        return Ok(None);
+    };
+    let lower = key
+        .get(prefix.len()..)
+        .ok_or_else(|| corrupt(format!("an index block key of {} bytes", key.len())))?;
+    let positions = decode(&value)?.into_iter().map(<[u8]>::to_vec).collect();
+    Ok(Some((lower.to_vec(), positions)))
 }
+
+/// The lower bound of the block after the one whose lower bound is `lower`, if any.
+fn next_lower(tree: &sled::Tree, prefix: &[u8], lower: &[u8]) -> Result<Option<Vec<u8>>, Error> {
+    let next = tree
+        .range::<Vec<u8>, _>((Bound::Excluded(block_key(prefix, lower)), range_end(prefix)))
+        .next()
+        .transpose()?;
+    Ok(next.and_then(|(k, _)| k.get(prefix.len()..).map(<[u8]>::to_vec)))
+}
+
+/// Where a loaded block sits in its range: its lower bound (`None`: a block the range did not
+/// have) and the next block's (`None`: it is the last).
+type Span = (Option<Vec<u8>>, Option<Vec<u8>>);
 
 /// One block being changed: its positions, and whether they changed.
 struct Loaded {
@@ -212,25 +233,38 @@ pub fn write(
             by_range.entry(prefix).or_default().push((pos, insert));
         }
     }
-    for (prefix, changes) in by_range {
+    for (prefix, mut changes) in by_range {
+        // In position order, a block's changes come one after another: the block and where the
+        // next one begins are looked up once per block, not once per change (a backward seek
+        // in sled costs as much as a write).
+        changes.sort_by(|a, b| a.0.cmp(b.0));
         // Keyed by the block's stored lower bound; `None` is a block the range did not have.
         let mut blocks: BTreeMap<Option<Vec<u8>>, Loaded> = BTreeMap::new();
+        // The block changes go to now: its lower bound and the next block's.
+        let mut current: Option<Span> = None;
         for (pos, insert) in changes {
-            let block = match blocks.entry(locate(tree, prefix, pos)?) {
-                Entry::Occupied(loaded) => loaded.into_mut(),
-                Entry::Vacant(slot) => {
-                    let positions = match slot.key() {
-                        Some(lower) => match tree.get(block_key(prefix, lower))? {
-                            Some(v) => decode(&v)?.into_iter().map(<[u8]>::to_vec).collect(),
-                            None => Vec::new(),
-                        },
-                        None => Vec::new(),
-                    };
-                    slot.insert(Loaded {
-                        positions,
-                        changed: false,
-                    })
-                }
+            let within =
+                matches!(&current, Some((_, next)) if next.as_deref().is_none_or(|n| pos < n));
+            if !within {
+                let (lower, positions) = match locate(tree, prefix, pos)? {
+                    Some((lower, positions)) => (Some(lower), positions),
+                    None => (None, Vec::new()),
+                };
+                let next = match &lower {
+                    Some(l) => next_lower(tree, prefix, l)?,
+                    None => None,
+                };
+                blocks.entry(lower.clone()).or_insert(Loaded {
+                    positions,
+                    changed: false,
+                });
+                current = Some((lower, next));
+            }
+            let Some(block) = current
+                .as_ref()
+                .and_then(|(lower, _)| blocks.get_mut(lower))
+            else {
+                continue;
             };
             match (
                 block.positions.binary_search_by(|p| p.as_slice().cmp(pos)),
