@@ -740,6 +740,18 @@ async fn list_filters_and_environments() {
         "titles sort alphabetically ignoring case"
     );
     assert_eq!(v["page_info"]["has_next_page"], true);
+    // A title of 256 four-byte characters: an index position longer than a block may hold.
+    let long = s
+        .create(json!({"prompt": "long", "title": "𝄞".repeat(256), "config": {"environment_id": "slow"}}))
+        .await;
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?limit=1&sort_by=title&sort_order=desc")
+        .await;
+    assert_eq!(ids(&v), [long.as_str()], "{v}");
+    let (_, v) = s
+        .get(&s.key, "/agent/runs?limit=2&sort_by=title&sort_order=asc")
+        .await;
+    assert_eq!(ids(&v), [a.as_str(), b.as_str()], "{v}");
 
     let c = s
         .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "slow"}}))

@@ -504,12 +504,14 @@ mod tests {
     }
 
     /// Ranges 0 and 1 are `F` ranges (24-byte positions); range 2 is the `T` range, whose
-    /// positions have lengths from 2 to 401 bytes, so blocks split on bytes as well as counts.
+    /// positions have lengths from 2 to 1,301 bytes, so blocks split on bytes as well as counts
+    /// and a position longer than a block may hold gets a block of its own (a 256-character
+    /// title is up to about 1 KiB).
     fn entry(range: u8, pos: u16) -> Vec<u8> {
         if range == 2 {
             let mut key = vec![keys::TITLE];
             key.extend_from_slice(&pos.to_be_bytes());
-            key.resize(3 + (usize::from(pos) * 37) % 400, b'x');
+            key.resize(3 + (usize::from(pos) * 37) % 1300, b'x');
             return key;
         }
         let mut key = vec![keys::FILTER, range];
