@@ -201,10 +201,6 @@ fn next_lower(tree: &sled::Tree, prefix: &[u8], lower: &[u8]) -> Result<Option<V
     Ok(next.and_then(|(k, _)| k.get(prefix.len()..).map(<[u8]>::to_vec)))
 }
 
-/// Where a loaded block sits in its range: its lower bound (`None`: a block the range did not
-/// have) and the next block's (`None`: it is the last).
-type Span = (Option<Vec<u8>>, Option<Vec<u8>>);
-
 /// One block being changed: its positions, and whether they changed.
 struct Loaded {
     positions: Vec<Vec<u8>>,
@@ -238,47 +234,45 @@ pub fn write(
         // next one begins are looked up once per block, not once per change (a backward seek
         // in sled costs as much as a write).
         changes.sort_by(|a, b| a.0.cmp(b.0));
-        // Keyed by the block's stored lower bound; `None` is a block the range did not have.
-        let mut blocks: BTreeMap<Option<Vec<u8>>, Loaded> = BTreeMap::new();
-        // The block changes go to now: its lower bound and the next block's.
-        let mut current: Option<Span> = None;
+        // The blocks the changes touch, in range order (each is reached once), keyed by their
+        // stored lower bound; `None` is a block the range did not have.
+        let mut blocks: Vec<(Option<Vec<u8>>, Loaded)> = Vec::new();
+        // Where the last of them ends: the next block's lower bound (`None`: it is the last).
+        let mut next: Option<Vec<u8>> = None;
         for (pos, insert) in changes {
-            let within =
-                matches!(&current, Some((_, next)) if next.as_deref().is_none_or(|n| pos < n));
+            let within = !blocks.is_empty() && next.as_deref().is_none_or(|n| pos < n);
             if !within {
                 let (lower, positions) = match locate(tree, prefix, pos)? {
                     Some((lower, positions)) => (Some(lower), positions),
                     None => (None, Vec::new()),
                 };
-                let next = match &lower {
+                next = match &lower {
                     Some(l) => next_lower(tree, prefix, l)?,
                     None => None,
                 };
-                blocks.entry(lower.clone()).or_insert(Loaded {
-                    positions,
-                    changed: false,
-                });
-                current = Some((lower, next));
+                blocks.push((
+                    lower,
+                    Loaded {
+                        positions,
+                        changed: false,
+                    },
+                ));
             }
-            let Some(block) = current
-                .as_ref()
-                .and_then(|(lower, _)| blocks.get_mut(lower))
-            else {
-                continue;
-            };
-            match (
-                block.positions.binary_search_by(|p| p.as_slice().cmp(pos)),
-                insert,
-            ) {
-                (Err(at), true) => {
-                    block.positions.insert(at, pos.to_vec());
-                    block.changed = true;
+            if let Some((_, block)) = blocks.last_mut() {
+                match (
+                    block.positions.binary_search_by(|p| p.as_slice().cmp(pos)),
+                    insert,
+                ) {
+                    (Err(at), true) => {
+                        block.positions.insert(at, pos.to_vec());
+                        block.changed = true;
+                    }
+                    (Ok(at), false) => {
+                        block.positions.remove(at);
+                        block.changed = true;
+                    }
+                    _ => {}
                 }
-                (Ok(at), false) => {
-                    block.positions.remove(at);
-                    block.changed = true;
-                }
-                _ => {}
             }
         }
         for (lower, block) in blocks {
