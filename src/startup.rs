@@ -86,26 +86,36 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
         }
         store.sync_blocking()?;
     }
-    // Runs whose log got ahead of the index before a crash: caught up before any request is
-    // served, so no live command can race the repair.
-    let dirty = store.dirty_runs()?;
-    if !dirty.is_empty() {
-        let (mut fixed, mut damaged) = (0, 0);
-        for id in &dirty {
-            match index.catch_up(&store, &[*id]) {
-                Ok(n) => fixed += n,
-                // A run whose log is damaged stays dirty and fails on its own (its commands and
-                // history answer "damaged"); it must not keep every other run from being served.
-                Err(crate::projection::Error::Store(e @ store::Error::Corrupt { .. })) => {
-                    tracing::error!(run_id = %id, error = %e, "cannot catch up a run with a damaged log");
-                    damaged += 1;
-                }
-                Err(e) => return Err(e.into()),
+    // Runs whose log may have got ahead of the index before a crash: those marked dirty and
+    // those created since the index floor (see `actor::projector`). Caught up before any
+    // request is served, so no live command can race the repair.
+    let mut check = store.dirty_runs()?;
+    if let Some(floor) = store.index_floor()? {
+        check.extend(store.runs_created_since(floor)?);
+        check.sort_unstable();
+        check.dedup();
+    }
+    let (mut fixed, mut damaged) = (0, 0);
+    for id in &check {
+        match index.catch_up(&store, &[*id]) {
+            Ok(n) => fixed += n,
+            // A run whose log is damaged stays dirty and fails on its own (its commands and
+            // history answer "damaged"); it must not keep every other run from being served.
+            // Marked, because the floor is about to pass it.
+            Err(crate::projection::Error::Store(e @ store::Error::Corrupt { .. })) => {
+                tracing::error!(run_id = %id, error = %e, "cannot catch up a run with a damaged log");
+                store.mark_dirty(*id)?;
+                damaged += 1;
             }
+            Err(e) => return Err(e.into()),
         }
-        store.sync_blocking()?;
+    }
+    // Every run is caught up (or marked): this process covers the runs created from now on.
+    store.set_index_floor(crate::actor::now())?;
+    store.sync_blocking()?;
+    if !check.is_empty() {
         tracing::info!(
-            checked = dirty.len(),
+            checked = check.len(),
             fixed,
             damaged,
             "read index caught up with the log"
@@ -313,5 +323,49 @@ impl Application {
         runs.store().sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{evolve, Event, RunId};
+
+    fn config(dir: &std::path::Path) -> Config {
+        let overrides = crate::config::Overrides {
+            data_dir: Some(dir.to_path_buf()),
+            bind: None,
+        };
+        Config::load(None, &overrides).expect("config")
+    }
+
+    /// A crash between a young run's durable append and its index update leaves no marker:
+    /// the index floor is what makes the next start catch the run up.
+    #[test]
+    fn a_start_catches_up_the_runs_created_since_the_index_floor() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config(dir.path());
+        let (store, index) = open_store(&config, false).expect("open");
+        let floor = store
+            .index_floor()
+            .expect("floor")
+            .expect("set by the open");
+        let id = RunId::new(now().max(floor), 7);
+        let event = Event::Created(crate::domain::sample_created(7));
+        let run = evolve(None, id, &event, id.created_at()).expect("created");
+        store
+            .append(&store::envelopes(id, 0, id.created_at(), vec![event]))
+            .expect("append");
+        store.sync_blocking().expect("sync");
+        assert!(!store.is_dirty(id).expect("dirty"));
+        assert_eq!(index.get(id).expect("get"), None);
+        drop((store, index));
+
+        let (store, index) = open_store(&config, false).expect("reopen");
+        assert_eq!(index.get(id).expect("get"), Some(run));
+        let raised = store.index_floor().expect("floor").expect("floor");
+        assert!(raised >= floor);
+        let (_, _, differences) = index.verify(&store).expect("verify");
+        assert!(differences.is_empty(), "{differences:?}");
     }
 }

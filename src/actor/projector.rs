@@ -13,13 +13,25 @@
 //! - `get` answers a waiting run from the projector's newest row;
 //! - `caught_up` lets a list wait until everything submitted before it began is applied.
 //!
-//! Crash safety keeps the store's dirty markers (see `docs/decisions/0001-durability.md`): a run
-//! is marked before its first unapplied append and unmarked only once the projector applied all
-//! of its acknowledged commands, so startup catches up whatever a crash left unapplied. A marker
-//! holds a generation number and is removed by compare-and-swap, so a mark for a newer command
-//! can never be lost to the removal of an older one.
+//! Crash safety (see `docs/decisions/0001-durability.md`): startup must find every run whose
+//! durable commands the index may lack. Two records say which runs those are:
+//! - **The index floor**, a time kept in the store. Startup catches up every run created at or
+//!   after it, so a run created after the floor needs no record of its own: the floor is only
+//!   moved past a run's creation time once none of its commands is waiting (or in flight), and
+//!   it is written after the index writes it vouches for. Most commands are those of young runs
+//!   — a create, the start and finish of a short run — and cost no store write for this.
+//! - **Dirty markers**, for the commands of runs older than the floor: a run is marked before
+//!   its first unapplied append and unmarked only once the projector applied all of its
+//!   acknowledged commands. A marker holds a generation number and is removed by
+//!   compare-and-swap, so a mark for a newer command can never be lost to the removal of an
+//!   older one.
+//!
+//! The floor trails the clock by `FLOOR_LAG_MS`, so a create whose id was made a moment before
+//! its command reached the actor is still covered; after a crash, startup catches up the runs of
+//! about that last second (or more, while a young run's command waits). A clean stop moves the
+//! floor up to the clock.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -34,6 +46,14 @@ use crate::store::Store;
 /// distance. It bounds the projector's memory and how long a list may wait for it: about 30 ms
 /// at the ~10k index updates a second of this machine under full load.
 const BACKLOG: u64 = 256;
+
+/// How far the index floor stays behind the clock: a run whose id was made this long before
+/// its first command reached its actor still needs no dirty marker.
+const FLOOR_LAG_MS: u64 = 1_000;
+
+/// The floor is stored when it has moved at least this far (milliseconds): a few writes a
+/// second instead of one per batch, for a catch-up after a crash that is that much longer.
+const FLOOR_STEP_MS: u64 = 250;
 
 /// The handle shared by `Runs`; the projector thread holds the same `Shared`.
 pub(super) struct Projector {
@@ -62,6 +82,14 @@ struct State {
     /// Runs with a dirty marker: the marker's generation and the commands that have marked the
     /// run and are not applied yet.
     marked: HashMap<RunId, Marked>,
+    /// Runs created at or after the floor with commands not applied yet (how many), which have
+    /// no marker: the floor must not pass them. Ordered by id, so by creation time.
+    covered: BTreeMap<RunId, u32>,
+    /// The index floor in milliseconds: a run created at or after it is `covered` by a command
+    /// instead of marked. Never moves back.
+    floor: u64,
+    /// The floor as last stored (never above `floor`).
+    stored_floor: u64,
     stopping: bool,
     /// No thread (stopped, or it could not start): `submit` applies at once.
     inline: bool,
@@ -80,11 +108,37 @@ struct Marked {
 }
 
 impl Projector {
+    /// Starts the projector of a store that `startup::open_store` opened: that caught up every
+    /// run the stored index floor covered and moved the floor up to the clock, so runs created
+    /// before the floor need markers and those after it are this process's to cover.
     pub(super) fn start(index: Index, store: Store) -> Projector {
+        let floor = match store.index_floor() {
+            Ok(Some(floor)) => floor.0,
+            // A store that never had a floor marks every run it has to catch up; from now on
+            // runs are covered.
+            Ok(None) => {
+                let at = super::now();
+                match store.set_index_floor(at) {
+                    Ok(()) => at.0,
+                    Err(e) => {
+                        tracing::error!(error = %e, "cannot store the index floor; every command marks its run");
+                        u64::MAX
+                    }
+                }
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the index floor; every command marks its run");
+                u64::MAX
+            }
+        };
         let shared = Arc::new(Shared {
             index,
             store,
-            state: Mutex::new(State::default()),
+            state: Mutex::new(State {
+                floor,
+                stored_floor: floor,
+                ..State::default()
+            }),
             work: Condvar::new(),
             submitted: AtomicU64::new(0),
             applied: watch::channel(0).0,
@@ -106,12 +160,19 @@ impl Projector {
         }
     }
 
-    /// Marks the run dirty before a command appends to its log. Must be followed by exactly one
-    /// `submit` (after a durable append) or `abandon` (when the append or sync failed).
+    /// Records, before a command appends to its log, that the index may lack the run: in memory
+    /// if the index floor covers the run, else with a dirty marker in the store. Must be
+    /// followed by exactly one `submit` (after a durable append) or `abandon` (when the append
+    /// or sync failed).
     pub(super) fn mark(&self, id: RunId) -> Result<(), crate::store::Error> {
         let mut state = self.shared.lock();
         if let Some(marked) = state.marked.get_mut(&id) {
             marked.commands += 1;
+            return Ok(());
+        }
+        // Under the lock: the floor cannot pass the run between this check and the count.
+        if id.created_at().0 >= state.floor {
+            *state.covered.entry(id).or_insert(0) += 1;
             return Ok(());
         }
         let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
@@ -137,6 +198,10 @@ impl Projector {
             if marked.commands == 0 {
                 state.marked.remove(&id);
             }
+        } else if state.covered.contains_key(&id) {
+            // A covered run gets the marker a marked one keeps, for the same repair.
+            self.shared
+                .uncover(&mut state, id, 1, "an abandoned command");
         }
     }
 
@@ -217,6 +282,21 @@ impl Projector {
                 tracing::error!("the projector thread panicked");
             }
         }
+        // Everything submitted is applied: the floor may rise to the clock, so that the next
+        // start has (almost) nothing to catch up.
+        let _serial = self
+            .shared
+            .applying
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        let mut state = self.shared.lock();
+        self.shared.raise_floor(&mut state, 0);
+    }
+
+    /// The index floor in memory, in milliseconds (for tests).
+    #[cfg(test)]
+    fn floor(&self) -> u64 {
+        self.shared.lock().floor
     }
 }
 
@@ -282,6 +362,15 @@ impl Shared {
                 Some(p) => p.commands -= commands,
                 None => {}
             }
+            if state.covered.contains_key(&id) {
+                if ok {
+                    self.settle_covered(&mut state, id, *commands);
+                } else {
+                    // Marked now, so that the next activation or start repairs the run.
+                    self.uncover(&mut state, id, *commands, "a failed index update");
+                }
+                continue;
+            }
             if !ok {
                 // The marker stays for good: the next activation or start repairs the run.
                 continue;
@@ -300,8 +389,55 @@ impl Shared {
                 }
             }
         }
+        self.raise_floor(&mut state, FLOOR_LAG_MS);
         drop(state);
         self.applied.send_replace(upto);
+    }
+
+    /// `commands` of a covered run are applied.
+    fn settle_covered(&self, state: &mut State, id: RunId, commands: u32) {
+        if let Some(waiting) = state.covered.get_mut(&id) {
+            *waiting = waiting.saturating_sub(commands);
+            if *waiting == 0 {
+                state.covered.remove(&id);
+            }
+        }
+    }
+
+    /// Takes `commands` of a covered run out of the floor's care by marking the run dirty (as
+    /// a leftover, for the repair of its next activation or start). If even that write fails,
+    /// the run stays covered for good: the floor then stays below it for the life of this
+    /// process, and the next start catches it up with every run created since.
+    fn uncover(&self, state: &mut State, id: RunId, commands: u32, why: &str) {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        match self.store.mark_dirty_generation(id, generation) {
+            Ok(()) => self.settle_covered(state, id, commands),
+            Err(e) => {
+                tracing::error!(run_id = %id, error = %e, "cannot mark a run dirty after {why}; the index floor stays below it");
+            }
+        }
+    }
+
+    /// Moves the index floor up to `lag_ms` behind the clock, but never past a covered run, and
+    /// stores it once it has moved `FLOOR_STEP_MS` (or at once, for a stop). Called after a
+    /// batch's index writes, which the stored floor then follows in sled's log.
+    fn raise_floor(&self, state: &mut State, lag_ms: u64) {
+        let mut floor = super::now().0.saturating_sub(lag_ms);
+        if let Some(oldest) = state.covered.keys().next() {
+            floor = floor.min(oldest.created_at().0);
+        }
+        if floor <= state.floor {
+            return;
+        }
+        state.floor = floor;
+        if lag_ms > 0 && floor < state.stored_floor.saturating_add(FLOOR_STEP_MS) {
+            return;
+        }
+        match self.store.set_index_floor(crate::domain::Timestamp(floor)) {
+            Ok(()) => state.stored_floor = floor,
+            // The stored floor stays where it was: the next start catches up more runs.
+            Err(e) => tracing::error!(error = %e, "cannot store the index floor"),
+        }
     }
 
     /// Applies the rows of a batch against the stored ones, all in one index write (entries of
@@ -345,6 +481,13 @@ mod tests {
 
     fn created(i: u64) -> Run {
         crate::domain::sample_run(i)
+    }
+
+    /// A run created now: younger than the floor of a projector started before it.
+    fn young(i: u64) -> Run {
+        let id = RunId::new(crate::actor::now(), u128::from(i));
+        let event = Event::Created(crate::domain::sample_created(i));
+        evolve(None, id, &event, id.created_at()).expect("created")
     }
 
     fn started(run: &Run) -> Run {
@@ -487,5 +630,67 @@ mod tests {
             })
             .expect("list");
         assert!(queued.runs.is_empty());
+    }
+
+    #[test]
+    fn a_young_run_is_covered_by_the_floor_without_a_marker() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let floor = store
+            .index_floor()
+            .expect("floor")
+            .expect("stored at start");
+        let run = young(6);
+        assert!(run.id.created_at() >= floor);
+        projector.mark(run.id).expect("mark");
+        assert!(
+            !store.is_dirty(run.id).expect("dirty"),
+            "a run younger than the floor costs no marker"
+        );
+        projector.submit(run.clone());
+        let moved = started(&run);
+        projector.mark(run.id).expect("mark");
+        projector.submit(moved.clone());
+        assert_eq!(listed(&projector, &index), vec![moved]);
+        assert!(!store.is_dirty(run.id).expect("dirty"));
+        assert!(projector.shared.lock().covered.is_empty());
+    }
+
+    #[test]
+    fn the_floor_never_passes_a_run_whose_command_is_in_flight() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let waiting = young(7);
+        projector.mark(waiting.id).expect("mark");
+        // Other runs come and go; a stop raises the floor as far as it may go.
+        std::thread::sleep(std::time::Duration::from_millis(5));
+        let other = young(8);
+        projector.mark(other.id).expect("mark");
+        projector.submit(other.clone());
+        projector.stop();
+        let stored = store.index_floor().expect("floor").expect("stored");
+        assert_eq!(stored, waiting.id.created_at(), "held at the waiting run");
+        assert_eq!(projector.floor(), stored.0);
+        // Once the waiting command is applied, nothing holds the floor back.
+        projector.submit(waiting.clone());
+        assert_eq!(index.get(waiting.id).expect("get"), Some(waiting.clone()));
+        projector.stop();
+        let stored = store.index_floor().expect("floor").expect("stored");
+        assert!(stored > waiting.id.created_at());
+        // A run created before the floor now needs a marker.
+        projector.mark(waiting.id).expect("mark");
+        assert!(store.is_dirty(waiting.id).expect("dirty"));
+    }
+
+    #[test]
+    fn an_abandoned_command_of_a_young_run_leaves_a_marker_for_the_repair() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = young(9);
+        projector.mark(run.id).expect("mark");
+        projector.abandon(run.id);
+        assert!(store.is_dirty(run.id).expect("dirty"));
+        assert!(!projector.tracks(run.id));
+        assert!(projector.shared.lock().covered.is_empty());
     }
 }

@@ -23,7 +23,21 @@ pub use run::{
 #[cfg(test)]
 pub(crate) fn sample_run(i: u64) -> Run {
     let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
-    let event = Event::Created(RunCreated {
+    match evolve(
+        None,
+        id,
+        &Event::Created(sample_created(i)),
+        id.created_at(),
+    ) {
+        Some(run) => run,
+        None => unreachable!("a Created event always makes a run"),
+    }
+}
+
+/// The creation of `sample_run(i)`.
+#[cfg(test)]
+pub(crate) fn sample_created(i: u64) -> RunCreated {
+    RunCreated {
         title: format!("run {i}"),
         prompt: "p".into(),
         config: AgentConfig::default(),
@@ -34,9 +48,5 @@ pub(crate) fn sample_run(i: u64) -> Run {
         },
         source: SourceType::Api,
         metadata: Default::default(),
-    });
-    match evolve(None, id, &event, id.created_at()) {
-        Some(run) => run,
-        None => unreachable!("a Created event always makes a run"),
     }
 }

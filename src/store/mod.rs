@@ -24,6 +24,8 @@ const EVENTS: &str = "events";
 const DIRTY: &str = "dirty";
 const IDEMPOTENCY: &str = "idempotency";
 const META: &str = "meta";
+/// The `meta` record of the index floor (`Store::index_floor`).
+const INDEX_FLOOR: &str = "index_floor";
 
 /// The instance secret that makes `RUNLEDGER_INSTANCE`, the marker of this data directory's
 /// agent processes.
@@ -427,6 +429,49 @@ impl Store {
             None::<&[u8]>,
         )?;
         Ok(())
+    }
+
+    /// The index floor: a run created at or after it may have durable commands the read index
+    /// lacks without being marked dirty, and the next start catches every such run up
+    /// (`actor::projector` keeps the floor behind every run it has not marked). `None` on a
+    /// store that never had one: every run that needs catching up is marked.
+    pub fn index_floor(&self) -> Result<Option<Timestamp>, Error> {
+        self.inner
+            .meta
+            .get(INDEX_FLOOR)?
+            .map(|v| {
+                let bytes: [u8; 8] = v.as_ref().try_into().map_err(|_| Error::CorruptRecord {
+                    tree: META,
+                    detail: format!("{INDEX_FLOOR} of {} bytes", v.len()),
+                })?;
+                Ok(Timestamp(u64::from_be_bytes(bytes)))
+            })
+            .transpose()
+    }
+
+    /// Moves the index floor. Written after the index writes it vouches for, so that sled's
+    /// ordered log never recovers the floor without them.
+    pub fn set_index_floor(&self, at: Timestamp) -> Result<(), Error> {
+        self.inner.meta.insert(INDEX_FLOOR, &at.0.to_be_bytes())?;
+        Ok(())
+    }
+
+    /// The runs created at or after `at`, in id order: a range scan of the log from the
+    /// smallest id a run created at `at` can have.
+    pub fn runs_created_since(&self, at: Timestamp) -> Result<Vec<RunId>, Error> {
+        let mut runs: Vec<RunId> = Vec::new();
+        let from = RunId::lower_bound(at).to_bytes();
+        for key in self.inner.events.range(from..).keys() {
+            let key = key?;
+            let (run_id, _) = split_event_key(&key).ok_or_else(|| Error::CorruptRecord {
+                tree: EVENTS,
+                detail: format!("key of {} bytes", key.len()),
+            })?;
+            if runs.last() != Some(&run_id) {
+                runs.push(run_id);
+            }
+        }
+        Ok(runs)
     }
 
     pub fn dirty_runs(&self) -> Result<Vec<RunId>, Error> {
