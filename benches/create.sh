@@ -6,7 +6,9 @@
 # DEMO_MS milliseconds, 64 at a time, and measures:
 #   1. GET /healthz (the ceiling);
 #   2. POST /api/v1/agent/runs at 64 connections: 3 s of warm-up, then DURATION seconds;
-#   3. the projector's counters from /metrics (index updates submitted and applied, batches).
+#   3. the server's CPU time per create during 2 (the figure to compare builds by: the machine's
+#      speed moves from run to run, the rate with it);
+#   4. the projector's counters from /metrics (index updates submitted and applied, batches).
 #
 # DEMO_MS=0 (default) makes every created run start and finish at once, as in benches/load.sh:
 # each create then brings two more durable commands. DEMO_MS=2000 is the embedded defaults'
@@ -81,8 +83,17 @@ if [ "${PERF:-0}" = 1 ]; then
         >/dev/null 2>&1 &
 fi
 echo "== POST /api/v1/agent/runs (DEMO_MS=$DEMO_MS)"
+# CPU time the server spent per create: steadier than the rate on a machine whose speed moves
+# from run to run, so it is the figure to compare two builds by.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$PID/stat"; }
+before=$(cpu_ticks)
 wrk -t1 -c"$CONNECTIONS" -d"${DURATION}s" --latency -s "$WORK/create.lua" "$BASE/api/v1/agent/runs" \
-    | grep -E "Requests/sec|  50%|  99%|Non-2xx"
+    >"$WORK/wrk.out"
+after=$(cpu_ticks)
+grep -E "Requests/sec|  50%|  99%|Non-2xx" "$WORK/wrk.out"
+requests=$(awk '/requests in/ {print $1}' "$WORK/wrk.out")
+awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$requests" \
+    'BEGIN { if (n > 0) printf "server CPU per create: %.1f us (%.2f cores)\n", t / hz * 1e6 / n, t / hz / '"$DURATION"' }'
 wait_perf=$(jobs -p | grep -v "^$PID$" || true)
 [ -z "$wait_perf" ] || wait $wait_perf || true
 echo "== projector"

@@ -47,6 +47,16 @@ use crate::store::Store;
 /// at the ~10k index updates a second of this machine under full load.
 const BACKLOG: u64 = 256;
 
+/// How long the projector, woken for a small batch, waits for more runs. A batch writes each
+/// index block it touches once, so a batch of a few runs costs nearly what a full one does:
+/// measured under create load, 35 µs of projector time per run in batches of about 8 and 25 µs
+/// in batches of about 100. Reads do not wait for it: `get` answers from the pending rows, and
+/// a list that must wait for the projector cuts the gathering short (`hurry`).
+const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
+
+/// A batch this large is applied without gathering more.
+const FULL_BATCH: usize = 128;
+
 /// How far the index floor stays behind the clock: a run whose id was made this long before
 /// its first command reached its actor still needs no dirty marker.
 const FLOOR_LAG_MS: u64 = 1_000;
@@ -73,6 +83,8 @@ struct Shared {
     /// Held for a whole batch: one batch at a time, so a run is never applied twice at once.
     applying: Mutex<()>,
     generation: AtomicU64,
+    /// `GATHER`, but for tests.
+    gather: std::time::Duration,
 }
 
 #[derive(Default)]
@@ -90,9 +102,25 @@ struct State {
     floor: u64,
     /// The floor as last stored (never above `floor`).
     stored_floor: u64,
+    /// What the projector thread is waiting for, so that submitters wake it only when needed
+    /// (a wake-up is a system call; a submission per wake-up would cost one per command).
+    waiting: Waiting,
+    /// A reader waits for the projector: apply without gathering.
+    hurry: bool,
     stopping: bool,
     /// No thread (stopped, or it could not start): `submit` applies at once.
     inline: bool,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Waiting {
+    /// Applying, or about to: sees every submission without being woken.
+    #[default]
+    Busy,
+    /// Nothing pending: wake on the first submission.
+    Idle,
+    /// A small batch pending: wake when it is full (or a reader hurries it).
+    Gathering,
 }
 
 struct Pending {
@@ -112,6 +140,11 @@ impl Projector {
     /// run the stored index floor covered and moved the floor up to the clock, so runs created
     /// before the floor need markers and those after it are this process's to cover.
     pub(super) fn start(index: Index, store: Store) -> Projector {
+        Projector::start_gathering(index, store, GATHER)
+    }
+
+    /// `start` with another gathering time (tests use a very long one).
+    fn start_gathering(index: Index, store: Store, gather: std::time::Duration) -> Projector {
         let floor = match store.index_floor() {
             Ok(Some(floor)) => floor.0,
             // A store that never had a floor marks every run it has to catch up; from now on
@@ -144,6 +177,7 @@ impl Projector {
             applied: watch::channel(0).0,
             applying: Mutex::new(()),
             generation: AtomicU64::new(0),
+            gather,
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
@@ -227,11 +261,19 @@ impl Projector {
             }
         }
         let inline = state.inline;
+        let wake = match state.waiting {
+            Waiting::Busy => false,
+            Waiting::Idle => true,
+            Waiting::Gathering => state.pending.len() >= FULL_BATCH,
+        };
+        if wake {
+            state.waiting = Waiting::Busy;
+        }
         drop(state);
         METRICS.index_submitted.fetch_add(1, Ordering::Relaxed);
         if inline {
             self.shared.batch();
-        } else {
+        } else if wake {
             self.shared.work.notify_one();
         }
     }
@@ -256,6 +298,14 @@ impl Projector {
     async fn applied_up_to(&self, target: u64) {
         if *self.shared.applied.borrow() >= target {
             return;
+        }
+        {
+            let mut state = self.shared.lock();
+            state.hurry = true;
+            if state.waiting == Waiting::Gathering {
+                state.waiting = Waiting::Busy;
+                self.shared.work.notify_one();
+            }
         }
         let mut rx = self.shared.applied.subscribe();
         // The sender lives as long as `self`; an error cannot happen while we hold it.
@@ -317,6 +367,7 @@ impl Shared {
             {
                 let mut state = self.lock();
                 while state.pending.is_empty() && !state.stopping {
+                    state.waiting = Waiting::Idle;
                     state = self.work.wait(state).unwrap_or_else(|p| p.into_inner());
                 }
                 if state.pending.is_empty() {
@@ -324,6 +375,22 @@ impl Shared {
                     state.inline = true;
                     return;
                 }
+                let deadline = std::time::Instant::now() + self.gather;
+                while state.pending.len() < FULL_BATCH && !state.stopping && !state.hurry {
+                    let left = deadline.saturating_duration_since(std::time::Instant::now());
+                    if left.is_zero() {
+                        break;
+                    }
+                    state.waiting = Waiting::Gathering;
+                    state = self
+                        .work
+                        .wait_timeout(state, left)
+                        .unwrap_or_else(|p| p.into_inner())
+                        .0;
+                }
+                // Whoever hurried waits for something submitted before now: this batch has it.
+                state.waiting = Waiting::Busy;
+                state.hurry = false;
             }
             self.batch();
         }
@@ -692,5 +759,31 @@ mod tests {
         assert!(store.is_dirty(run.id).expect("dirty"));
         assert!(!projector.tracks(run.id));
         assert!(projector.shared.lock().covered.is_empty());
+    }
+
+    /// With a gathering time far longer than any test, these finish only if a waiting reader
+    /// or a full batch cuts the gathering short.
+    #[test]
+    fn a_waiting_list_or_a_full_batch_ends_the_gathering() {
+        let (_dir, store, index) = open();
+        let forever = std::time::Duration::from_secs(24 * 3600);
+        let projector = Projector::start_gathering(index.clone(), store.clone(), forever);
+        let run = young(10);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        assert_eq!(listed(&projector, &index), vec![run]);
+
+        let runs: Vec<Run> = (100..100 + FULL_BATCH as u64).map(young).collect();
+        for run in &runs {
+            projector.mark(run.id).expect("mark");
+            projector.submit(run.clone());
+        }
+        let last = runs.last().map(|r| r.id).expect("runs");
+        // No reader hurries it: only the full batch wakes the projector.
+        while index.get(last).expect("get").is_none() {
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        projector.stop();
+        assert_eq!(index.len(), FULL_BATCH + 1);
     }
 }
