@@ -35,6 +35,9 @@ pub struct SyncError(pub Arc<str>);
 struct State {
     requested: u64,
     stop: bool,
+    /// The sync thread waits for a ticket: the next one must wake it. While it syncs it needs
+    /// no wake-up (it looks for tickets when done), which spares a system call per append.
+    idle: bool,
 }
 
 struct Shared {
@@ -65,6 +68,7 @@ impl Syncer {
             state: Mutex::new(State {
                 requested: 0,
                 stop: false,
+                idle: false,
             }),
             wake: Condvar::new(),
             syncs: AtomicU64::new(0),
@@ -86,7 +90,10 @@ impl Syncer {
     fn ticket(&self) -> u64 {
         let mut state = self.shared.state.lock().unwrap_or_else(|p| p.into_inner());
         state.requested += 1;
-        self.shared.wake.notify_one();
+        if state.idle {
+            state.idle = false;
+            self.shared.wake.notify_one();
+        }
         state.requested
     }
 
@@ -188,8 +195,10 @@ fn run(
         let target = {
             let mut state = shared.state.lock().unwrap_or_else(|p| p.into_inner());
             while state.requested == done && !state.stop {
+                state.idle = true;
                 state = shared.wake.wait(state).unwrap_or_else(|p| p.into_inner());
             }
+            state.idle = false;
             if state.requested == done && state.stop {
                 commits.persist();
                 return;
