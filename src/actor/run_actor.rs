@@ -177,8 +177,11 @@ impl Handler<Execute> for RunActor {
                     projector.submit(run.clone());
                     let at_capacity = actor.dispatch(effects, &run);
                     actor.runs.inner.feed.publish(actor.id, run.next_seq);
-                    actor.state = Some(Some(run.clone()));
-                    if !holds_actor(&run) {
+                    if holds_actor(&run) {
+                        actor.state = Some(Some(run.clone()));
+                    } else {
+                        // A stopping actor handles nothing more, so its state need not be kept.
+                        actor.state = None;
                         actor.retire(ctx);
                     }
                     Ok(Outcome { run, at_capacity })
