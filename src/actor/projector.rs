@@ -223,14 +223,21 @@ impl Projector {
         Ok(())
     }
 
-    /// A marked command that will never be submitted. Its marker stays in the store (the append
-    /// may be on disk), so the run's next activation or the next start catches it up.
+    /// A marked command that will never be submitted. Its append may be on disk, so the run
+    /// keeps a marker for its next activation or the next start to catch it up.
     pub(super) fn abandon(&self, id: RunId) {
         let mut state = self.shared.lock();
         if let Some(marked) = state.marked.get_mut(&id) {
             marked.commands = marked.commands.saturating_sub(1);
             if marked.commands == 0 {
                 state.marked.remove(&id);
+            }
+            // Marked again under a generation that no waiting command of the run holds: once
+            // those are applied, their compare-and-swap would otherwise remove the marker this
+            // command still needs.
+            let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
+            if let Err(e) = self.shared.store.mark_dirty_generation(id, generation) {
+                tracing::error!(run_id = %id, error = %e, "cannot keep a run marked after an abandoned command; the index may miss it until `runledger replay`");
             }
         } else if state.covered.contains_key(&id) {
             // A covered run gets the marker a marked one keeps, for the same repair.
@@ -640,6 +647,25 @@ mod tests {
             "the next activation must repair the run"
         );
         assert!(store.is_dirty(run.id).expect("dirty"));
+    }
+
+    /// A command abandoned while an earlier command of the run waits for the projector: the
+    /// earlier command's apply must not take the marker the abandoned one still needs.
+    #[test]
+    fn an_abandoned_command_keeps_its_marker_past_an_earlier_commands_apply() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = created(11);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        projector.mark(run.id).expect("mark");
+        projector.abandon(run.id);
+        assert_eq!(listed(&projector, &index), vec![run.clone()]);
+        assert!(
+            store.is_dirty(run.id).expect("dirty"),
+            "the abandoned append may be durable"
+        );
+        assert!(!projector.tracks(run.id), "a leftover for the repair");
     }
 
     #[test]
