@@ -209,10 +209,9 @@ impl Projector {
             *state.covered.entry(id).or_insert(0) += 1;
             return Ok(());
         }
-        let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
         // Written while holding the lock: the generation is in `marked` before any other
         // command of this run could see the run as unmarked.
-        self.shared.store.mark_dirty_generation(id, generation)?;
+        let generation = self.shared.mark_anew(id)?;
         state.marked.insert(
             id,
             Marked {
@@ -235,8 +234,7 @@ impl Projector {
             // Marked again under a generation that no waiting command of the run holds: once
             // those are applied, their compare-and-swap would otherwise remove the marker this
             // command still needs.
-            let generation = self.shared.generation.fetch_add(1, Ordering::Relaxed) + 1;
-            if let Err(e) = self.shared.store.mark_dirty_generation(id, generation) {
+            if let Err(e) = self.shared.mark_anew(id) {
                 tracing::error!(run_id = %id, error = %e, "cannot keep a run marked after an abandoned command; the index may miss it until `runledger replay`");
             }
         } else if state.covered.contains_key(&id) {
@@ -468,6 +466,13 @@ impl Shared {
         self.applied.send_replace(upto);
     }
 
+    /// Writes the run's dirty marker under a generation no other command holds, and returns it.
+    fn mark_anew(&self, id: RunId) -> Result<u64, crate::store::Error> {
+        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
+        self.store.mark_dirty_generation(id, generation)?;
+        Ok(generation)
+    }
+
     /// `commands` of a covered run are applied.
     fn settle_covered(&self, state: &mut State, id: RunId, commands: u32) {
         if let Some(waiting) = state.covered.get_mut(&id) {
@@ -483,9 +488,8 @@ impl Shared {
     /// the run stays covered for good: the floor then stays below it for the life of this
     /// process, and the next start catches it up with every run created since.
     fn uncover(&self, state: &mut State, id: RunId, commands: u32, why: &str) {
-        let generation = self.generation.fetch_add(1, Ordering::Relaxed) + 1;
-        match self.store.mark_dirty_generation(id, generation) {
-            Ok(()) => self.settle_covered(state, id, commands),
+        match self.mark_anew(id) {
+            Ok(_) => self.settle_covered(state, id, commands),
             Err(e) => {
                 tracing::error!(run_id = %id, error = %e, "cannot mark a run dirty after {why}; the index floor stays below it");
             }
