@@ -7,6 +7,7 @@ pub mod config;
 pub mod domain;
 pub mod exec;
 pub mod http;
+pub mod memo;
 pub mod metrics;
 pub mod projection;
 pub mod startup;

@@ -203,14 +203,16 @@ pub fn session_id(id: RunId) -> String {
 const TOKEN_MEMO: usize = 4096;
 
 /// `session_token`'s memo: the tokens of recently rendered runs under one secret.
-#[derive(Default)]
 struct TokenMemo {
     secret: [u8; 32],
-    tokens: std::collections::HashMap<RunId, String>,
+    tokens: crate::memo::Memo<RunId, String>,
 }
 
 thread_local! {
-    static TOKENS: std::cell::RefCell<TokenMemo> = std::cell::RefCell::default();
+    static TOKENS: std::cell::RefCell<TokenMemo> = std::cell::RefCell::new(TokenMemo {
+        secret: [0; 32],
+        tokens: crate::memo::Memo::new(TOKEN_MEMO),
+    });
 }
 
 /// The capability token of a run's session page. Every started run in a list or a get carries
@@ -233,15 +235,7 @@ pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
             memo.secret = *secret;
             memo.tokens.clear();
         }
-        if let Some(token) = memo.tokens.get(&id) {
-            return token.clone();
-        }
-        let token = compute();
-        if memo.tokens.len() >= TOKEN_MEMO {
-            memo.tokens.clear();
-        }
-        memo.tokens.insert(id, token.clone());
-        token
+        memo.tokens.get_or_compute(&id, compute)
     })
 }
 

@@ -17,11 +17,11 @@
 //! full filter before it is returned.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 
 use sha2::{Digest, Sha256};
 
 use crate::domain::{Run, RunId};
+use crate::memo::Memo;
 
 pub const FILTER: u8 = b'F';
 pub const TITLE: u8 = b'T';
@@ -45,7 +45,8 @@ thread_local! {
     /// states, a few creators, models and environments), and SHA-256 costs about 0.3 µs on a
     /// CPU without SHA instructions: 6 hashes per run made 15 % of a rebuild's CPU, and an
     /// index update hashes the fields of two runs.
-    static MEMO: RefCell<[HashMap<Box<str>, [u8; 8]>; 8]> = RefCell::default();
+    static MEMO: RefCell<[Memo<String, [u8; 8]>; 8]> =
+        RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }
 
 /// The fixed-width stand-in for a filter value in keys: the first 8 bytes of SHA-256 over the
@@ -66,16 +67,7 @@ pub fn value_hash(field: Field, value: &str) -> [u8; 8] {
         let Ok(mut memo) = memo.try_borrow_mut() else {
             return compute();
         };
-        let values = &mut memo[field as usize];
-        if let Some(hash) = values.get(value) {
-            return *hash;
-        }
-        let hash = compute();
-        if values.len() >= MEMO_VALUES {
-            values.clear();
-        }
-        values.insert(value.into(), hash);
-        hash
+        memo[field as usize].get_or_compute(value, compute)
     })
 }
 
