@@ -92,6 +92,28 @@ async fn metrics_and_json_logs_carry_what_an_operator_needs() {
     assert!(unparsable.is_empty(), "non-JSON log lines: {unparsable:?}");
 }
 
+/// The sum of `runledger_runs` over every state.
+fn runs_counted(metrics: &str) -> u64 {
+    metrics
+        .lines()
+        .filter_map(|l| l.strip_prefix("runledger_runs{state="))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The index is written behind the log, in batches; `/metrics` counts runs only once the
+/// index holds every command acknowledged before the request, as a list does.
+#[tokio::test]
+async fn metrics_count_every_run_acknowledged_before_the_request() {
+    let server = Server::start();
+    server.wait_ready().await;
+    for n in 1..=30 {
+        server.create(json!({"prompt": format!("run {n}")})).await;
+        let metrics = server.metrics().await;
+        assert_eq!(runs_counted(&metrics), n, "after create {n}:\n{metrics}");
+    }
+}
+
 /// The names of sled's page-table snapshots (`snap.<lsn>`) in a data directory.
 fn snapshots(data: &std::path::Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(data.join("sled"))

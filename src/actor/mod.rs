@@ -39,7 +39,7 @@ pub enum Error {
     Store(#[from] store::Error),
     #[error(transparent)]
     Index(#[from] projection::Error),
-    #[error("the run's actor is unavailable")]
+    #[error("the run's actor, or the server, is unavailable")]
     Unavailable,
 }
 
@@ -103,10 +103,6 @@ impl Runs {
 
     pub fn store(&self) -> &Store {
         &self.inner.store
-    }
-
-    pub fn index(&self) -> &Index {
-        &self.inner.index
     }
 
     pub fn executor(&self) -> &Executor {
@@ -216,6 +212,18 @@ impl Runs {
     pub async fn list(&self, query: &Query) -> Result<Page, Error> {
         self.inner.projector.caught_up().await;
         Ok(self.inner.index.list(query)?)
+    }
+
+    /// Runs per state, from an index that holds every command acknowledged before the call.
+    /// Counting walks the index's state blocks, so it runs off the async worker.
+    pub async fn count_by_state(&self) -> Result<Vec<(RunState, u64)>, Error> {
+        self.inner.projector.caught_up().await;
+        let index = self.inner.index.clone();
+        match actix_web::web::block(move || index.count_by_state()).await {
+            Ok(counts) => Ok(counts?),
+            // The blocking pool only fails when the server is stopping.
+            Err(_) => Err(Error::Unavailable),
+        }
     }
 
     /// Applies every acknowledged command to the index and stops the projector (at shutdown,

@@ -375,9 +375,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         "Run actors alive (active runs only).",
     );
     let _ = writeln!(out, "runledger_live_run_actors {}", runs.live_actors());
-    // Counting walks the index, so it runs off the HTTP worker.
-    let index = runs.index().clone();
-    if let Ok(Ok(counts)) = web::block(move || index.count_by_state()).await {
+    if let Ok(counts) = runs.count_by_state().await {
         family(&mut out, "runledger_runs", "gauge", "Runs by state.");
         for (state, n) in counts {
             let _ = writeln!(out, "runledger_runs{{state=\"{}\"}} {n}", state.as_str());
