@@ -1,4 +1,5 @@
-//! Micro-benchmarks of the core: record codec, log append, fold and read-index update.
+//! Micro-benchmarks of the core: record codec, log append, fold, read-index update, and the
+//! rendering of a list page as JSON.
 //!
 //! Run with `cargo bench --bench core` (a few minutes; every group measures for 2-3 s).
 //! These are measurements, not tests: nothing here asserts a time. The HTTP load test is
@@ -265,5 +266,41 @@ fn index(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, codec, append, folding, index);
+/// A list answer of 20 finished runs rendered as the API's JSON, as `GET /agent/runs` does
+/// after its index walk: a steadier figure for that part than an HTTP rate.
+fn render(c: &mut Criterion) {
+    use runledger::http::wire::{Links, ListRunsResponse, PageInfo, RunItem};
+    let mut g = c.benchmark_group("render");
+    g.warm_up_time(Duration::from_secs(1))
+        .measurement_time(Duration::from_secs(3))
+        .sample_size(30);
+    g.throughput(Throughput::Elements(20));
+    let runs: Vec<Run> = (0..20)
+        .map(|n| {
+            let [_, _, done] = states(run_id(n), T0 + n);
+            done
+        })
+        .collect();
+    let secret = [7u8; 32];
+    g.bench_function("list_page_20", |b| {
+        b.iter(|| {
+            let links = Links {
+                public_url: "http://127.0.0.1:8080",
+                secret: &secret,
+                now: Timestamp(T0 + 100),
+            };
+            let page = ListRunsResponse {
+                runs: runs.iter().map(|r| RunItem::from(r, &links)).collect(),
+                page_info: PageInfo {
+                    has_next_page: true,
+                    next_cursor: Some("cursor".into()),
+                },
+            };
+            black_box(serde_json::to_vec(&page).expect("json"))
+        })
+    });
+    g.finish();
+}
+
+criterion_group!(benches, codec, append, folding, index, render);
 criterion_main!(benches);

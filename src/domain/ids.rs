@@ -51,7 +51,9 @@ impl RunId {
 
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&ulid::Ulid(self.0).to_string())
+        // Encoded on the stack: every run on the wire renders its id, a list twenty times.
+        let mut buf = [0u8; ulid::ULID_LEN];
+        f.write_str(ulid::Ulid(self.0).array_to_str(&mut buf))
     }
 }
 

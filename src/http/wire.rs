@@ -24,9 +24,82 @@ use crate::domain::{
 };
 use crate::store::keys::{KeyKind, KeyRecord};
 
+/// A short ASCII string built on the stack and serialised as a JSON string. A list renders
+/// the id, times and session id of twenty runs; a heap string for each was a visible share of
+/// its CPU.
+#[derive(Clone, Copy)]
+pub struct Inline<const N: usize> {
+    buf: [u8; N],
+    len: usize,
+}
+
+impl<const N: usize> Inline<N> {
+    fn new() -> Self {
+        Inline {
+            buf: [0; N],
+            len: 0,
+        }
+    }
+
+    /// Appends an ASCII byte. Callers size `N` for their longest output; a byte past it would
+    /// be dropped, never written out of bounds.
+    fn push(&mut self, byte: u8) {
+        debug_assert!(byte.is_ascii() && self.len < N);
+        if let Some(slot) = self.buf.get_mut(self.len) {
+            *slot = byte;
+            self.len += 1;
+        }
+    }
+
+    fn push_str(&mut self, s: &str) {
+        s.bytes().for_each(|b| self.push(b));
+    }
+
+    pub fn as_str(&self) -> &str {
+        // Only ASCII is ever pushed, so this cannot fail.
+        std::str::from_utf8(&self.buf[..self.len]).unwrap_or_default()
+    }
+}
+
+impl<const N: usize> std::ops::Deref for Inline<N> {
+    type Target = str;
+    fn deref(&self) -> &str {
+        self.as_str()
+    }
+}
+
+impl<const N: usize> std::fmt::Display for Inline<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl<const N: usize> std::fmt::Debug for Inline<N> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Debug::fmt(self.as_str(), f)
+    }
+}
+
+impl<const N: usize> Serialize for Inline<N> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// A run id as its 26 ULID characters.
+pub fn id_text(id: RunId) -> Inline<{ ulid::ULID_LEN }> {
+    let mut out = Inline::new();
+    let mut buf = [0u8; ulid::ULID_LEN];
+    out.push_str(ulid::Ulid(id.0).array_to_str(&mut buf));
+    out
+}
+
+/// The longest `time_text`: a sign, a u64's 20 digits of year, and `-MM-DDTHH:MM:SS.mmmZ`.
+const TIME_TEXT: usize = 1 + 20 + 20;
+
 /// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`. Written by hand (days to
 /// civil date, after Howard Hinnant's algorithm): list responses format three times per run.
-pub fn format_time(t: Timestamp) -> String {
+pub fn time_text(t: Timestamp) -> Inline<TIME_TEXT> {
     let ms = t.0;
     let days = (ms / 86_400_000) as i64;
     let of_day = ms % 86_400_000;
@@ -45,31 +118,35 @@ pub fn format_time(t: Timestamp) -> String {
     let day = doy - (153 * mp + 2) / 5 + 1;
     let month = if mp < 10 { mp + 3 } else { mp - 9 };
     let year = yoe + era * 400 + i64::from(month <= 2);
-    // Written digit by digit: lists render two of these per run, and `format!` with padding
-    // was a visible share of a list's CPU.
-    let mut out = String::with_capacity(24);
+    // Written digit by digit: `format!` with padding was a visible share of a list's CPU.
+    let mut out = Inline::new();
     if year < 0 {
-        out.push('-');
+        out.push(b'-');
     }
     push_padded(&mut out, year.unsigned_abs(), 4);
-    out.push('-');
+    out.push(b'-');
     push_padded(&mut out, month as u64, 2);
-    out.push('-');
+    out.push(b'-');
     push_padded(&mut out, day as u64, 2);
-    out.push('T');
+    out.push(b'T');
     push_padded(&mut out, hour, 2);
-    out.push(':');
+    out.push(b':');
     push_padded(&mut out, minute, 2);
-    out.push(':');
+    out.push(b':');
     push_padded(&mut out, second, 2);
-    out.push('.');
+    out.push(b'.');
     push_padded(&mut out, milli, 3);
-    out.push('Z');
+    out.push(b'Z');
     out
 }
 
-/// Appends `n` in decimal, zero-padded to at least `width` digits.
-fn push_padded(out: &mut String, n: u64, width: usize) {
+/// `time_text` as a `String`.
+pub fn format_time(t: Timestamp) -> String {
+    time_text(t).as_str().to_string()
+}
+
+/// Appends `n` in decimal, zero-padded to `width` digits.
+fn push_padded<const N: usize>(out: &mut Inline<N>, n: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
     let mut rest = n;
@@ -82,10 +159,10 @@ fn push_padded(out: &mut String, n: u64, width: usize) {
         }
     }
     for _ in (digits.len() - i)..width {
-        out.push('0');
+        out.push(b'0');
     }
     for &d in &digits[i..] {
-        out.push(char::from(d));
+        out.push(d);
     }
 }
 
@@ -155,46 +232,45 @@ pub fn parse_time(s: &str) -> Option<i128> {
         .map(|dt| dt.unix_timestamp_nanos())
 }
 
-/// ISO 8601 duration, e.g. `PT2M30.5S`.
-pub fn format_duration(ms: u64) -> String {
+/// ISO 8601 duration, e.g. `PT2M30.5S`. At most `PT`, 17 digits of hours, `H`, `59M` and
+/// `59.999S`.
+pub fn format_duration(ms: u64) -> Inline<32> {
     let hours = ms / 3_600_000;
     let minutes = (ms / 60_000) % 60;
     let seconds = (ms % 60_000) / 1000;
     let millis = ms % 1000;
-    let mut out = String::with_capacity(16);
+    let mut out = Inline::new();
     out.push_str("PT");
     if hours > 0 {
         push_padded(&mut out, hours, 1);
-        out.push('H');
+        out.push(b'H');
     }
     if minutes > 0 {
         push_padded(&mut out, minutes, 1);
-        out.push('M');
+        out.push(b'M');
     }
     if millis > 0 {
         push_padded(&mut out, seconds, 1);
-        out.push('.');
+        out.push(b'.');
         push_padded(&mut out, millis, 3);
-        out.push('S');
+        out.push(b'S');
     } else if seconds > 0 || (hours == 0 && minutes == 0) {
         push_padded(&mut out, seconds, 1);
-        out.push('S');
+        out.push(b'S');
     }
     out
 }
 
 /// A session id in UUID form, derived from the run id (one session per run).
-pub fn session_id(id: RunId) -> String {
-    let h = hex(&id.0.to_be_bytes());
-    let mut out = String::with_capacity(36);
-    for (i, part) in [&h[0..8], &h[8..12], &h[12..16], &h[16..20], &h[20..32]]
-        .into_iter()
-        .enumerate()
-    {
-        if i > 0 {
-            out.push('-');
+pub fn session_id(id: RunId) -> Inline<36> {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut out = Inline::new();
+    for (i, b) in id.0.to_be_bytes().into_iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            out.push(b'-');
         }
-        out.push_str(part);
+        out.push(DIGITS[usize::from(b >> 4)]);
+        out.push(DIGITS[usize::from(b & 15)]);
     }
     out
 }
@@ -646,24 +722,25 @@ impl<'a> StatusMessageOut<'a> {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunItem<'a> {
     /// A ULID: 26 Crockford base-32 characters whose time part is `created_at`.
-    pub run_id: String,
+    #[schema(value_type = String)]
+    pub run_id: Inline<{ ulid::ULID_LEN }>,
     /// The same as `run_id`.
-    #[schema(deprecated)]
-    pub task_id: String,
+    #[schema(deprecated, value_type = String)]
+    pub task_id: Inline<{ ulid::ULID_LEN }>,
     #[schema(value_type = String)]
     pub title: &'a str,
     #[schema(value_type = RunStateSchema)]
     pub state: &'static str,
     #[schema(value_type = String)]
     pub prompt: &'a str,
-    #[schema(format = DateTime)]
-    pub created_at: String,
-    #[schema(format = DateTime)]
-    pub updated_at: String,
+    #[schema(value_type = String, format = DateTime)]
+    pub created_at: Inline<TIME_TEXT>,
+    #[schema(value_type = String, format = DateTime)]
+    pub updated_at: Inline<TIME_TEXT>,
     /// Start of the first execution.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, format = DateTime)]
-    pub started_at: Option<String>,
+    pub started_at: Option<Inline<TIME_TEXT>>,
     #[schema(value_type = SourceTypeSchema)]
     pub source: &'static str,
     pub creator: CreatorOut<'a>,
@@ -671,7 +748,7 @@ pub struct RunItem<'a> {
     /// The run id's 128 bits as a UUID; set once an execution has started.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, format = "uuid")]
-    pub session_id: Option<String>,
+    pub session_id: Option<Inline<36>>,
     /// The run's transcript page, openable without an API key; set once an execution has
     /// started.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -684,7 +761,7 @@ pub struct RunItem<'a> {
     /// ISO 8601 duration of all executions so far, e.g. `PT2.004S`.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String)]
-    pub run_time: Option<String>,
+    pub run_time: Option<Inline<32>>,
     /// The metadata given at create, when there is any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
@@ -700,16 +777,16 @@ pub struct Links<'a> {
 
 impl<'a> RunItem<'a> {
     pub fn from(run: &'a Run, links: &Links<'_>) -> Self {
-        let id = run.id.to_string();
+        let id = id_text(run.id);
         let session = run.has_session();
         RunItem {
-            task_id: id.clone(),
+            task_id: id,
             title: &run.title,
             state: run.state.as_str(),
             prompt: &run.prompt,
-            created_at: format_time(run.created_at),
-            updated_at: format_time(run.updated_at),
-            started_at: run.started_at.map(format_time),
+            created_at: time_text(run.created_at),
+            updated_at: time_text(run.updated_at),
+            started_at: run.started_at.map(time_text),
             source: run.source.as_str(),
             creator: CreatorOut::from(&run.creator),
             agent_config: AgentConfigOut::from(&run.config),
@@ -1271,12 +1348,12 @@ mod tests {
 
     #[test]
     fn durations_are_iso8601() {
-        assert_eq!(format_duration(0), "PT0S");
-        assert_eq!(format_duration(2_004), "PT2.004S");
-        assert_eq!(format_duration(150_000), "PT2M30S");
-        assert_eq!(format_duration(3_600_000), "PT1H");
-        assert_eq!(format_duration(90_005_010), "PT25H5.010S");
-        assert_eq!(format_duration(61_000), "PT1M1S");
+        assert_eq!(&*format_duration(0), "PT0S");
+        assert_eq!(&*format_duration(2_004), "PT2.004S");
+        assert_eq!(&*format_duration(150_000), "PT2M30S");
+        assert_eq!(&*format_duration(3_600_000), "PT1H");
+        assert_eq!(&*format_duration(90_005_010), "PT25H5.010S");
+        assert_eq!(&*format_duration(61_000), "PT1M1S");
     }
 
     /// Session links handed out earlier must keep working: the token is the first 16 bytes of
@@ -1323,6 +1400,33 @@ mod tests {
     #[test]
     fn session_ids_are_uuid_shaped() {
         let s = session_id(RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef));
-        assert_eq!(s, "01234567-89ab-cdef-0123-456789abcdef");
+        assert_eq!(&*s, "01234567-89ab-cdef-0123-456789abcdef");
+        let s = session_id(RunId(u128::MAX));
+        assert_eq!(&*s, "ffffffff-ffff-ffff-ffff-ffffffffffff");
+    }
+
+    /// The stack-built texts hold their longest possible output whole.
+    #[test]
+    fn inline_texts_fit_their_longest_values() {
+        for id in [
+            RunId(0),
+            RunId(u128::MAX),
+            RunId(0x0123_4567_89ab_cdef_0123_4567_89ab_cdef),
+        ] {
+            assert_eq!(id_text(id).to_string(), ulid::Ulid(id.0).to_string());
+            assert_eq!(id.to_string(), ulid::Ulid(id.0).to_string());
+        }
+        let latest = format_time(Timestamp(u64::MAX));
+        assert_eq!(latest, "584556019-04-03T14:25:51.615Z");
+        assert_eq!(parse_exact_time(&latest), Some(Timestamp(u64::MAX)));
+        let ms = u64::MAX;
+        let expected = format!(
+            "PT{}H{}M{}.{:03}S",
+            ms / 3_600_000,
+            ms / 60_000 % 60,
+            ms % 60_000 / 1000,
+            ms % 1000
+        );
+        assert_eq!(&*format_duration(ms), expected);
     }
 }
