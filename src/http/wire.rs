@@ -94,7 +94,7 @@ pub fn id_text(id: RunId) -> Inline<{ ulid::ULID_LEN }> {
     out
 }
 
-/// The longest `time_text`: a sign, a u64's 20 digits of year, and `-MM-DDTHH:MM:SS.mmmZ`.
+/// The longest `time_text`: a sign, up to 20 digits of year, and `-MM-DDTHH:MM:SS.mmmZ`.
 const TIME_TEXT: usize = 1 + 20 + 20;
 
 /// RFC 3339, UTC, millisecond precision: `2026-11-21T23:41:29.123Z`. Written by hand (days to
@@ -145,7 +145,7 @@ pub fn format_time(t: Timestamp) -> String {
     time_text(t).as_str().to_string()
 }
 
-/// Appends `n` in decimal, zero-padded to `width` digits.
+/// Appends `n` in decimal, zero-padded to at least `width` digits.
 fn push_padded<const N: usize>(out: &mut Inline<N>, n: u64, width: usize) {
     let mut digits = [0u8; 20];
     let mut i = digits.len();
@@ -210,13 +210,14 @@ pub fn parse_exact_time(s: &str) -> Option<Timestamp> {
     (format_time(t) == s).then_some(t)
 }
 
+const HEX_DIGITS: &[u8; 16] = b"0123456789abcdef";
+
 /// Lowercase hex of `bytes`.
 pub fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = String::with_capacity(bytes.len() * 2);
     for b in bytes {
-        out.push(char::from(DIGITS[usize::from(b >> 4)]));
-        out.push(char::from(DIGITS[usize::from(b & 15)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b >> 4)]));
+        out.push(char::from(HEX_DIGITS[usize::from(b & 15)]));
     }
     out
 }
@@ -263,14 +264,13 @@ pub fn format_duration(ms: u64) -> Inline<32> {
 
 /// A session id in UUID form, derived from the run id (one session per run).
 pub fn session_id(id: RunId) -> Inline<36> {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
     let mut out = Inline::new();
     for (i, b) in id.0.to_be_bytes().into_iter().enumerate() {
         if matches!(i, 4 | 6 | 8 | 10) {
             out.push(b'-');
         }
-        out.push(DIGITS[usize::from(b >> 4)]);
-        out.push(DIGITS[usize::from(b & 15)]);
+        out.push(HEX_DIGITS[usize::from(b >> 4)]);
+        out.push(HEX_DIGITS[usize::from(b & 15)]);
     }
     out
 }
