@@ -92,25 +92,25 @@ async fn metrics_and_json_logs_carry_what_an_operator_needs() {
     assert!(unparsable.is_empty(), "non-JSON log lines: {unparsable:?}");
 }
 
-/// The sum of `runledger_runs` over every state.
-fn runs_counted(metrics: &str) -> u64 {
-    metrics
-        .lines()
-        .filter_map(|l| l.strip_prefix("runledger_runs{state="))
-        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
-        .sum()
-}
-
 /// The index is written behind the log, in batches; `/metrics` counts runs only once the
-/// index holds every command acknowledged before the request, as a list does.
+/// index holds every command acknowledged before the request, as a list does. (The runs stay
+/// queued behind one long execution: a run changing state while the gauge walks the state
+/// ranges may be counted in both or neither, see docs/operations.md.)
 #[tokio::test]
 async fn metrics_count_every_run_acknowledged_before_the_request() {
     let server = Server::start();
     server.wait_ready().await;
+    let single = |prompt: String| json!({"prompt": prompt, "config": {"environment_id": "single"}});
+    let first = server.create(single("hold the slot".into())).await;
+    server.wait_state(&first, "INPROGRESS").await;
     for n in 1..=30 {
-        server.create(json!({"prompt": format!("run {n}")})).await;
+        server.create(single(format!("run {n}"))).await;
         let metrics = server.metrics().await;
-        assert_eq!(runs_counted(&metrics), n, "after create {n}:\n{metrics}");
+        let want = format!("runledger_runs{{state=\"QUEUED\"}} {n}");
+        assert!(
+            metrics.lines().any(|l| l == want),
+            "after create {n}, missing {want}:\n{metrics}"
+        );
     }
 }
 
