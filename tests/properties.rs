@@ -1,7 +1,8 @@
 //! Property tests of the event-sourced core against a real sled store:
 //! - folding a run's stored log equals the state the index holds (replay == live);
 //! - rebuilding the read index from the log equals the incrementally maintained index;
-//! - paging through any list query returns exactly the matching runs, in order, once each.
+//! - paging through any list query returns exactly the matching runs, in order, once each;
+//! - the runs-per-state tally the index's writes keep equals a fresh count.
 
 use std::collections::BTreeMap;
 
@@ -114,11 +115,17 @@ fn command(step: Step, run: &Run) -> Command {
 /// Applies each run's commands the way the actor does (decide, append, evolve, index).
 /// Returns the live states.
 fn populate(store: &Store, index: &Index, specs: &[RunSpec]) -> Vec<Run> {
+    populate_from(store, index, specs, 0)
+}
+
+/// `populate` for runs numbered from `first` (their ids and times follow those of runs
+/// numbered before, so that several calls add up to one population).
+fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) -> Vec<Run> {
     let mut live = Vec::new();
-    let mut clock = 1_000_000u64;
+    let mut clock = 1_000_000u64 + first as u64 * 100;
     for (i, spec) in specs.iter().enumerate() {
         clock += 7;
-        let id = RunId::new(Timestamp(clock), i as u128);
+        let id = RunId::new(Timestamp(clock), (first + i) as u128);
         let mut state: Option<Run> = None;
         let commands = std::iter::once(Command::Create(created(spec)))
             .chain(spec.steps.iter().map(|_| Command::Start));
@@ -184,6 +191,28 @@ proptest! {
         prop_assert!(differences.is_empty(), "verify found {:?}", differences);
         index.rebuild(&store).expect("rebuild");
         prop_assert_eq!(index.dump().expect("dump"), incremental);
+    }
+
+    #[test]
+    fn the_state_tally_kept_by_writes_equals_a_fresh_count(
+        specs in proptest::collection::vec(run_spec(), 1..25),
+        counted_after in 0usize..25,
+    ) {
+        let (_dir, store, index) = open();
+        let split = counted_after.min(specs.len());
+        let mut live = populate(&store, &index, &specs[..split]);
+        // The first count walks the ranges; the writes after it move the tally.
+        index.count_by_state().expect("count");
+        live.extend(populate_from(&store, &index, &specs[split..], split));
+        let want: Vec<(RunState, u64)> = RunState::ALL
+            .into_iter()
+            .map(|s| (s, live.iter().filter(|r| r.state == s).count() as u64))
+            .collect();
+        prop_assert_eq!(index.count_by_state().expect("tally"), want.clone());
+        let fresh = Index::open(store.db()).expect("reopen");
+        prop_assert_eq!(fresh.count_by_state().expect("walk"), want.clone());
+        index.rebuild(&store).expect("rebuild");
+        prop_assert_eq!(index.count_by_state().expect("after rebuild"), want);
     }
 
     #[test]
@@ -291,6 +320,12 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
     let (_dir, store, index) = open();
     let live = populate(&store, &index, &[one_queued_run()]);
     let queued = live[0].clone();
+    let counts = |index: &Index| -> Vec<u64> {
+        let counts = index.count_by_state().expect("count");
+        counts.into_iter().map(|(_, n)| n).collect()
+    };
+    // Queued, in progress, succeeded, failed, cancelled.
+    assert_eq!(counts(&index), [1, 0, 0, 0, 0]);
     store.mark_dirty(queued.id).expect("mark");
     // Started is durable, and the projector was writing its entries when the process died.
     let start = decide(Some(&queued), Command::Start).expect("start");
@@ -332,6 +367,9 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
         ))
         .expect("append");
 
+    // The tally follows the state ranges, as a fresh count would.
+    assert_eq!(counts(&index), [0, 1, 0, 0, 0]);
+
     let fixed = index
         .catch_up(&store, &store.dirty_runs().expect("dirty"))
         .expect("catch up");
@@ -339,6 +377,11 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
     assert_eq!(
         index.get(queued.id).expect("get").map(|r| r.state),
         Some(RunState::Succeeded)
+    );
+    assert_eq!(counts(&index), [0, 0, 1, 0, 0]);
+    assert_eq!(
+        counts(&Index::open(store.db()).expect("reopen")),
+        [0, 0, 1, 0, 0]
     );
     let (_, _, differences) = index.verify(&store).expect("verify");
     assert!(differences.is_empty(), "{differences:?}");

@@ -215,7 +215,8 @@ impl Runs {
     }
 
     /// Runs per state, from an index that holds every command acknowledged before the call.
-    /// Counting walks the index's state blocks, so it runs off the async worker.
+    /// The first call walks the index's state blocks (see `Index::count_by_state`), so it runs
+    /// off the async worker.
     pub async fn count_by_state(&self) -> Result<Vec<(RunState, u64)>, Error> {
         self.inner.projector.caught_up().await;
         let index = self.inner.index.clone();

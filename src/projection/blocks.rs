@@ -99,37 +99,43 @@ pub(super) fn encode<P: AsRef<[u8]>>(positions: &[P]) -> Vec<u8> {
 
 /// The positions of a block, as slices of its value.
 fn decode(value: &[u8]) -> Result<Vec<&[u8]>, Error> {
-    let bad = || {
-        corrupt(format!(
-            "an index block of {} bytes does not decode",
-            value.len()
-        ))
-    };
     let mut out = Vec::new();
     let mut rest = value;
     while !rest.is_empty() {
-        let mut len = 0usize;
-        let mut shift = 0;
-        loop {
-            let (&b, tail) = rest.split_first().ok_or_else(bad)?;
-            rest = tail;
-            if shift > 28 {
-                return Err(bad());
-            }
-            len |= usize::from(b & 0x7F) << shift;
-            if b & 0x80 == 0 {
-                break;
-            }
-            shift += 7;
-        }
-        if len == 0 || len > rest.len() {
-            return Err(bad());
-        }
-        let (pos, tail) = rest.split_at(len);
+        let (len, tail) = read_len(rest).ok_or_else(|| undecodable(value))?;
+        let pos = tail.get(..len).ok_or_else(|| undecodable(value))?;
         out.push(pos);
-        rest = tail;
+        rest = &tail[len..];
     }
     Ok(out)
+}
+
+/// A position's length prefix (a varint, never 0) and what follows it; `None` if it is
+/// malformed.
+fn read_len(bytes: &[u8]) -> Option<(usize, &[u8])> {
+    let mut len = 0usize;
+    let mut shift = 0;
+    let mut rest = bytes;
+    loop {
+        let (&b, tail) = rest.split_first()?;
+        rest = tail;
+        if shift > 28 {
+            return None;
+        }
+        len |= usize::from(b & 0x7F) << shift;
+        if b & 0x80 == 0 {
+            break;
+        }
+        shift += 7;
+    }
+    (len != 0).then_some((len, rest))
+}
+
+fn undecodable(value: &[u8]) -> Error {
+    corrupt(format!(
+        "an index block of {} bytes does not decode",
+        value.len()
+    ))
 }
 
 /// Consecutive parts of `positions` of at most `count` positions and `bytes` encoded bytes each
@@ -210,18 +216,29 @@ struct Loaded {
 /// One write to the index tree: a value to insert, or `None` to remove the key.
 pub type Op = (Vec<u8>, Option<Vec<u8>>);
 
+/// What `write` planned: whether the writes must be journalled, and how many positions each
+/// range gains or loses once they are made.
+#[derive(Debug, Default)]
+pub struct Planned<'a> {
+    /// A block was split or re-keyed: that is several writes, and a crash between them would
+    /// lose positions of runs that share the block, so the caller journals such a set of writes
+    /// before it makes them (see `Trees::commit`).
+    pub reshaped: bool,
+    /// Per range prefix, positions inserted minus positions removed. A removal of a position the
+    /// range does not hold, or an insertion of one it holds, counts for nothing, so these are
+    /// exact changes of the ranges' sizes (the runs-per-state tally relies on it).
+    pub net: Vec<(&'a [u8], i64)>,
+}
+
 /// Adds to `ops` the block writes that apply removals and insertions of logical entries
-/// (`prefix ‖ position`); each block they touch is read once and written once. Returns whether
-/// a block was split or re-keyed: that is several writes, and a crash between them would lose
-/// positions of runs that share the block, so the caller journals such a set of writes before
-/// it makes them (see `Trees::commit`).
-pub fn write(
+/// (`prefix ‖ position`); each block they touch is read once and written once.
+pub fn write<'a>(
     tree: &sled::Tree,
-    removals: &[Vec<u8>],
-    insertions: &[Vec<u8>],
+    removals: &'a [Vec<u8>],
+    insertions: &'a [Vec<u8>],
     ops: &mut Vec<Op>,
-) -> Result<bool, Error> {
-    let mut reshaped = false;
+) -> Result<Planned<'a>, Error> {
+    let mut planned = Planned::default();
     let mut by_range: BTreeMap<&[u8], Vec<(&[u8], bool)>> = BTreeMap::new();
     for (keys, insert) in [(removals, false), (insertions, true)] {
         for key in keys {
@@ -239,6 +256,7 @@ pub fn write(
         let mut blocks: Vec<(Option<Vec<u8>>, Loaded)> = Vec::new();
         // Where the last of them ends: the next block's lower bound (`None`: it is the last).
         let mut next: Option<Vec<u8>> = None;
+        let mut net = 0i64;
         for (pos, insert) in changes {
             let within = !blocks.is_empty() && next.as_deref().is_none_or(|n| pos < n);
             if !within {
@@ -266,10 +284,12 @@ pub fn write(
                     (Err(at), true) => {
                         block.positions.insert(at, pos.to_vec());
                         block.changed = true;
+                        net += 1;
                     }
                     (Ok(at), false) => {
                         block.positions.remove(at);
                         block.changed = true;
+                        net -= 1;
                     }
                     _ => {}
                 }
@@ -277,11 +297,14 @@ pub fn write(
         }
         for (lower, block) in blocks {
             if block.changed {
-                reshaped |= store(ops, prefix, lower, &block.positions);
+                planned.reshaped |= store(ops, prefix, lower, &block.positions);
             }
         }
+        if net != 0 {
+            planned.net.push((prefix, net));
+        }
     }
-    Ok(reshaped)
+    Ok(planned)
 }
 
 /// Writes a changed block back: removed when empty, split when over `MAX_BLOCK` positions or
@@ -452,12 +475,25 @@ pub fn positions(
     }))
 }
 
-/// How many positions the range `prefix` holds.
+/// How many positions the range `prefix` holds: a walk of its blocks that reads each block's
+/// length prefixes and copies nothing.
 pub fn count(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, Error> {
     let mut n = 0u64;
     for item in tree.scan_prefix(prefix) {
         let (_, value) = item?;
-        n += decode(&value)?.len() as u64;
+        n += count_block(&value)?;
+    }
+    Ok(n)
+}
+
+/// The number of positions in an encoded block, checked as `decode` checks it.
+fn count_block(value: &[u8]) -> Result<u64, Error> {
+    let mut n = 0;
+    let mut rest = value;
+    while !rest.is_empty() {
+        let (len, tail) = read_len(rest).ok_or_else(|| undecodable(value))?;
+        rest = tail.get(len..).ok_or_else(|| undecodable(value))?;
+        n += 1;
     }
     Ok(n)
 }
