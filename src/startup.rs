@@ -365,7 +365,7 @@ mod tests {
         assert_eq!(index.get(id).expect("get"), Some(run));
         let raised = store.index_floor().expect("floor").expect("floor");
         assert!(raised >= floor);
-        let (_, _, differences) = index.verify(&store).expect("verify");
+        let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
         assert!(differences.is_empty(), "{differences:?}");
     }
 }

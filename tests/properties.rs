@@ -187,7 +187,7 @@ proptest! {
             prop_assert_eq!(index.get(run.id).expect("get"), Some(run.clone()));
         }
         let incremental = index.dump().expect("dump");
-        let (_, _, differences) = index.verify(&store).expect("verify");
+        let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
         prop_assert!(differences.is_empty(), "verify found {:?}", differences);
         index.rebuild(&store).expect("rebuild");
         prop_assert_eq!(index.dump().expect("dump"), incremental);
@@ -309,7 +309,7 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
         Some(RunState::InProgress)
     );
     assert!(store.dirty_runs().expect("dirty").is_empty());
-    let (_, _, differences) = index.verify(&store).expect("verify");
+    let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
     assert!(differences.is_empty(), "{differences:?}");
 }
 
@@ -383,8 +383,32 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
         counts(&Index::open(store.db()).expect("reopen")),
         [0, 0, 1, 0, 0]
     );
-    let (_, _, differences) = index.verify(&store).expect("verify");
+    let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
     assert!(differences.is_empty(), "{differences:?}");
+}
+
+/// `replay --verify` is a check: it builds its scratch index in a database of its own and
+/// leaves the store as it found it (built inside the store, the scratch copy grew its file and
+/// its page table; see `Index::verify`).
+#[test]
+fn verify_writes_nothing_to_the_store() {
+    let (_dir, store, index) = open();
+    let specs: Vec<RunSpec> = (0..300).map(|_| one_queued_run()).collect();
+    populate(&store, &index, &specs);
+    let scratch = store.data_dir().join("verify-scratch");
+    std::fs::create_dir_all(&scratch).expect("mkdir");
+    std::fs::write(scratch.join("left-behind"), b"by an interrupted verify").expect("write");
+    store.db().flush().expect("flush");
+    let before = store.db().size_on_disk().expect("size");
+    let names = store.db().tree_names();
+
+    let (runs, _, differences) = index.verify(&store, 8 << 20).expect("verify");
+    assert_eq!(runs, 300);
+    assert!(differences.is_empty(), "{differences:?}");
+    store.db().flush().expect("flush");
+    assert_eq!(store.db().size_on_disk().expect("size"), before);
+    assert_eq!(store.db().tree_names(), names);
+    assert!(!scratch.exists(), "the scratch database is removed");
 }
 
 #[test]
