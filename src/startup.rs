@@ -77,6 +77,9 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
         },
     )?;
     let index = Index::open(store.db())?;
+    if Index::remove_verify_scratch(&config.data_dir)? {
+        tracing::info!("removed the scratch database of an interrupted `replay --verify`");
+    }
     if !Index::layout_is_current(store.db())? {
         if !index.is_empty() || store.event_count() > 0 {
             tracing::info!("read index layout changed; rebuilding it from the log");
@@ -337,6 +340,20 @@ mod tests {
             bind: None,
         };
         Config::load(None, &overrides).expect("config")
+    }
+
+    /// A `replay --verify` that was killed leaves its scratch database (about the index's
+    /// size) in the data directory; the next open of the store removes it.
+    #[test]
+    fn an_open_removes_the_scratch_database_of_an_interrupted_verify() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let config = config(dir.path());
+        drop(open_store(&config, false).expect("open"));
+        let scratch = dir.path().join("verify-scratch");
+        std::fs::create_dir_all(scratch.join("blobs")).expect("mkdir");
+        std::fs::write(scratch.join("db"), b"half a scratch index").expect("write");
+        drop(open_store(&config, false).expect("reopen"));
+        assert!(!scratch.exists());
     }
 
     /// A crash between a young run's durable append and its index update leaves no marker:

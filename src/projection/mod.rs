@@ -636,13 +636,9 @@ impl Index {
         for name in [VERIFY_ROWS, VERIFY_INDEX] {
             self.db.drop_tree(name)?;
         }
-        let path = store.data_dir().join(VERIFY_DIR);
-        let io = |source| Error::Io {
-            path: path.clone(),
-            source,
-        };
         // Left behind by an interrupted verify, if any: start from an empty database.
-        remove_dir_if_any(&path).map_err(io)?;
+        Index::remove_verify_scratch(store.data_dir())?;
+        let path = store.data_dir().join(VERIFY_DIR);
         let db = sled::Config::new()
             .path(&path)
             .temporary(true)
@@ -654,8 +650,20 @@ impl Index {
         let result = self.compare_with_build(store, &db);
         drop(db);
         // `temporary` removes the directory when the last handle goes; make sure of it.
-        remove_dir_if_any(&path).map_err(io)?;
+        Index::remove_verify_scratch(store.data_dir())?;
         result
+    }
+
+    /// Removes the scratch database of a verification from `data_dir`, if there is one (a
+    /// verification that was killed leaves it behind: about the index's size). Returns whether
+    /// there was. Only for a holder of the data directory's lock.
+    pub fn remove_verify_scratch(data_dir: &std::path::Path) -> Result<bool, Error> {
+        let path = data_dir.join(VERIFY_DIR);
+        match std::fs::remove_dir_all(&path) {
+            Ok(()) => Ok(true),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(source) => Err(Error::Io { path, source }),
+        }
     }
 
     fn compare_with_build(
@@ -712,13 +720,6 @@ impl Index {
             .collect::<Result<_, _>>()?;
         let index = blocks::logical(&trees.index).collect::<Result<_, _>>()?;
         Ok((rows, index))
-    }
-}
-
-fn remove_dir_if_any(path: &std::path::Path) -> std::io::Result<()> {
-    match std::fs::remove_dir_all(path) {
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
-        other => other,
     }
 }
 
