@@ -830,7 +830,7 @@ mod tests {
     use super::*;
 
     /// `/metrics` asks for the counts on every scrape; after the first, they must not cost a
-    /// walk of the state ranges (35 ms warm, 250 ms cold at 1M runs). A block written behind
+    /// walk of the state ranges (35 ms warm, 250–460 ms cold at 1M runs). A block written behind
     /// the index's back shows which source an answer came from.
     #[test]
     fn state_counts_come_from_the_tally_once_counted() {
