@@ -38,8 +38,8 @@ const LAYOUT_KEY: &str = "projection_layout";
 const GENERATION_KEY: &str = "projection_generation";
 /// The index writes in progress when a block is split or re-keyed (see `Trees::commit`).
 const JOURNAL_KEY: &str = "projection_journal";
-/// Scratch trees that `verify` of earlier versions built inside the store; dropped if an
-/// interrupted verification left them behind.
+/// Scratch trees that `verify` of earlier versions built inside the store; `open` drops them if
+/// an interrupted verification left them behind.
 const VERIFY_ROWS: &str = "verify_runs";
 const VERIFY_INDEX: &str = "verify_run_index";
 /// Where `verify` builds its scratch index, in the data directory: a sled database of its own,
@@ -439,7 +439,8 @@ fn hex(bytes: &[u8]) -> String {
 
 impl Index {
     /// Opens the index of the current generation, and drops the trees of any other generation
-    /// (left behind by a rebuild that was interrupted).
+    /// (left behind by a rebuild that was interrupted) and the scratch trees an interrupted
+    /// `verify` of an earlier version left inside the store.
     pub fn open(db: &sled::Db) -> Result<Index, Error> {
         let generation = match db.get(GENERATION_KEY)? {
             None => 0,
@@ -451,7 +452,11 @@ impl Index {
             }
         };
         for name in db.tree_names() {
-            if generation_of(&name).is_some_and(|g| g != generation) {
+            let stale = generation_of(&name).is_some_and(|g| g != generation)
+                || [VERIFY_ROWS, VERIFY_INDEX]
+                    .map(str::as_bytes)
+                    .contains(&name.as_ref());
+            if stale {
                 db.drop_tree(&name)?;
             }
         }
@@ -633,9 +638,6 @@ impl Index {
         store: &Store,
         cache_bytes: u64,
     ) -> Result<(u64, u64, Vec<Difference>), Error> {
-        for name in [VERIFY_ROWS, VERIFY_INDEX] {
-            self.db.drop_tree(name)?;
-        }
         // Left behind by an interrupted verify, if any: start from an empty database.
         Index::remove_verify_scratch(store.data_dir())?;
         let path = store.data_dir().join(VERIFY_DIR);
@@ -856,6 +858,21 @@ mod tests {
             [1, 0, 0, 0, 0],
             "a new handle counts the ranges"
         );
+    }
+
+    #[test]
+    fn an_open_drops_the_scratch_trees_of_an_earlier_versions_verify() {
+        let db = sled::Config::new().temporary(true).open().expect("sled");
+        for name in [VERIFY_ROWS, VERIFY_INDEX] {
+            db.open_tree(name)
+                .expect("tree")
+                .insert(b"k", b"v")
+                .expect("insert");
+        }
+        Index::open(&db).expect("open");
+        let names = db.tree_names();
+        assert!(!names.iter().any(|n| n == VERIFY_ROWS.as_bytes()));
+        assert!(!names.iter().any(|n| n == VERIFY_INDEX.as_bytes()));
     }
 
     /// A crash between the writes of a split block leaves the journal behind; the next open
