@@ -29,6 +29,7 @@
 #   RESULTS=file.md    also write the table to this file
 #   DROP_CACHES=1      drop the page cache before the restart (needs root; 0 to keep it warm)
 #   RUNLEDGER_SRC=dir  source tree to build (default: the one this script is in)
+#   CACHE_MB=n         the server's `cache_mb` (default: the binary's own default)
 #
 # Smoke run: RUNS_SMALL=2000 RUNS_LARGE=5000 DURATION=3 POPULATE_STEP=5 bash benches/load.sh
 
@@ -75,6 +76,7 @@ cat >"$CONFIG" <<EOF
 [server]
 bind = "$HOST:$PORT"
 data_dir = "$DATA"
+${CACHE_MB:+cache_mb = $CACHE_MB}
 
 # One key drives all the load; the per-key rate limit would measure itself.
 [limits]

@@ -14,6 +14,13 @@ pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
+/// sled's page cache. Small on purpose: it is what the process keeps of a load once the load is
+/// over, and with 1M stored runs 16 MiB keeps the idle server under 150 MB where 64 MiB left it
+/// at about 215 MB; reads of the pages a server serves most (the newest runs, the index's
+/// tails) measured the same with either (`docs/performance.md`, "Seventh round").
+pub const DEFAULT_CACHE_MB: u64 = 16;
+/// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
+pub const MAX_CACHE_MB: u64 = 1 << 20;
 pub const DEFAULT_BURST: u32 = 1000;
 
 #[derive(Debug, thiserror::Error)]
@@ -444,12 +451,21 @@ fn resolve(
         public_url,
         tls,
         data_dir,
-        cache_bytes: file.server.cache_mb.unwrap_or(64) * 1024 * 1024,
+        cache_bytes: cache_bytes(file.server.cache_mb)?,
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
         rate_limit,
         environments,
         loaded_at,
     })
+}
+
+fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {
+    match cache_mb.unwrap_or(DEFAULT_CACHE_MB) {
+        mb @ 1..=MAX_CACHE_MB => Ok(mb << 20),
+        mb => Err(Error::Invalid(format!(
+            "server.cache_mb: {mb} is not a cache size from 1 to {MAX_CACHE_MB} (MiB)"
+        ))),
+    }
 }
 
 fn rate_limit(limits: &LimitsFile) -> Result<Option<RateLimit>, Error> {
@@ -491,6 +507,20 @@ mod tests {
         assert!(config.data_dir.ends_with("runledger-data"));
         assert_eq!(config.base_url(), "http://127.0.0.1:8080");
         assert_eq!(config.default_environment().id, "demo");
+        assert_eq!(config.cache_bytes, DEFAULT_CACHE_MB << 20);
+    }
+
+    #[test]
+    fn the_cache_size_must_be_one_mib_to_one_tib() {
+        for bad in [0, MAX_CACHE_MB + 1, u64::MAX / 2] {
+            let err =
+                load_text(&format!("[server]\ncache_mb = {bad}\n")).expect_err("out of range");
+            assert!(err.to_string().contains("server.cache_mb"), "{err}");
+        }
+        for good in [1, 64, MAX_CACHE_MB] {
+            let config = load_text(&format!("[server]\ncache_mb = {good}\n")).expect("in range");
+            assert_eq!(config.cache_bytes, good << 20);
+        }
     }
 
     #[test]
