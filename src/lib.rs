@@ -1,6 +1,10 @@
 //! runledger: a self-hosted, event-sourced service that runs AI coding agents on request.
 //! See `docs/architecture.md` for the map.
 
+// The package denies `unsafe` (Cargo.toml); the library forbids it outright. The binary
+// configures its allocator through FFI (`main.rs`, docs/decisions/0007-allocator-purge.md).
+#![forbid(unsafe_code)]
+
 pub mod actor;
 pub mod cli;
 pub mod config;
