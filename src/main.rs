@@ -28,17 +28,17 @@ fn purge_freed_memory_at_once() {
 }
 
 #[allow(unsafe_code)]
-fn set_allocator_option(option: libmimalloc_sys::mi_option_t, value: i64) {
+fn set_allocator_option(option: libmimalloc_sys::mi_option_t, value: std::ffi::c_long) {
     // SAFETY: mimalloc reads its options with atomic loads; setting one takes no pointer and is
     // allowed from any thread at any time (it is how the `MIMALLOC_*` variables are applied).
-    unsafe { libmimalloc_sys::mi_option_set(option, value as _) }
+    unsafe { libmimalloc_sys::mi_option_set(option, value) }
 }
 
 #[cfg(test)]
 #[allow(unsafe_code)]
-fn allocator_option(option: libmimalloc_sys::mi_option_t) -> i64 {
+fn allocator_option(option: libmimalloc_sys::mi_option_t) -> std::ffi::c_long {
     // SAFETY: as above; reading an option has no preconditions.
-    i64::from(unsafe { libmimalloc_sys::mi_option_get(option) })
+    unsafe { libmimalloc_sys::mi_option_get(option) }
 }
 
 fn main() -> anyhow::Result<()> {
