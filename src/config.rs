@@ -14,11 +14,11 @@ pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache. Small on purpose: it is what the process keeps of a load once the load is
-/// over, and with 1M stored runs 16 MiB keeps the idle server under 150 MB where 64 MiB left it
-/// at about 215 MB; reads of the pages a server serves most (the newest runs, the index's
-/// tails) measured the same with either (`docs/performance.md`, "Seventh round").
-pub const DEFAULT_CACHE_MB: u64 = 16;
+/// sled's page cache. It is what the process keeps of a load once the load is over (about
+/// 80 MB of RSS at 64 MiB), but smaller ones make reads dearer: after a load, with 16 or
+/// 32 MiB, sled kept re-reading the pages of the same 1,000 runs, and a list took about 50 %
+/// more CPU (`docs/performance.md`, "Seventh round").
+pub const DEFAULT_CACHE_MB: u64 = 64;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
 pub const DEFAULT_BURST: u32 = 1000;
