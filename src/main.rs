@@ -19,8 +19,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// A delayed purge is carried out by whichever thread next frees or allocates a page, and an
 /// idle server has none: with 1M stored runs, what a start or a load had freed stayed resident,
 /// 20–25 MB of the 150 MB the service may use while idle. Purging at once costs a page fault
-/// when the memory is used again: measured under creates, no change in CPU per request
-/// (`docs/decisions/0007-allocator-purge.md`). An operator's `MIMALLOC_PURGE_DELAY` wins.
+/// when the memory is used again: under creates, about 15,000 more faults a second and no
+/// change in CPU per request beyond this machine's noise; a `replay`, which frees and reuses
+/// memory all along, took 13 % more CPU (`docs/decisions/0007-allocator-purge.md`). An
+/// operator's `MIMALLOC_PURGE_DELAY` wins.
 fn purge_freed_memory_at_once() {
     if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
         set_allocator_option(MI_OPTION_PURGE_DELAY, 0);
@@ -42,11 +44,13 @@ fn allocator_option(option: libmimalloc_sys::mi_option_t) -> std::ffi::c_long {
 }
 
 fn main() -> anyhow::Result<()> {
-    purge_freed_memory_at_once();
     runledger::telemetry::init();
     let args = Cli::parse();
     match &args.command {
         Cmd::Serve { bind } => {
+            // The server only: its idle memory is what issue #2 bounds. A `replay` frees and
+            // reuses memory all along and took 13 % more CPU with it.
+            purge_freed_memory_at_once();
             let config = args.load_config(bind.clone())?;
             let data_dir = config.data_dir.clone();
             actix_rt::System::new().block_on(async move {
