@@ -14,18 +14,28 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 /// name); a test checks that this index holds the purge delay's default.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Makes mimalloc give memory back to the OS as soon as it frees it, not a second later.
+/// Makes mimalloc give memory back to the OS as soon as it frees it while the server starts;
+/// returns the delay to put back once it has started (`None` when the operator chose one).
 ///
-/// A delayed purge is carried out by whichever thread next frees or allocates a page, and an
-/// idle server has none: with 1M stored runs, what a start or a load had freed stayed resident,
-/// 20–25 MB of the 150 MB the service may use while idle. Purging at once costs a page fault
-/// when the memory is used again: under creates, about 15,000 more faults a second and no
-/// change in CPU per request beyond this machine's noise; a `replay`, which frees and reuses
-/// memory all along, took 13 % more CPU (`docs/decisions/0007-allocator-purge.md`). An
-/// operator's `MIMALLOC_PURGE_DELAY` wins.
-fn purge_freed_memory_at_once() {
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
-        set_allocator_option(MI_OPTION_PURGE_DELAY, 0);
+/// A start frees a great deal (the storage snapshot, the index catch-up, recovery), and a
+/// delayed purge is carried out by whichever thread next frees or allocates a page: a server
+/// that goes idle after its start kept that memory resident, about 10 MB at 1M runs of the
+/// 150 MB it may use while idle. Purging at once costs a page fault wherever the memory is
+/// used again: under creates that was 5–10 % more CPU per request, and 13 % in a `replay`, so
+/// the delay is put back once the server serves (`docs/decisions/0007-allocator-purge.md`).
+/// An operator's `MIMALLOC_PURGE_DELAY` wins throughout.
+fn purge_at_once_while_starting() -> Option<std::ffi::c_long> {
+    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_some() {
+        return None;
+    }
+    let delay = allocator_option(MI_OPTION_PURGE_DELAY);
+    set_allocator_option(MI_OPTION_PURGE_DELAY, 0);
+    Some(delay)
+}
+
+fn restore_purge_delay(delay: Option<std::ffi::c_long>) {
+    if let Some(delay) = delay {
+        set_allocator_option(MI_OPTION_PURGE_DELAY, delay);
     }
 }
 
@@ -36,7 +46,6 @@ fn set_allocator_option(option: libmimalloc_sys::mi_option_t, value: std::ffi::c
     unsafe { libmimalloc_sys::mi_option_set(option, value) }
 }
 
-#[cfg(test)]
 #[allow(unsafe_code)]
 fn allocator_option(option: libmimalloc_sys::mi_option_t) -> std::ffi::c_long {
     // SAFETY: as above; reading an option has no preconditions.
@@ -48,13 +57,13 @@ fn main() -> anyhow::Result<()> {
     let args = Cli::parse();
     match &args.command {
         Cmd::Serve { bind } => {
-            // The server only: its idle memory is what issue #2 bounds. A `replay` frees and
-            // reuses memory all along and took 13 % more CPU with it.
-            purge_freed_memory_at_once();
+            // The server's start only: its idle memory is what issue #2 bounds.
+            let purge_delay = purge_at_once_while_starting();
             let config = args.load_config(bind.clone())?;
             let data_dir = config.data_dir.clone();
             actix_rt::System::new().block_on(async move {
                 let app = runledger::startup::Application::build(config).await?;
+                restore_purge_delay(purge_delay);
                 eprintln!("runledger listening on {}://{}", app.scheme(), app.addr());
                 app.run().await
             })?;
@@ -79,13 +88,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_purge_delay_is_set_to_zero_at_start() {
+    fn the_purge_delay_is_zero_while_starting_and_put_back_after() {
         // The index is mimalloc's, not named by the binding crate: an upgrade that moved it
         // would set some other option. mimalloc v3's default purge delay is 1000 ms.
         if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
             assert_eq!(allocator_option(MI_OPTION_PURGE_DELAY), 1000);
-            purge_freed_memory_at_once();
+            let saved = purge_at_once_while_starting();
             assert_eq!(allocator_option(MI_OPTION_PURGE_DELAY), 0);
+            restore_purge_delay(saved);
+            assert_eq!(allocator_option(MI_OPTION_PURGE_DELAY), 1000);
         }
     }
 }
