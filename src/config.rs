@@ -14,10 +14,10 @@ pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache. It is what the process keeps of a load once the load is over (about
-/// 80 MB of RSS at 64 MiB), but smaller ones make reads dearer: after a load, with 16 or
-/// 32 MiB, sled kept re-reading the pages of the same 1,000 runs, and with 16 MiB a list took
-/// about 55 % more CPU (`docs/performance.md`, "Seventh round").
+/// sled's page cache, which is what the process keeps of a load once the load is over (about
+/// 80 MB of RSS at 64 MiB). 16 MiB met the memory bound of issue #2 in full load runs, but
+/// those runs also read the slowest at 1M runs; until more runs tell the machine's noise from
+/// the cache, the default stays (`docs/performance.md`, "Seventh round").
 pub const DEFAULT_CACHE_MB: u64 = 64;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
