@@ -101,7 +101,8 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            cache_bytes: 64 * 1024 * 1024,
+            // The server's default (`server.cache_mb`), for the offline commands.
+            cache_bytes: crate::config::DEFAULT_CACHE_MB << 20,
             accept_lost_writes: false,
         }
     }
