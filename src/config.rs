@@ -14,11 +14,11 @@ pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache, which is what the process keeps of a load once the load is over (about
-/// 80 MB of RSS at 64 MiB). 16 MiB met the memory bound of issue #2 in full load runs, but
-/// those runs also read the slowest at 1M runs; until more runs tell the machine's noise from
-/// the cache, the default stays (`docs/performance.md`, "Seventh round").
-pub const DEFAULT_CACHE_MB: u64 = 64;
+/// sled's page cache, which is what the process keeps of a load once the load is over: about
+/// 20 MB of RSS at 16 MiB, 80 MB at 64 MiB. In alternating full load runs at 1M stored runs,
+/// 16 MiB read as fast as 64 MiB and kept the idle server under the 150 MB of issue #2 after a
+/// load (`docs/performance.md`, "Eighth round").
+pub const DEFAULT_CACHE_MB: u64 = 16;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
 pub const DEFAULT_BURST: u32 = 1000;
@@ -507,7 +507,7 @@ mod tests {
         assert!(config.data_dir.ends_with("runledger-data"));
         assert_eq!(config.base_url(), "http://127.0.0.1:8080");
         assert_eq!(config.default_environment().id, "demo");
-        assert_eq!(config.cache_bytes, DEFAULT_CACHE_MB << 20);
+        assert_eq!(config.cache_bytes, 16 << 20);
     }
 
     #[test]
