@@ -269,6 +269,7 @@ fn index(c: &mut Criterion) {
 /// A list answer of 20 finished runs rendered as the API's JSON, as `GET /agent/runs` does
 /// after its index walk: a steadier figure for that part than an HTTP rate.
 fn render(c: &mut Criterion) {
+    use runledger::http::render::RenderCache;
     use runledger::http::wire::{Links, ListRunsResponse, PageInfo, RunItem};
     let mut g = c.benchmark_group("render");
     g.warm_up_time(Duration::from_secs(1))
@@ -297,6 +298,23 @@ fn render(c: &mut Criterion) {
                 },
             };
             black_box(serde_json::to_vec(&page).expect("json"))
+        })
+    });
+    // What a list answers with: the same page from the render cache, which the server fills
+    // with the first answer (finished runs are cached until their next event).
+    let cache = RenderCache::new(runledger::http::render::DEFAULT_BUDGET);
+    g.bench_function("list_page_20_cached", |b| {
+        b.iter(|| {
+            let links = Links {
+                public_url: "http://127.0.0.1:8080",
+                secret: &secret,
+                now: Timestamp(T0 + 100),
+            };
+            let page_info = PageInfo {
+                has_next_page: true,
+                next_cursor: Some("cursor".into()),
+            };
+            black_box(cache.page(&runs, &page_info, &links))
         })
     });
     g.finish();

@@ -6,6 +6,7 @@ pub use admin::key_json as admin_key_json;
 pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
+pub mod render;
 mod runs;
 mod session;
 mod stream;
@@ -46,6 +47,8 @@ pub struct AppState {
     /// Set once the shutdown has stopped the agents and recorded their runs: live event
     /// streams then send what is new and end, instead of holding the workers' graceful stop.
     pub closing: tokio::sync::watch::Sender<bool>,
+    /// The JSON of runs recently answered, for the clients that poll them.
+    pub rendered: render::RenderCache,
 }
 
 impl AppState {
@@ -64,6 +67,7 @@ impl AppState {
             idempotency_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
             ready: std::sync::atomic::AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
+            rendered: render::RenderCache::new(render::DEFAULT_BUDGET),
         }
     }
 }

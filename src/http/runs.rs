@@ -219,14 +219,15 @@ pub async fn list(
 ) -> Result<HttpResponse, ApiError> {
     let query = validate::list_query(req.query_string())?;
     let page = state.runs.list(&query).await?;
-    let links = links(&state);
-    Ok(HttpResponse::Ok().json(ListRunsResponse {
-        runs: page.runs.iter().map(|r| RunItem::from(r, &links)).collect(),
-        page_info: PageInfo {
-            has_next_page: page.next_cursor.is_some(),
-            next_cursor: page.next_cursor.map(|c| c.encode()),
-        },
-    }))
+    let page_info = PageInfo {
+        has_next_page: page.next_cursor.is_some(),
+        next_cursor: page.next_cursor.map(|c| c.encode()),
+    };
+    // The bytes `ListRunsResponse` serialises to, from the runs' cached JSON.
+    let body = state.rendered.page(&page.runs, &page_info, &links(&state));
+    Ok(HttpResponse::Ok()
+        .insert_header(actix_web::http::header::ContentType::json())
+        .body(body))
 }
 
 /// One run in full.
@@ -256,7 +257,9 @@ pub async fn get(
         .runs
         .get(id)?
         .ok_or_else(|| ApiError::not_found("no run with this id"))?;
-    Ok(HttpResponse::Ok().json(RunItem::from(&run, &links(&state))))
+    Ok(HttpResponse::Ok()
+        .insert_header(actix_web::http::header::ContentType::json())
+        .body(state.rendered.run(&run, &links(&state))))
 }
 
 /// Send a follow-up message. A queued run keeps it for its agent, a running agent gets it at
