@@ -314,7 +314,7 @@ fn render(c: &mut Criterion) {
                 has_next_page: true,
                 next_cursor: Some("cursor".into()),
             };
-            black_box(cache.page(&runs, &page_info, &links))
+            black_box(cache.page(&runs, &page_info, &links).expect("json"))
         })
     });
     g.finish();

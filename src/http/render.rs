@@ -42,25 +42,33 @@ impl RenderCache {
     }
 
     /// The run's JSON, from the cache when it holds the run at this sequence number.
-    pub fn run(&self, run: &Run, links: &Links<'_>) -> Bytes {
+    pub fn run(&self, run: &Run, links: &Links<'_>) -> Result<Bytes, serde_json::Error> {
         // A run in progress reads the clock; anything else is fixed by its events.
         let cacheable = run.state != RunState::InProgress;
         if cacheable {
             if let Some(bytes) = self.lookup(run.id, run.next_seq) {
-                return bytes;
+                return Ok(bytes);
             }
         }
-        let bytes = render(run, links);
+        let bytes = render(run, links)?;
         if cacheable {
             self.insert(run.id, run.next_seq, bytes.clone());
         }
-        bytes
+        Ok(bytes)
     }
 
     /// A list answer (`ListRunsResponse`) of these runs: the same bytes serde_json writes for
     /// the struct, assembled from each run's JSON.
-    pub fn page(&self, runs: &[Run], page_info: &PageInfo, links: &Links<'_>) -> Vec<u8> {
-        let items: Vec<Bytes> = runs.iter().map(|r| self.run(r, links)).collect();
+    pub fn page(
+        &self,
+        runs: &[Run],
+        page_info: &PageInfo,
+        links: &Links<'_>,
+    ) -> Result<Vec<u8>, serde_json::Error> {
+        let items = runs
+            .iter()
+            .map(|r| self.run(r, links))
+            .collect::<Result<Vec<Bytes>, _>>()?;
         let len = items.iter().map(Bytes::len).sum::<usize>() + items.len() + 64;
         let mut out = Vec::with_capacity(len);
         out.extend_from_slice(b"{\"runs\":[");
@@ -71,12 +79,9 @@ impl RenderCache {
             out.extend_from_slice(item);
         }
         out.extend_from_slice(b"],\"page_info\":");
-        // Writing a bool and a URL-safe string into a Vec cannot fail.
-        if serde_json::to_writer(&mut out, page_info).is_err() {
-            unreachable!("serialising PageInfo into memory failed");
-        }
+        serde_json::to_writer(&mut out, page_info)?;
         out.push(b'}');
-        out
+        Ok(out)
     }
 
     fn lookup(&self, id: RunId, seq: u64) -> Option<Bytes> {
@@ -125,12 +130,11 @@ impl RenderCache {
     }
 }
 
-fn render(run: &Run, links: &Links<'_>) -> Bytes {
-    // Only strings, numbers and maps with string keys: serialising into memory cannot fail.
-    match serde_json::to_vec(&RunItem::from(run, links)) {
-        Ok(json) => Bytes::from(json),
-        Err(e) => unreachable!("serialising a RunItem into memory failed: {e}"),
-    }
+fn render(run: &Run, links: &Links<'_>) -> Result<Bytes, serde_json::Error> {
+    let mut json = serde_json::to_vec(&RunItem::from(run, links))?;
+    // The vector grew by doubling; what the cache holds should be what its budget counts.
+    json.shrink_to_fit();
+    Ok(Bytes::from(json))
 }
 
 #[cfg(test)]
@@ -205,21 +209,23 @@ mod tests {
                     },
                 })
                 .expect("serialises");
-                let page = cache.page(&runs, &page_info, &links(9_000));
+                let page = cache.page(&runs, &page_info, &links(9_000)).expect("json");
                 assert_eq!(
                     String::from_utf8_lossy(&page),
                     String::from_utf8_lossy(&expected)
                 );
             }
         }
-        let empty = cache.page(
-            &[],
-            &PageInfo {
-                has_next_page: false,
-                next_cursor: None,
-            },
-            &links(0),
-        );
+        let empty = cache
+            .page(
+                &[],
+                &PageInfo {
+                    has_next_page: false,
+                    next_cursor: None,
+                },
+                &links(0),
+            )
+            .expect("json");
         assert_eq!(empty, br#"{"runs":[],"page_info":{"has_next_page":false}}"#);
     }
 
@@ -227,26 +233,29 @@ mod tests {
     fn a_run_is_rendered_again_once_it_has_a_new_event() {
         let cache = RenderCache::new(DEFAULT_BUDGET);
         let queued = created(1, "p");
-        let first = cache.run(&queued, &links(5_000));
+        let first = cache.run(&queued, &links(5_000)).expect("json");
         assert_eq!(cache.held().0, 1);
         let started = then(&queued, Event::Started { execution: 1 }, 2_000);
         let done = then(&started, Event::Succeeded { execution: 1 }, 3_000);
-        let second = cache.run(&done, &links(5_000));
+        let second = cache.run(&done, &links(5_000)).expect("json");
         assert_ne!(first, second);
-        assert_eq!(second, render(&done, &links(5_000)));
+        assert_eq!(second, render(&done, &links(5_000)).expect("json"));
         // The new rendering replaced the old one rather than joining it.
         assert_eq!(cache.held(), (1, second.len()));
         // An older state of the run (a reader holding a stale row) does not displace it.
-        assert_eq!(cache.run(&queued, &links(5_000)), first);
-        assert_eq!(cache.run(&done, &links(5_000)).as_ptr(), second.as_ptr());
+        assert_eq!(cache.run(&queued, &links(5_000)).expect("json"), first);
+        assert_eq!(
+            cache.run(&done, &links(5_000)).expect("json").as_ptr(),
+            second.as_ptr()
+        );
     }
 
     #[test]
     fn a_run_in_progress_counts_its_time_up_to_each_answer() {
         let cache = RenderCache::new(DEFAULT_BUDGET);
         let running = then(&created(1, "p"), Event::Started { execution: 1 }, 2_000);
-        let early = cache.run(&running, &links(3_000));
-        let later = cache.run(&running, &links(4_500));
+        let early = cache.run(&running, &links(3_000)).expect("json");
+        let later = cache.run(&running, &links(4_500)).expect("json");
         assert!(String::from_utf8_lossy(&early).contains("\"run_time\":\"PT1S\""));
         assert!(String::from_utf8_lossy(&later).contains("\"run_time\":\"PT2.500S\""));
         assert_eq!(cache.held(), (0, 0));
@@ -254,12 +263,15 @@ mod tests {
 
     #[test]
     fn the_cache_stays_within_its_budget() {
-        let one = render(&created(0, "p"), &links(0)).len();
+        let one = render(&created(0, "p"), &links(0)).expect("json").len();
         let budget = one * 40;
         let cache = RenderCache::new(budget);
         for n in 0..1_000 {
             let run = created(n, "p");
-            assert_eq!(cache.run(&run, &links(0)), render(&run, &links(0)));
+            assert_eq!(
+                cache.run(&run, &links(0)).expect("json"),
+                render(&run, &links(0)).expect("json")
+            );
             let (_, bytes) = cache.held();
             assert!(bytes <= budget, "{bytes} > {budget}");
         }
@@ -267,7 +279,10 @@ mod tests {
         // A run larger than a sixteenth of the budget is answered but not kept.
         let cache = RenderCache::new(budget);
         let huge = created(1, &"x".repeat(budget / 8));
-        assert_eq!(cache.run(&huge, &links(0)), render(&huge, &links(0)));
+        assert_eq!(
+            cache.run(&huge, &links(0)).expect("json"),
+            render(&huge, &links(0)).expect("json")
+        );
         assert_eq!(cache.held(), (0, 0));
     }
 }

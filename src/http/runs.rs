@@ -224,7 +224,10 @@ pub async fn list(
         next_cursor: page.next_cursor.map(|c| c.encode()),
     };
     // The bytes `ListRunsResponse` serialises to, from the runs' cached JSON.
-    let body = state.rendered.page(&page.runs, &page_info, &links(&state));
+    let body = state
+        .rendered
+        .page(&page.runs, &page_info, &links(&state))
+        .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(body))
@@ -259,7 +262,12 @@ pub async fn get(
         .ok_or_else(|| ApiError::not_found("no run with this id"))?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
-        .body(state.rendered.run(&run, &links(&state))))
+        .body(
+            state
+                .rendered
+                .run(&run, &links(&state))
+                .map_err(|e| ApiError::internal(&e))?,
+        ))
 }
 
 /// Send a follow-up message. A queued run keeps it for its agent, a running agent gets it at
