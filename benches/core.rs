@@ -303,16 +303,17 @@ fn render(c: &mut Criterion) {
     // What a list answers with: the same page from the render cache, which the server fills
     // with the first answer (finished runs are cached until their next event).
     let cache = RenderCache::new(runledger::http::render::DEFAULT_BUDGET);
+    let links = Links {
+        public_url: "http://127.0.0.1:8080",
+        secret: &secret,
+        now: Timestamp(T0 + 100),
+    };
     g.bench_function("list_page_20_cached", |b| {
         b.iter(|| {
-            let links = Links {
-                public_url: "http://127.0.0.1:8080",
-                secret: &secret,
-                now: Timestamp(T0 + 100),
-            };
+            let next_cursor = Some("cursor".into());
             let page_info = PageInfo {
                 has_next_page: true,
-                next_cursor: Some("cursor".into()),
+                next_cursor,
             };
             black_box(cache.page(&runs, &page_info, &links).expect("json"))
         })
