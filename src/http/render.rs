@@ -101,13 +101,14 @@ impl RenderCache {
             return;
         }
         let mut inner = self.lock();
-        if let Some((at, old)) = inner.items.get(&id) {
-            if *at >= seq {
-                return; // another thread rendered this run, or a later state of it
-            }
-            let old = old.len();
-            inner.bytes -= old;
-        } else if inner.bytes + bytes.len() > self.budget {
+        let replaced = match inner.items.get(&id) {
+            // Another thread rendered this run, or a later state of it.
+            Some((at, _)) if *at >= seq => return,
+            Some((_, old)) => old.len(),
+            None => 0,
+        };
+        inner.bytes -= replaced;
+        if inner.bytes + bytes.len() > self.budget {
             inner.items.clear();
             inner.bytes = 0;
         }
