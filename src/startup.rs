@@ -83,7 +83,14 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
     if !Index::layout_is_current(store.db())? {
         if !index.is_empty() || store.event_count() > 0 {
             tracing::info!("read index layout changed; rebuilding it from the log");
-            index.rebuild(&store)?;
+            let rebuilt = index.rebuild(&store)?;
+            tracing::info!(
+                runs = rebuilt.runs,
+                events = rebuilt.events,
+                build_ms = rebuilt.build.as_millis() as u64,
+                drop_ms = rebuilt.drop.as_millis() as u64,
+                "rebuilt the read index"
+            );
         } else {
             Index::mark_layout_current(store.db())?;
         }

@@ -688,6 +688,11 @@ async fn restart_fails_lost_executions_and_starts_queued_runs() {
     assert!(exported >= acknowledged.len(), "{exported}");
     let (ok, _, err) = cli(&["--data-dir", &data, "replay"], &[]);
     assert!(ok && err.contains("rebuilt the read index"), "{err}");
+    // Where the time went, for an operator timing a rebuild.
+    assert!(
+        err.contains("s to build it, ") && err.contains("s to drop the previous one"),
+        "{err}"
+    );
     let (ok, _, err) = cli(&["--data-dir", &data, "replay", "--cache-mb", "16"], &[]);
     assert!(ok && err.contains("rebuilt the read index"), "{err}");
     let (ok, _, err) = cli(&["--data-dir", &data, "replay", "--cache-mb", "0"], &[]);

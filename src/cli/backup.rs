@@ -401,7 +401,7 @@ fn build(dir: &Path, input: impl BufRead, source: &str) -> anyhow::Result<(Count
     let store = Store::open(dir, &store::Options::default())?;
     let counts = restore(&store, input, source)?;
     let index = Index::open(store.db())?;
-    let (runs, _) = index.rebuild(&store)?;
+    let runs = index.rebuild(&store)?.runs;
     let odd = audit(&store)?;
     if odd > SHOWN_NOTES {
         eprintln!(
