@@ -13,6 +13,7 @@ mod common;
 use std::path::Path;
 
 use common::{cli, Server, CONFIG};
+use nix::sys::signal::Signal;
 use serde_json::json;
 
 fn copy_dir(from: &Path, to: &Path) {
@@ -28,8 +29,16 @@ fn copy_dir(from: &Path, to: &Path) {
     }
 }
 
+/// How `three_runs` stops its server.
+enum Stop {
+    /// SIGTERM: every acknowledged command is in the read index when it exits.
+    Clean,
+    /// SIGKILL: the log is as the last sync left it, the index may lag it.
+    Kill,
+}
+
 /// A stopped server's data directory with three finished runs; returns their ids and the key.
-async fn three_runs(dir: &Path) -> (Vec<String>, String) {
+async fn three_runs(dir: &Path, stop: Stop) -> (Vec<String>, String) {
     let mut server = Server::start_in(dir, CONFIG);
     let mut ids = Vec::new();
     for name in ["first", "second", "third"] {
@@ -43,14 +52,24 @@ async fn three_runs(dir: &Path) -> (Vec<String>, String) {
         server.wait_state(id, "SUCCEEDED").await;
     }
     let key = server.key.clone();
-    server.kill();
+    match stop {
+        Stop::Clean => {
+            let status = server.stop_with(Signal::SIGTERM, 20).await;
+            assert!(status.success(), "{status:?}");
+        }
+        Stop::Kill => server.kill(),
+    }
     (ids, key)
 }
 
 #[tokio::test]
 async fn a_damaged_event_record_fails_only_its_own_run() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (ids, key) = three_runs(tmp.path()).await;
+    // A clean stop, so that each run's row is in the index: killed, the server may not have
+    // written the index rows of runs that finished just before (they were answered from the
+    // projector's pending rows), and a run whose first record is damaged cannot be indexed
+    // again from its log.
+    let (ids, key) = three_runs(tmp.path(), Stop::Clean).await;
     let copy = tmp.path().join("copy");
     copy_dir(&tmp.path().join("data"), &copy.join("data"));
 
@@ -73,7 +92,7 @@ async fn a_damaged_event_record_fails_only_its_own_run() {
         let last = value.len() - 1;
         value[last] ^= 0x40;
         events.insert(key_bytes, value).expect("insert");
-        // Also as if the server had died between its append and its index update: startup
+        // Also as if the server had died between an append and its index update: startup
         // must then try to catch this run up, fail on it alone, and serve the others.
         store.mark_dirty(id).expect("mark dirty");
         store.sync_blocking().expect("sync");
@@ -89,8 +108,8 @@ async fn a_damaged_event_record_fails_only_its_own_run() {
     for id in [&ids[0], &ids[2]] {
         assert_eq!(server.run(id).await["state"], "SUCCEEDED");
     }
-    // The damaged run keeps the state its index row had (which may lag its log: the server was
-    // killed, and the catch-up of a damaged log cannot run).
+    // The damaged run keeps the state its index row had (the catch-up of a damaged log cannot
+    // run).
     assert_eq!(server.run(&ids[1]).await["run_id"], ids[1].as_str());
     // The healthy runs' histories and commands work.
     assert_eq!(
@@ -168,7 +187,10 @@ async fn a_damaged_event_record_fails_only_its_own_run() {
 #[tokio::test]
 async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_accepted() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    let (ids, key) = three_runs(tmp.path()).await;
+    // Killed: after a clean stop sled recovers from the storage snapshot the stop wrote, finds
+    // the damaged log shorter than the snapshot says, and refuses to open with its own
+    // corruption error. That is another case than the silent truncation this test is about.
+    let (ids, key) = three_runs(tmp.path(), Stop::Kill).await;
     let copy = tmp.path().join("copy");
     copy_dir(&tmp.path().join("data"), &copy.join("data"));
     let data = copy.join("data");
