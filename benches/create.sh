@@ -15,6 +15,7 @@
 # shape: most created runs wait in the queue, as they do when agents take minutes.
 #
 # Knobs: DEMO_MS=0  DURATION=10  CONNECTIONS=64  PORT=18090  CARGO_TARGET_DIR=target
+#        BIN=path (a binary to measure instead of building one: to compare two saved builds)
 #        PERF=1 (records 5 s of the server with `perf record --call-graph dwarf`; the data
 #        directory is then kept so that `perf report -i DIR/perf.data` can read it)
 
@@ -30,8 +31,10 @@ BASE="http://127.0.0.1:$PORT"
 
 cd "$(dirname "$0")/.."
 command -v wrk >/dev/null 2>&1 || { echo "wrk is needed (benches/load.sh installs it)" >&2; exit 1; }
-cargo build --release --quiet
-BIN="$CARGO_TARGET_DIR/release/runledger"
+if [ -z "${BIN:-}" ]; then
+    cargo build --release --quiet
+    BIN="$CARGO_TARGET_DIR/release/runledger"
+fi
 case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
 
 WORK=$(mktemp -d /tmp/runledger-create.XXXXXX)
