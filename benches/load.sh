@@ -24,6 +24,11 @@
 # Every request goes to 127.0.0.1; every load step is bounded by a duration, and the script
 # stops the server it started when it exits.
 #
+# Run it on a quiet machine. For a few minutes after a large data directory was deleted (this
+# script's own, at 1M runs: a million transcript files) the kernel is still busy with it, and a
+# durable create's p99, which waits for a sync, suffers most (324 ms instead of about 7 ms in
+# one run started two minutes after the previous run's cleanup); `sync` does not hasten it.
+#
 # Knobs (environment variables):
 #   RUNS_SMALL=100000 RUNS_LARGE=1000000   stored runs for the two read measurements
 #   DURATION=10        seconds of each measured step
