@@ -637,9 +637,17 @@ impl Index {
         *self.trees.write().unwrap_or_else(|p| p.into_inner()) = fresh;
         // Counted again from the new generation when next asked for.
         *self.serial.lock() = None;
+        // The two trees of the previous generation are dropped side by side: a drop reads back
+        // and frees every page of its tree one at a time, on one core, and nothing else is
+        // left to do.
         let (rows, index) = tree_names(previous);
-        self.db.drop_tree(rows)?;
-        self.db.drop_tree(index)?;
+        std::thread::scope(|scope| -> Result<(), Error> {
+            let rows = scope.spawn(|| self.db.drop_tree(rows));
+            self.db.drop_tree(index)?;
+            rows.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            Ok(())
+        })?;
         Ok(Rebuilt {
             runs,
             events,
