@@ -83,15 +83,22 @@ case "$BIN" in /*) ;; *) BIN="$here/$BIN" ;; esac
 WORK=$(mktemp -d /tmp/runledger-load.XXXXXX)
 DATA="$WORK/data"
 CONFIG="$WORK/runledger.toml"
-cat >"$CONFIG" <<EOF
+# server_config PORT DATA_DIR: the [server] and [limits] sections of a server's config.
+server_config() {
+    cat <<EOF
 [server]
-bind = "$HOST:$PORT"
-data_dir = "$DATA"
+bind = "$HOST:$1"
+data_dir = "$2"
 ${CACHE_MB:+cache_mb = $CACHE_MB}
 
 # One key drives all the load; the per-key rate limit would measure itself.
 [limits]
 rate_limit = false
+EOF
+}
+{
+    server_config "$PORT" "$DATA"
+    cat <<EOF
 
 [[environments]]
 id = "bench"
@@ -99,6 +106,7 @@ harness = "demo"
 demo_duration_ms = 0
 max_concurrent = 64
 EOF
+} >"$CONFIG"
 
 SERVER_PID=""
 QUEUED_PID=""
@@ -253,15 +261,7 @@ log "  ${R[health_rps]} req/s, p99 ${R[health_p99]} ms"
 QWORK="$WORK/queued"
 QBASE="http://$HOST:$((PORT + 1))"
 mkdir -p "$QWORK"
-cat >"$QWORK/runledger.toml" <<EOF
-[server]
-bind = "$HOST:$((PORT + 1))"
-data_dir = "$QWORK/data"
-${CACHE_MB:+cache_mb = $CACHE_MB}
-
-[limits]
-rate_limit = false
-EOF
+server_config "$((PORT + 1))" "$QWORK/data" >"$QWORK/runledger.toml"
 START_NS=$(date +%s%N)
 "$BIN" --config "$QWORK/runledger.toml" serve >"$QWORK/stdout" 2>"$QWORK/stderr" &
 QUEUED_PID=$!
