@@ -36,6 +36,7 @@
 #   POPULATE_STEP=30   seconds of each populate round (creates at 64 connections, then drain)
 #   PORT=18080         listen port (127.0.0.1 only); step 3a's server uses PORT+1
 #   CARGO_TARGET_DIR=target  where the release binary is built
+#   BIN=path           a binary to measure instead of building one (to compare saved builds)
 #   KEEP_DATA=1        keep the temporary data directory (its path is printed)
 #   RESULTS=file.md    also write the table to this file
 #   DROP_CACHES=1      drop the page cache before the restart (needs root; 0 to keep it warm)
@@ -58,6 +59,8 @@ HOST=127.0.0.1
 BASE="http://$HOST:$PORT"
 
 here=${RUNLEDGER_SRC:-$(cd "$(dirname "$0")/.." && pwd)}
+# A relative BIN names a file from where the script was started.
+case "${BIN:-}" in ''|/*) ;; *) BIN="$PWD/$BIN" ;; esac
 cd "$here"
 
 log() { printf '[load %s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
@@ -73,10 +76,14 @@ fi
 command -v curl >/dev/null 2>&1 || die "curl is needed"
 command -v python3 >/dev/null 2>&1 || die "python3 is needed (to parse JSON and wrk output)"
 
-log "building the release binary (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
-cargo build --release --quiet
-BIN="$CARGO_TARGET_DIR/release/runledger"
-case "$BIN" in /*) ;; *) BIN="$here/$BIN" ;; esac
+if [ -n "${BIN:-}" ]; then
+    log "measuring $BIN (BIN: nothing is built)"
+else
+    log "building the release binary (CARGO_TARGET_DIR=$CARGO_TARGET_DIR)"
+    cargo build --release --quiet
+    BIN="$CARGO_TARGET_DIR/release/runledger"
+    case "$BIN" in /*) ;; *) BIN="$here/$BIN" ;; esac
+fi
 [ -x "$BIN" ] || die "no binary at $BIN"
 
 # --- server -----------------------------------------------------------------------------------
