@@ -6,7 +6,10 @@
 //!   skipped;
 //! - a byte flipped in sled's own log file: sled's recovery would silently drop everything
 //!   after it, so the commit watermark makes the server refuse to start and `export` warn,
-//!   until `runledger replay` accepts the loss.
+//!   until `runledger replay` accepts the loss;
+//! - the same byte after a clean stop, whose snapshot of sled's page table points at the
+//!   damaged message: sled refuses to open, and so does everything of ours with a message that
+//!   says what to do, until `runledger replay` sets the snapshot aside and recovers from the log.
 
 mod common;
 
@@ -60,6 +63,37 @@ async fn three_runs(dir: &Path, stop: Stop) -> (Vec<String>, String) {
         Stop::Kill => server.kill(),
     }
     (ids, key)
+}
+
+/// Flips a byte of the second run's prompt where sled's log file holds it first.
+fn damage_second_prompt(data: &Path) {
+    let file = data.join("sled").join("db");
+    let mut bytes = std::fs::read(&file).expect("read sled log");
+    let needle = b"marker-second";
+    let at = bytes
+        .windows(needle.len())
+        .position(|w| w == needle)
+        .expect("the prompt is in sled's log");
+    bytes[at] ^= 0x20;
+    std::fs::write(&file, bytes).expect("write sled log");
+}
+
+/// Starts the server on `dir/data` (the copy) and expects it to refuse: returns its stderr.
+fn serve_refused(dir: &Path) -> String {
+    std::fs::write(dir.join("runledger.toml"), CONFIG).expect("config");
+    let config = dir.join("runledger.toml");
+    let data = dir.join("data");
+    let out = std::process::Command::new(common::BIN)
+        .args(["serve", "--config"])
+        .arg(&config)
+        .arg("--data-dir")
+        .arg(&data)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run serve");
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "{err}");
+    err
 }
 
 #[tokio::test]
@@ -195,30 +229,12 @@ async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_acce
     copy_dir(&tmp.path().join("data"), &copy.join("data"));
     let data = copy.join("data");
 
-    // Flip a byte of the second run's prompt where sled's log file holds it first: sled's
-    // message CRC fails there, and its recovery drops that message and all later ones.
-    let file = data.join("sled").join("db");
-    let mut bytes = std::fs::read(&file).expect("read sled log");
-    let needle = b"marker-second";
-    let at = bytes
-        .windows(needle.len())
-        .position(|w| w == needle)
-        .expect("the prompt is in sled's log");
-    bytes[at] ^= 0x20;
-    std::fs::write(&file, bytes).expect("write sled log");
+    // sled's message CRC fails there, and its recovery drops that message and all later ones.
+    damage_second_prompt(&data);
     let data_arg = data.to_str().expect("utf-8 path");
 
     // The server refuses to start, saying why and what to do.
-    std::fs::write(copy.join("runledger.toml"), CONFIG).expect("config");
-    let config = copy.join("runledger.toml");
-    let config = config.to_str().expect("utf-8 path");
-    let out = std::process::Command::new(common::BIN)
-        .args(["serve", "--config", config, "--data-dir", data_arg])
-        .env("RUST_LOG", "warn")
-        .output()
-        .expect("run serve");
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = serve_refused(&copy);
     assert!(err.contains("lost acknowledged writes"), "{err}");
     assert!(err.contains("runledger replay"), "{err}");
 
@@ -238,6 +254,60 @@ async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_acce
     assert!(ok, "{err}");
     let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
     assert!(ok, "{err}");
+    let mut server = Server::start_in(&copy, CONFIG);
+    server.key = key;
+    server.wait_ready().await;
+    assert_eq!(server.run(&ids[0]).await["run_id"], ids[0].as_str());
+}
+
+#[tokio::test]
+async fn a_store_sled_refuses_to_open_is_recovered_from_its_log_by_replay() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    // A clean stop leaves a snapshot of sled's page table that points into the log: the
+    // damaged message is then one sled reads at open, and it refuses to open.
+    let (ids, key) = three_runs(tmp.path(), Stop::Clean).await;
+    let copy = tmp.path().join("copy");
+    copy_dir(&tmp.path().join("data"), &copy.join("data"));
+    let data = copy.join("data");
+    damage_second_prompt(&data);
+    let data_arg = data.to_str().expect("utf-8 path");
+
+    // The server refuses to start, saying why and what to do; so do the offline commands.
+    let err = serve_refused(&copy);
+    assert!(err.contains("is damaged"), "{err}");
+    assert!(err.contains("Recovering from damage"), "{err}");
+    assert!(err.contains("runledger replay"), "{err}");
+    let (ok, _, err) = cli(&["export", "--data-dir", data_arg], &[]);
+    assert!(!ok);
+    assert!(err.contains("is damaged"), "{err}");
+    // A verification changes nothing, so the next start is refused the same way.
+    let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
+    assert!(!ok);
+    assert!(err.contains("is damaged"), "{err}");
+    assert!(serve_refused(&copy).contains("is damaged"));
+
+    // replay sets sled's snapshot aside (kept), recovers from the log and accepts the loss.
+    let (ok, _, err) = cli(&["replay", "--data-dir", data_arg], &[]);
+    assert!(ok, "{err}");
+    assert!(err.contains("moved sled's snapshot to"), "{err}");
+    let aside: Vec<_> = std::fs::read_dir(&data)
+        .expect("read data dir")
+        .filter_map(Result::ok)
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .starts_with("damaged-snapshot-")
+        })
+        .collect();
+    assert_eq!(aside.len(), 1);
+    assert!(std::fs::read_dir(aside[0].path())
+        .expect("read set-aside dir")
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().starts_with("snap.")));
+    let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
+    assert!(ok, "{err}");
+
+    // The server then serves what is left.
     let mut server = Server::start_in(&copy, CONFIG);
     server.key = key;
     server.wait_ready().await;

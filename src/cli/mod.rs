@@ -362,6 +362,18 @@ pub fn replay(cli: &Cli, verify: bool, cache_mb: u64) -> anyhow::Result<()> {
     }
     let (store, index) = match crate::startup::open_store(&config, true) {
         Err(crate::startup::Error::Store(store::Error::Locked(dir))) => return Err(held(&dir)),
+        // Accepting the loss is what a rebuild is for: recover from sled's log alone.
+        Err(e @ crate::startup::Error::Store(store::Error::Damaged { .. })) if !verify => {
+            let Some(aside) = store::set_aside_snapshots(&config.data_dir)? else {
+                return Err(e.into());
+            };
+            eprintln!(
+                "runledger: {e}\nrunledger: moved sled's snapshot to {}; recovering from sled's \
+                 log alone",
+                aside.display()
+            );
+            crate::startup::open_store(&config, true)?
+        }
         other => other?,
     };
     let lost = store.lost_writes();

@@ -86,6 +86,13 @@ pub enum Error {
         recovered: u64,
         acknowledged: u64,
     },
+    #[error(
+        "the store in {dir} is damaged: sled refuses to open it, having found {detail}. Stop and copy the data directory before anything else opens it, then see \
+         \"Recovering from damage\" in docs/operations.md: restore a backup, or run \
+         `runledger replay`, which sets the snapshot aside, recovers what sled's log still holds \
+         and accepts the loss"
+    )]
+    Damaged { dir: PathBuf, detail: String },
 }
 
 /// How the store is opened.
@@ -184,8 +191,67 @@ fn open_sled(data_dir: &Path, cache_bytes: u64) -> Result<sled::Db, Error> {
             {
                 Error::Locked(data_dir.to_path_buf())
             }
+            // sled checks a CRC on every message it reads. At open it reads the messages its
+            // snapshot points at, so a damaged one there fails the open (where a damaged
+            // message met while scanning the log after the snapshot silently ends recovery:
+            // `LostWrites`).
+            sled::Error::Corruption { at, .. } => Error::Damaged {
+                dir: data_dir.to_path_buf(),
+                detail: match at {
+                    Some(at) => format!(
+                        "a damaged message at byte {} of its log, {}",
+                        at.lid(),
+                        data_dir.join(SLED_DIR).join("db").display()
+                    ),
+                    // Its log ends before the point its snapshot records (the scan from there
+                    // stopped at a damaged message), or the snapshot's own CRC failed.
+                    None => "its log cut short before the point its snapshot of the page table \
+                             records (a damaged message ends it), or that snapshot damaged"
+                        .to_string(),
+                },
+            },
             other => Error::Sled(other),
         })
+}
+
+/// Moves sled's snapshots of its page table out of the store, into a new directory
+/// `damaged-snapshot-<unix seconds>` beside it (kept for whoever investigates the damage), so
+/// that the next open recovers from the log alone: it reads the log from its start and stops at
+/// the first damaged message, which the commit watermark then reports as `LostWrites`. Returns
+/// that directory, or `None` if there was no snapshot. Only for a holder of the data directory
+/// who accepts losing writes (`runledger replay`), with no handle of the store open.
+pub fn set_aside_snapshots(data_dir: &Path) -> Result<Option<PathBuf>, Error> {
+    let dir = data_dir.join(SLED_DIR);
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut snapshots = Vec::new();
+    for entry in std::fs::read_dir(&dir).map_err(io(&dir))? {
+        let entry = entry.map_err(io(&dir))?;
+        if entry.file_name().to_string_lossy().starts_with("snap.") {
+            snapshots.push(entry.path());
+        }
+    }
+    if snapshots.is_empty() {
+        return Ok(None);
+    }
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let aside = data_dir.join(format!("damaged-snapshot-{secs}"));
+    std::fs::create_dir(&aside).map_err(io(&aside))?;
+    for path in snapshots {
+        let target = aside.join(path.file_name().unwrap_or_default());
+        std::fs::rename(&path, &target).map_err(io(&path))?;
+    }
+    // The moves must outlive a crash before sled's next open writes a new snapshot.
+    for d in [&dir, &aside, &data_dir.to_path_buf()] {
+        std::fs::File::open(d)
+            .and_then(|f| f.sync_all())
+            .map_err(io(d))?;
+    }
+    Ok(Some(aside))
 }
 
 impl Store {
