@@ -17,7 +17,8 @@
 #   4. creates runs until RUNS_SMALL exist, then get-one and list (limit=20&state=SUCCEEDED);
 #   5. creates runs until RUNS_LARGE exist, then get-one and list again, and the idle RSS;
 #   6. restarts the server on the RUNS_LARGE data: time until /readyz answers 200, idle RSS,
-#      the reads again, and the time of the first two /metrics scrapes;
+#      the reads again, the time of the first two /metrics scrapes and the idle RSS after them
+#      (the RSS target is judged on the highest of the three idle figures);
 #   7. with the server stopped: `runledger replay --verify` and `runledger replay` (events/s);
 #   8. prints a markdown table.
 #
@@ -398,6 +399,11 @@ scrape_ms() {
 R[metrics_first_ms]=$(scrape_ms)
 R[metrics_next_ms]=$(scrape_ms)
 log "  /metrics after the reads: first scrape ${R[metrics_first_ms]} ms, the next ${R[metrics_next_ms]} ms"
+# An idle server is scraped (the first scrape walks the index): its memory after that counts too.
+sleep 2
+R[rss_after_metrics]=$(rss_mb)
+log "  RSS idle after the scrapes: ${R[rss_after_metrics]} MB"
+R[rss_idle_max]=$(printf '%s\n' "${R[rss_idle]}" "${R[rss_idle_after_reads]}" "${R[rss_after_metrics]}" | sort -n | tail -n1)
 stop_server
 R[disk]=$(du -sm "$DATA/sled" | cut -f1)
 
@@ -436,7 +442,7 @@ table=$(cat <<EOF
 | \`runledger replay\`, ${R[large_runs]} runs | ${R[replay_eps]} events/s | | ≥ 300k events/s | $(ok "${R[replay_eps]:-0} >= 300000") |
 | \`runledger replay --verify\`, ${R[large_runs]} runs | ${R[verify_eps]} events/s | | | |
 | ready after start, ${R[large_runs]} runs (${R[cache]}) | ${R[ready_ms]} ms | | ≤ 2000 ms | $(ok "${R[ready_ms]} <= 2000") |
-| RSS idle after restart, ${R[large_runs]} runs | ${R[rss_idle]} MB (${R[rss_idle_after_reads]} MB after the reads) | | ≤ 150 MB | $(ok "${R[rss_idle]} <= 150") |
+| RSS idle after restart, ${R[large_runs]} runs | ${R[rss_idle]} MB (${R[rss_idle_after_reads]} MB after the reads, ${R[rss_after_metrics]} MB after the \`/metrics\` scrapes) | | ≤ 150 MB | $(ok "${R[rss_idle_max]} <= 150") |
 | \`/metrics\` after the restart's reads: first scrape / the next, ${R[large_runs]} runs | ${R[metrics_first_ms]} / ${R[metrics_next_ms]} ms | | | |
 | RSS idle after the load, ${R[large_runs]} runs | ${R[rss_after_load]} MB | | ≤ 150 MB | $(ok "${R[rss_after_load]} <= 150") |
 | sled directory size, ${R[large_runs]} runs | ${R[disk]} MB | | | |
