@@ -13,11 +13,11 @@
 //! gets a block of its own) and is split in halves beyond that.
 //!
 //! Why: sled 0.34 costs 6–15 µs of CPU per write and keeps one in-memory page-table entry per
-//! leaf of a tree (up to 32 small entries, or 16 large ones such as full blocks). With a key per position, every run cost 6–7 index writes on each
-//! transition and 6–7 entries for good. Blocked, the positions of all runs the projector applies
-//! in one batch that land in the same block (new runs all land at the tail of each `F` range)
-//! cost one write of that block, and a range holds about half a block to a block of positions
-//! per sled entry.
+//! leaf of a tree (up to 32 small entries, or 16 large ones such as full blocks). With a key
+//! per position, every run cost 6–7 index writes on each transition and 6–7 entries for good.
+//! Blocked, the positions of all runs the projector applies in one batch that land in the same
+//! block (new runs all land at the tail of each `F` range) cost one write of that block, and a
+//! range holds about half a block to a block of positions per sled entry.
 //!
 //! Writers must be serialised (a block is read, changed and written back); `Index` holds its
 //! write lock around `write`. Readers see each block whole, because a sled value is replaced

@@ -87,10 +87,11 @@ pub enum Error {
         acknowledged: u64,
     },
     #[error(
-        "the store in {dir} is damaged: sled refuses to open it, having found {detail}. Stop and copy the data directory before anything else opens it, then see \
-         \"Recovering from damage\" in docs/operations.md: restore a backup, or run \
-         `runledger replay`, which sets the snapshot aside, recovers what sled's log still holds \
-         and accepts the loss"
+        "the store in {dir} is damaged: sled refuses to open it, having found {detail}. Stop \
+         and copy the data directory before anything else opens it, then see \"Recovering \
+         from damage\" in docs/operations.md: restore a backup, or run `runledger replay`, \
+         which sets the snapshot aside, recovers what sled's log still holds and accepts the \
+         loss"
     )]
     Damaged { dir: PathBuf, detail: String },
 }
