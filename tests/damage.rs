@@ -65,6 +65,29 @@ async fn three_runs(dir: &Path, stop: Stop) -> (Vec<String>, String) {
     (ids, key)
 }
 
+/// `three_runs` stopped as `stop`, copied to `dir/copy`, with a byte of the second run's
+/// prompt flipped in the copy's sled log: returns the runs, the key and the copy.
+async fn damaged_copy(dir: &Path, stop: Stop) -> (Vec<String>, String, std::path::PathBuf) {
+    let (ids, key) = three_runs(dir, stop).await;
+    let copy = dir.join("copy");
+    copy_dir(&dir.join("data"), &copy.join("data"));
+    damage_second_prompt(&copy.join("data"));
+    (ids, key, copy)
+}
+
+/// After a `replay` accepted the loss: a verification is clean and the server starts on the
+/// copy and serves the first run.
+async fn serves_what_is_left(copy: &Path, key: String, first: &str) {
+    let data = copy.join("data");
+    let data_arg = data.to_str().expect("utf-8 path");
+    let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
+    assert!(ok, "{err}");
+    let mut server = Server::start_in(copy, CONFIG);
+    server.key = key;
+    server.wait_ready().await;
+    assert_eq!(server.run(first).await["run_id"], first);
+}
+
 /// Flips a byte of the second run's prompt where sled's log file holds it first.
 fn damage_second_prompt(data: &Path) {
     let file = data.join("sled").join("db");
@@ -222,15 +245,11 @@ async fn a_damaged_event_record_fails_only_its_own_run() {
 async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_accepted() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // Killed: after a clean stop sled recovers from the storage snapshot the stop wrote, finds
-    // the damaged log shorter than the snapshot says, and refuses to open with its own
-    // corruption error. That is another case than the silent truncation this test is about.
-    let (ids, key) = three_runs(tmp.path(), Stop::Kill).await;
-    let copy = tmp.path().join("copy");
-    copy_dir(&tmp.path().join("data"), &copy.join("data"));
-    let data = copy.join("data");
-
+    // the damaged log shorter than the snapshot says, and refuses to open. That is another case
+    // than the silent truncation this test is about (the next test).
     // sled's message CRC fails there, and its recovery drops that message and all later ones.
-    damage_second_prompt(&data);
+    let (ids, key, copy) = damaged_copy(tmp.path(), Stop::Kill).await;
+    let data = copy.join("data");
     let data_arg = data.to_str().expect("utf-8 path");
 
     // The server refuses to start, saying why and what to do.
@@ -252,12 +271,7 @@ async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_acce
     // replay accepts the loss; the server then serves what is left.
     let (ok, _, err) = cli(&["replay", "--data-dir", data_arg], &[]);
     assert!(ok, "{err}");
-    let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
-    assert!(ok, "{err}");
-    let mut server = Server::start_in(&copy, CONFIG);
-    server.key = key;
-    server.wait_ready().await;
-    assert_eq!(server.run(&ids[0]).await["run_id"], ids[0].as_str());
+    serves_what_is_left(&copy, key, &ids[0]).await;
 }
 
 #[tokio::test]
@@ -265,11 +279,8 @@ async fn a_store_sled_refuses_to_open_is_recovered_from_its_log_by_replay() {
     let tmp = tempfile::tempdir().expect("tempdir");
     // A clean stop leaves a snapshot of sled's page table that points into the log: the
     // damaged message is then one sled reads at open, and it refuses to open.
-    let (ids, key) = three_runs(tmp.path(), Stop::Clean).await;
-    let copy = tmp.path().join("copy");
-    copy_dir(&tmp.path().join("data"), &copy.join("data"));
+    let (ids, key, copy) = damaged_copy(tmp.path(), Stop::Clean).await;
     let data = copy.join("data");
-    damage_second_prompt(&data);
     let data_arg = data.to_str().expect("utf-8 path");
 
     // The server refuses to start, saying why and what to do; so do the offline commands.
@@ -304,12 +315,5 @@ async fn a_store_sled_refuses_to_open_is_recovered_from_its_log_by_replay() {
         .expect("read set-aside dir")
         .filter_map(Result::ok)
         .any(|e| e.file_name().to_string_lossy().starts_with("snap.")));
-    let (ok, _, err) = cli(&["replay", "--verify", "--data-dir", data_arg], &[]);
-    assert!(ok, "{err}");
-
-    // The server then serves what is left.
-    let mut server = Server::start_in(&copy, CONFIG);
-    server.key = key;
-    server.wait_ready().await;
-    assert_eq!(server.run(&ids[0]).await["run_id"], ids[0].as_str());
+    serves_what_is_left(&copy, key, &ids[0]).await;
 }
