@@ -244,10 +244,9 @@ async fn a_damaged_event_record_fails_only_its_own_run() {
 #[tokio::test]
 async fn a_store_that_lost_acknowledged_writes_is_refused_until_the_loss_is_accepted() {
     let tmp = tempfile::tempdir().expect("tempdir");
-    // Killed: after a clean stop sled recovers from the storage snapshot the stop wrote, finds
-    // the damaged log shorter than the snapshot says, and refuses to open. That is another case
-    // than the silent truncation this test is about (the next test).
-    // sled's message CRC fails there, and its recovery drops that message and all later ones.
+    // Killed, so that no snapshot covers the damaged message: sled's recovery scans the log,
+    // its message CRC fails there, and it silently drops that message and all later ones.
+    // (After a clean stop sled refuses to open instead: the next test.)
     let (ids, key, copy) = damaged_copy(tmp.path(), Stop::Kill).await;
     let data = copy.join("data");
     let data_arg = data.to_str().expect("utf-8 path");
