@@ -173,3 +173,62 @@ async fn a_clean_shutdown_leaves_a_storage_snapshot_for_a_fast_start() {
         server.log_text()
     );
 }
+
+/// The runs per state of `/metrics`, as (state, count) lines.
+fn runs_by_state(metrics: &str) -> Vec<String> {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with("runledger_runs{state="))
+        .map(str::to_string)
+        .collect()
+}
+
+/// A server counts its runs per state by walking the read index the first time it is asked
+/// (seconds at 1M runs). A clean stop saves the counts, so the next start answers its first
+/// scrape without that walk; `replay --verify` checks what was saved against the log, and a
+/// crash leaves nothing behind that could be stale.
+#[tokio::test]
+async fn runs_per_state_are_saved_at_a_clean_stop_and_checked_by_verify() {
+    const WALKED: &str = "counted the runs in each state from the read index";
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let info = [("RUST_LOG", "info".to_string())];
+    let mut server = Server::start_with(tmp.path(), CONFIG, &info);
+    server.wait_ready().await;
+    let key = server.key.clone();
+    for i in 0..3 {
+        let id = server.create(json!({"prompt": format!("run {i}")})).await;
+        server.wait_state(&id, "SUCCEEDED").await;
+    }
+    let counted = runs_by_state(&server.metrics().await);
+    assert!(counted.contains(&"runledger_runs{state=\"SUCCEEDED\"} 3".to_string()));
+    assert!(server.log_text().contains(WALKED), "{}", server.log_text());
+    let status = server
+        .stop_with(nix::sys::signal::Signal::SIGTERM, 30)
+        .await;
+    assert!(status.success(), "clean shutdown: {status:?}");
+
+    let config = server.config.to_string_lossy().into_owned();
+    let data = server.data_dir.to_string_lossy().into_owned();
+    let offline = ["--config", &config, "--data-dir", &data];
+    let (ok, _, err) = common::cli(&[&offline[..], &["replay", "--verify"]].concat(), &[]);
+    assert!(ok && err.contains(": 0 differences"), "{err}");
+
+    let mut server = Server::start_with(tmp.path(), CONFIG, &info);
+    server.wait_ready().await;
+    assert_eq!(runs_by_state(&server.metrics().await), counted);
+    assert!(!server.log_text().contains(WALKED), "{}", server.log_text());
+    // The first write after the start removed the saved counts: a crash now leaves none.
+    server.key = key;
+    let id = server.create(json!({"prompt": "one more"})).await;
+    server.wait_state(&id, "SUCCEEDED").await;
+    server.kill();
+    let mut server = Server::start_with(tmp.path(), CONFIG, &info);
+    server.wait_ready().await;
+    let after_crash = runs_by_state(&server.metrics().await);
+    assert!(
+        after_crash.contains(&"runledger_runs{state=\"SUCCEEDED\"} 4".to_string()),
+        "{after_crash:?}"
+    );
+    assert!(server.log_text().contains(WALKED), "{}", server.log_text());
+    server.kill();
+}

@@ -227,10 +227,14 @@ impl Runs {
         }
     }
 
-    /// Applies every acknowledged command to the index and stops the projector (at shutdown,
-    /// before the last sync, so that no run is left marked dirty).
+    /// Applies every acknowledged command to the index, stops the projector and saves the
+    /// index's runs per state for the next start (at shutdown, before the last sync, so that no
+    /// run is left marked dirty and the next start need not count the runs per state).
     pub fn stop_projector(&self) {
         self.inner.projector.stop();
+        if let Err(e) = self.inner.index.save_tally() {
+            tracing::warn!(error = %e, "could not save the runs per state; the next start counts them");
+        }
     }
 
     /// The full event history of a run, oldest first.
