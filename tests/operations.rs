@@ -232,3 +232,44 @@ async fn runs_per_state_are_saved_at_a_clean_stop_and_checked_by_verify() {
     assert!(server.log_text().contains(WALKED), "{}", server.log_text());
     server.kill();
 }
+
+/// `replay` writes a whole new index, which the snapshot of the stop before it does not cover;
+/// it leaves a new snapshot so that the next start need not scan it (at 1M runs the start took
+/// 2.6–6.3 s without one, under 1 s with).
+#[tokio::test]
+async fn a_replay_leaves_a_storage_snapshot_for_a_fast_start() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut server = Server::start_in(tmp.path(), CONFIG);
+    server.wait_ready().await;
+    for i in 0..20 {
+        let id = server.create(json!({"prompt": format!("run {i}")})).await;
+        server.wait_state(&id, "SUCCEEDED").await;
+    }
+    let status = server
+        .stop_with(nix::sys::signal::Signal::SIGTERM, 30)
+        .await;
+    assert!(status.success(), "clean shutdown: {status:?}");
+    let data = server.data_dir.clone();
+    let after_stop = snapshots(&data);
+
+    let data_arg = data.to_string_lossy().into_owned();
+    let (ok, _, err) = common::cli(&["replay", "--data-dir", &data_arg], &[]);
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("wrote sled's snapshot of its page table"),
+        "{err}"
+    );
+    let after_replay = snapshots(&data);
+    assert!(
+        after_replay.last() > after_stop.last(),
+        "no snapshot covers the rebuild: {after_stop:?} then {after_replay:?}"
+    );
+
+    let server = Server::start_in(tmp.path(), CONFIG);
+    server.wait_ready().await;
+    let metrics = server.metrics().await;
+    assert!(
+        metrics.contains("runledger_runs{state=\"SUCCEEDED\"} 20"),
+        "{metrics}"
+    );
+}

@@ -414,6 +414,14 @@ fn build(dir: &Path, input: impl BufRead, source: &str) -> anyhow::Result<(Count
     // to the files while they move.
     drop(index);
     drop(store);
+    // sled snapshots its page table only when it opens a database: opened once more, it
+    // covers the whole import, and the first start need not scan it.
+    if let Err(e) = store::refresh_snapshot(dir) {
+        eprintln!(
+            "runledger import: warning: could not write sled's snapshot ({e}); the first start \
+             scans the whole store"
+        );
+    }
     Ok((counts, runs))
 }
 

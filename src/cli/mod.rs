@@ -412,6 +412,22 @@ pub fn replay(cli: &Cli, verify: bool, cache_mb: u64) -> anyhow::Result<()> {
             rebuilt.build.as_secs_f64(),
             rebuilt.drop.as_secs_f64(),
         );
+        // sled snapshots its page table only when it opens a database, so the next start would
+        // scan everything the rebuild wrote (at 1M runs, seconds: 2.6-6.3 s before the server
+        // was ready, against under 1 s). Closed, then opened once more, it snapshots now.
+        drop((index, store));
+        let started = Instant::now();
+        match store::refresh_snapshot(&config.data_dir) {
+            Ok(()) => eprintln!(
+                "wrote sled's snapshot of its page table in {:.2} s, so that the next start \
+                 need not scan what the rebuild wrote",
+                started.elapsed().as_secs_f64()
+            ),
+            Err(e) => eprintln!(
+                "runledger: warning: could not write sled's snapshot ({e}); the next start \
+                 scans what the rebuild wrote"
+            ),
+        }
     }
     Ok(())
 }
