@@ -224,6 +224,9 @@ proptest! {
         }
         let fresh = Index::open(store.db()).expect("reopen");
         prop_assert_eq!(fresh.count_by_state().expect("reopened"), want.clone());
+        // `verify` checks the tally a handle holds against the counts of its own rebuild.
+        let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
+        prop_assert!(differences.is_empty(), "verify found {:?}", differences);
         index.rebuild(&store).expect("rebuild");
         prop_assert_eq!(index.count_by_state().expect("after rebuild"), want.clone());
         prop_assert_eq!(Index::saved_counts(store.db()).expect("rebuilt copy"), Some(want.clone()));
