@@ -12,6 +12,7 @@
 
 mod command;
 mod demo;
+pub mod lines;
 pub mod presets;
 pub mod process;
 pub mod transcript;
