@@ -256,3 +256,193 @@ head -c 423 /dev/zero; echo",
     );
     assert!(html.contains(&"␀".repeat(423)));
 }
+
+/// Events of a run's history as `export` writes them: `Created` and `Started` of a real run,
+/// then follow-ups of about 1 KB (multi-byte characters and escapes included) up to `total`
+/// events with the real run's `Succeeded` last.
+fn long_history(exported: &str, total: u64) -> Vec<String> {
+    let lines: Vec<&str> = exported.lines().collect();
+    assert_eq!(lines.len(), 3, "{exported}");
+    let started: Value = serde_json::from_str(lines[1]).expect("json");
+    let run_id = started["run_id"].as_str().expect("run_id");
+    let at = started["at"].as_str().expect("at");
+    let mut history = vec![lines[0].to_string(), lines[1].to_string()];
+    for seq in 2..total - 1 {
+        let message = format!("follow-up {seq}: {} \"quoted\"\t€😀", "é".repeat(480));
+        history.push(format!(
+            "{{\"run_id\":\"{run_id}\",\"seq\":{seq},\"at\":\"{at}\",\"type\":\"FollowupReceived\",\
+             \"data\":{{\"message\":{},\"mode\":\"plan\",\"by\":\"01KAKBYKEY0000000000000000\"}}}}",
+            Value::String(message)
+        ));
+    }
+    let mut last: Value = serde_json::from_str(lines[2]).expect("json");
+    last["seq"] = json!(total - 1);
+    history.push(last.to_string());
+    history
+}
+
+#[tokio::test]
+async fn a_history_of_20000_events_is_paged_streamed_and_exported_whole() {
+    const TOTAL: u64 = 20_000;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let agent = agent(dir.path(), "agent.sh", "echo done");
+    let config = config(&format!(
+        "[[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n"
+    ));
+    // A real run, exported, grown to 20,000 events and imported into a new data directory.
+    let first = dir.path().join("first");
+    std::fs::create_dir(&first).expect("mkdir");
+    let mut s = Server::start_in(&first, &config);
+    s.wait_ready().await;
+    let id = s.create(json!({"prompt": "a long history"})).await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    s.kill();
+    let data = s.data_dir.display().to_string();
+    let (ok, exported, err) = common::cli(&["export", "--data-dir", &data], &[]);
+    assert!(ok, "{err}");
+    let history = long_history(&exported, TOTAL);
+    let backup = dir.path().join("history.jsonl");
+    std::fs::write(&backup, history.join("\n") + "\n").expect("write");
+    let second = dir.path().join("second");
+    std::fs::create_dir(&second).expect("mkdir");
+    let data = second.join("data").display().to_string();
+    let (ok, _, err) = common::cli(
+        &["import", &backup.display().to_string(), "--data-dir", &data],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let expected: Vec<Value> = history
+        .iter()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+
+    // The CLI prints every event once, in order.
+    let (ok, printed, err) = common::cli(&["events", "--json", "--data-dir", &data, &id], &[]);
+    assert!(ok, "{err}");
+    let printed: Vec<Value> = printed
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(printed.len(), expected.len());
+    assert!(printed == expected, "the CLI printed another history");
+
+    let s = Server::start_in(&second, &config);
+    s.wait_ready().await;
+    // Without parameters: the first page, of at most 1,000 events, and where to go on.
+    let (status, first_page) = s.get(&s.key, &format!("/agent/runs/{id}/events")).await;
+    assert_eq!(status, 200, "{first_page}");
+    let n = first_page["events"].as_array().expect("events").len();
+    assert!(n > 0 && n <= 1000, "{n} events");
+    assert_eq!(first_page["next"], json!(n - 1));
+
+    // Paged to the end with the largest limit: pages end at 1 MiB, nothing missing or repeated.
+    let mut events = Vec::new();
+    let mut pages = 0;
+    let mut after = None;
+    loop {
+        let query = after.map_or(String::new(), |a| format!("&after_seq={a}"));
+        let url = s.api(&format!("/agent/runs/{id}/events?limit=10000{query}"));
+        let body = s
+            .client
+            .get(url)
+            .bearer_auth(&s.key)
+            .send()
+            .await
+            .expect("page")
+            .bytes()
+            .await
+            .expect("body");
+        assert!(
+            body.len() < (1 << 20) + 8192,
+            "a page of {} bytes",
+            body.len()
+        );
+        let page: Value = serde_json::from_slice(&body).expect("json");
+        pages += 1;
+        let got = page["events"].as_array().expect("events");
+        assert!(got.len() < 10_000);
+        events.extend(got.iter().cloned());
+        match page["next"].as_u64() {
+            Some(next) => {
+                assert_eq!(Some(next), got.last().and_then(|e| e["seq"].as_u64()));
+                after = Some(next);
+            }
+            None => break,
+        }
+    }
+    assert!(pages >= 20, "{pages} pages");
+    assert_eq!(events.len(), expected.len());
+    assert!(events == expected, "the pages differ from the history");
+
+    // The end, and bad cursors.
+    let (_, last) = s
+        .get(
+            &s.key,
+            &format!("/agent/runs/{id}/events?after_seq={}", TOTAL - 2),
+        )
+        .await;
+    assert_eq!(last["events"].as_array().map(Vec::len), Some(1));
+    assert!(last.get("next").is_none(), "{last}");
+    let (status, past) = s
+        .get(
+            &s.key,
+            &format!("/agent/runs/{id}/events?after_seq={TOTAL}"),
+        )
+        .await;
+    assert_eq!((status, past["events"].clone()), (200, json!([])));
+    for bad in ["after_seq=-1", "after_seq=x", "limit=0", "limit=10001"] {
+        let (status, problem) = s
+            .get(&s.key, &format!("/agent/runs/{id}/events?{bad}"))
+            .await;
+        assert_eq!(status, 400, "{bad}: {problem}");
+    }
+
+    // The stream sends the same history, then a follow-up's events as a real agent runs.
+    let mut stream = s
+        .client
+        .get(s.api(&format!("/agent/runs/{id}/events")))
+        .bearer_auth(&s.key)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("stream");
+    let mut buffer = Vec::new();
+    let mut streamed: Vec<Value> = Vec::new();
+    let mut followed = false;
+    while streamed.len() < TOTAL as usize + 3 {
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), stream.chunk())
+            .await
+            .expect("an event within 30 s")
+            .expect("stream read")
+            .expect("stream open");
+        buffer.extend_from_slice(&chunk);
+        while let Some(end) = buffer.windows(2).position(|w| w == b"\n\n") {
+            let message: Vec<u8> = buffer.drain(..end + 2).collect();
+            let message = String::from_utf8(message).expect("utf-8");
+            if let Some(data) = message.lines().find_map(|l| l.strip_prefix("data: ")) {
+                streamed.push(serde_json::from_str(data).expect("json"));
+            }
+        }
+        if !followed && streamed.len() >= TOTAL as usize {
+            followed = true;
+            let (status, v) = s
+                .post(
+                    &s.key,
+                    &format!("/agent/runs/{id}/followups"),
+                    json!({"message": "once more"}),
+                )
+                .await;
+            assert_eq!(status, 200, "{v}");
+        }
+    }
+    assert!(
+        streamed[..TOTAL as usize] == expected[..],
+        "the stream differs"
+    );
+    let kinds: Vec<&str> = streamed[TOTAL as usize..]
+        .iter()
+        .filter_map(|e| e["type"].as_str())
+        .collect();
+    assert_eq!(kinds, ["FollowupReceived", "Started", "Succeeded"]);
+    assert_eq!(s.events(&id).await.len(), TOTAL as usize + 3);
+}

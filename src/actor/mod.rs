@@ -237,29 +237,31 @@ impl Runs {
         }
     }
 
-    /// The full event history of a run, oldest first.
-    pub fn events(&self, id: RunId) -> Result<Vec<Envelope>, Error> {
-        Ok(self.inner.store.read_run(id)?)
-    }
-
     /// Follows a run: the subscription wakes when new events of the run are durable.
     pub fn follow(&self, id: RunId) -> feed::Subscription {
         self.inner.feed.subscribe(id)
     }
 
-    /// The run's durable, indexed events from sequence `from` on. Bounded by the index row,
+    /// The run's durable, indexed events from sequence `from` on, read from the log as the
+    /// iterator is advanced (so a caller holds only what it keeps). Bounded by the index row,
     /// which is updated only after a sync, so an event appended but not yet durable is never
     /// shown. `None` if the run does not exist.
-    pub fn durable_events(&self, id: RunId, from: u64) -> Result<Option<Vec<Envelope>>, Error> {
+    pub fn durable_events(
+        &self,
+        id: RunId,
+        from: u64,
+    ) -> Result<Option<impl Iterator<Item = Result<Envelope, Error>> + Send + 'static>, Error> {
         let Some(run) = self.get(id)? else {
             return Ok(None);
         };
-        if from >= run.next_seq {
-            return Ok(Some(Vec::new()));
-        }
-        let mut events = self.inner.store.read_run_from(id, from)?;
-        events.retain(|e| e.seq < run.next_seq);
-        Ok(Some(events))
+        let end = run.next_seq;
+        Ok(Some(
+            self.inner
+                .store
+                .run_events(id, from.min(end))
+                .take_while(move |e| e.as_ref().map_or(true, |e| e.seq < end))
+                .map(|e| e.map_err(Error::from)),
+        ))
     }
 
     /// Startup recovery, part one — before any request is served: fails the executions that

@@ -315,12 +315,14 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     let id = run_id
         .parse()
         .map_err(|_| anyhow::anyhow!("{run_id:?} is not a run id"))?;
-    let log = store.read_run(id)?;
-    if log.is_empty() {
+    // Read and printed one event at a time: a long history costs no more memory than a short one.
+    let mut log = store.run_events(id, 0).peekable();
+    if log.peek().is_none() {
         bail!("no run with id {run_id}");
     }
-    let mut out = std::io::stdout().lock();
-    for e in &log {
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    for e in log {
+        let e = &e?;
         if json {
             writeln!(out, "{}", event_json(e))?;
         } else {

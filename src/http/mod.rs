@@ -2,6 +2,7 @@
 //! cursors. It talks to runs only through the `Runs` handle and owns every status code.
 
 mod admin;
+mod history;
 pub use admin::key_json as admin_key_json;
 pub mod openapi;
 pub mod problem;

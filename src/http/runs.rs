@@ -11,7 +11,7 @@ use super::problem::{ApiError, Problem};
 use super::wire::{
     self, format_time, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest, FollowupResponse,
     Links, ListEnvironmentsResponse, ListRunsResponse, PageInfo, RunAgentRequest, RunAgentResponse,
-    RunEvent, RunEvents, RunItem, TranscriptEntry, TranscriptPage,
+    RunEvents, RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
 use crate::actor::now;
@@ -354,12 +354,13 @@ pub async fn cancel(
     Ok(HttpResponse::Ok().json(outcome.run.id.to_string()))
 }
 
-/// The run's full event history, oldest first (runledger's own endpoint).
+/// One page of the run's event history, oldest first (runledger's own endpoint).
 ///
-/// With `Accept: text/event-stream` the answer is instead a Server-Sent Events stream: the
-/// history, then each new event once durable (`id` = sequence number, `event` = type, `data` =
-/// the same event object), resumable with `Last-Event-ID` (a non-numeric one is a 400). The
-/// stream stays open after the run finishes. See `docs/api.md`.
+/// `after_seq` and `limit` page through it; `next` is present while more events follow. With
+/// `Accept: text/event-stream` the answer is instead a Server-Sent Events stream: the history
+/// from the start (or after `Last-Event-ID`), then each new event once durable (`id` = sequence
+/// number, `event` = type, `data` = the same event object), resumable with `Last-Event-ID` (a
+/// non-numeric one is a 400). The stream stays open after the run finishes. See `docs/api.md`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/runs/{run_id}/events",
@@ -367,9 +368,13 @@ pub async fn cancel(
     operation_id = "listRunEvents",
     params(
         ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+        ("after_seq" = Option<u64>, Query, maximum = 18446744073709551614_u64,
+         description = "Answer the events after this `seq`: a `next` this endpoint returned. From the first event when absent."),
+        ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000,
+         description = "Most events to return; 1000 when absent. A page also ends once it holds 1 MiB of JSON."),
     ),
     responses(
-        (status = 200, description = "Every event of the run", body = RunEvents),
+        (status = 200, description = "A page of the run's events", body = RunEvents),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
@@ -387,14 +392,15 @@ pub async fn events(
     if super::stream::wants_stream(&req) {
         return super::stream::follow(&req, id, state).await;
     }
-    let events = state.runs.events(id)?;
-    if events.is_empty() {
-        return Err(ApiError::not_found("no run with this id"));
-    }
-    Ok(HttpResponse::Ok().json(RunEvents {
-        run_id: id.to_string(),
-        events: events.iter().map(RunEvent::from).collect(),
-    }))
+    let (from, limit) = validate::events_query(req.query_string())?;
+    let events = state
+        .runs
+        .durable_events(id, from)?
+        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let body = super::history::page(id, events, limit, super::history::PAGE_BYTES)?;
+    Ok(HttpResponse::Ok()
+        .content_type("application/json")
+        .body(body))
 }
 
 /// Largest slice of a transcript file one request reads.

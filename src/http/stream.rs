@@ -25,6 +25,11 @@ use crate::actor::Runs;
 use crate::domain::RunId;
 
 const HEARTBEAT: Duration = Duration::from_secs(15);
+/// The most events read from the log at once, and the bytes of messages after which a batch
+/// ends early: a client that connects to a long history is sent it batch by batch, each read
+/// once the previous one has been taken by the connection.
+const BATCH_EVENTS: usize = 256;
+const BATCH_BYTES: usize = 256 * 1024;
 
 /// Whether the client asked for the event stream.
 pub fn wants_stream(req: &HttpRequest) -> bool {
@@ -47,6 +52,31 @@ struct Follow {
     /// The service is shutting down: end once the log has nothing newer.
     closing_seen: bool,
     done: bool,
+}
+
+/// Reads the next batch of durable events into `pending`; returns how many.
+fn read_batch(f: &mut Follow) -> Result<usize, crate::actor::Error> {
+    let Some(events) = f.runs.durable_events(f.id, f.next)? else {
+        return Ok(0);
+    };
+    let (mut sent, mut bytes) = (0, 0);
+    for e in events {
+        let e = e?;
+        f.next = e.seq + 1;
+        let message = Bytes::from(format!(
+            "id: {}\nevent: {}\ndata: {}\n\n",
+            e.seq,
+            e.event.kind(),
+            super::wire::event_json(&e)
+        ));
+        bytes += message.len();
+        f.pending.push_back(message);
+        sent += 1;
+        if sent == BATCH_EVENTS || bytes >= BATCH_BYTES {
+            break;
+        }
+    }
+    Ok(sent)
 }
 
 /// Returns once the service is closing, or its state is gone.
@@ -98,19 +128,8 @@ pub async fn follow(
             if f.done {
                 return None;
             }
-            match f.runs.durable_events(f.id, f.next) {
-                Ok(Some(events)) if !events.is_empty() => {
-                    for e in &events {
-                        f.next = e.seq + 1;
-                        f.pending.push_back(Bytes::from(format!(
-                            "id: {}\nevent: {}\ndata: {}\n\n",
-                            e.seq,
-                            e.event.kind(),
-                            super::wire::event_json(e)
-                        )));
-                    }
-                    continue;
-                }
+            match read_batch(&mut f) {
+                Ok(sent) if sent > 0 => continue,
                 Ok(_) if f.closing_seen => {
                     f.pending
                         .push_back(Bytes::from_static(b": the service is shutting down\n\n"));

@@ -27,6 +27,8 @@ pub const MAX_QUERY_TEXT_BYTES: usize = 1024;
 pub const MAX_LIST_LIMIT: usize = 500;
 pub const MAX_TRANSCRIPT_LIMIT: usize = 10_000;
 pub const DEFAULT_TRANSCRIPT_LIMIT: usize = 1000;
+pub const MAX_EVENTS_LIMIT: usize = 10_000;
+pub const DEFAULT_EVENTS_LIMIT: usize = 1000;
 const TITLE_FROM_PROMPT_CHARS: usize = 80;
 
 /// `sort_by` values of the list query. One table serves the parser and the OpenAPI document.
@@ -528,9 +530,65 @@ pub fn transcript_query(raw: &str) -> Result<(u64, usize), ApiError> {
     Ok((offset, entries))
 }
 
+/// `after_seq` and `limit` of the events endpoint: the first sequence number to answer (0
+/// without `after_seq`) and the most events.
+pub fn events_query(raw: &str) -> Result<(u64, usize), ApiError> {
+    let mut from = 0;
+    let mut events = DEFAULT_EVENTS_LIMIT;
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        match key.as_ref() {
+            "after_seq" => {
+                from = value
+                    .parse::<u64>()
+                    .ok()
+                    .and_then(|seq| seq.checked_add(1))
+                    .ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "after_seq must be an integer from 0 to {}: the seq of an event, or a `next` this endpoint returned",
+                            u64::MAX - 1
+                        ))
+                    })?
+            }
+            "limit" => events = limit(&value, MAX_EVENTS_LIMIT)?,
+            _ => {}
+        }
+    }
+    Ok((from, events))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_query_defaults_and_limits() {
+        assert_eq!(events_query("").expect("valid"), (0, 1000));
+        assert_eq!(
+            events_query("after_seq=0&limit=10000&other=x").expect("valid"),
+            (1, 10_000)
+        );
+        assert_eq!(
+            events_query("after_seq=18446744073709551614").expect("valid"),
+            (u64::MAX, 1000)
+        );
+        for bad in [
+            "after_seq=-1",
+            "after_seq=x",
+            "after_seq=",
+            "after_seq=18446744073709551615",
+        ] {
+            assert!(
+                refusal(events_query(bad)).starts_with("after_seq must be"),
+                "{bad}"
+            );
+        }
+        for bad in ["limit=0", "limit=10001", "limit=many"] {
+            assert_eq!(
+                refusal(events_query(bad)),
+                "limit must be an integer from 1 to 10000"
+            );
+        }
+    }
 
     #[test]
     fn skill_names() {

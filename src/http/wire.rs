@@ -928,11 +928,15 @@ impl<'a> RunEvent<'a> {
     }
 }
 
-/// A run's event history, oldest first.
+/// A page of a run's event history, oldest first.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct RunEvents<'a> {
     pub run_id: String,
     pub events: Vec<RunEvent<'a>>,
+    /// Present when the run has more events after this page: pass it as `after_seq` to get
+    /// the next page. It is the `seq` of the page's last event.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<u64>,
 }
 
 /// One transcript entry.

@@ -705,7 +705,8 @@ impl Index {
         for &id in runs {
             let mut passed = BTreeSet::new();
             let mut from_log = None;
-            for envelope in store.read_run(id)? {
+            for envelope in store.run_events(id, 0) {
+                let envelope = envelope?;
                 from_log = crate::domain::evolve(from_log, id, &envelope.event, envelope.at);
                 if let Some(run) = &from_log {
                     passed.extend(keys::entries(run));

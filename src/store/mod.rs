@@ -418,39 +418,32 @@ impl Store {
         Ok(())
     }
 
-    /// The whole log of one run, oldest first. Every record is verified.
-    pub fn read_run(&self, run_id: RunId) -> Result<Vec<Envelope>, Error> {
-        self.inner
-            .events
-            .scan_prefix(run_id.to_bytes())
-            .map(|item| {
-                let (key, value) = item?;
-                decode_checked(&key, &value)
-            })
-            .collect()
-    }
-
-    /// The log of one run from sequence `from` on. Every record is verified.
-    pub fn read_run_from(&self, run_id: RunId, from: u64) -> Result<Vec<Envelope>, Error> {
+    /// The log of one run from sequence `from` on, read one record at a time as the iterator
+    /// is advanced: what reads a long history (the events API, its stream, `runledger
+    /// events`) holds is what it keeps of the iterator's output, never the whole log. Every
+    /// record is verified.
+    pub fn run_events(
+        &self,
+        run_id: RunId,
+        from: u64,
+    ) -> impl Iterator<Item = Result<Envelope, Error>> + Send + 'static {
         let start = event_key(run_id, from);
         let end = event_key(run_id, u64::MAX);
-        self.inner
-            .events
-            .range(start..=end)
-            .map(|item| {
-                let (key, value) = item?;
-                decode_checked(&key, &value)
-            })
-            .collect()
+        self.inner.events.range(start..=end).map(|item| {
+            let (key, value) = item?;
+            decode_checked(&key, &value)
+        })
     }
 
-    /// The state of one run, folded from its log (`None` if it has no events).
+    /// The state of one run, folded from its log one event at a time (`None` if it has no
+    /// events), so activating a run with a long history does not hold the history.
     pub fn load_run(&self, run_id: RunId) -> Result<Option<Run>, Error> {
-        let log = self.read_run(run_id)?;
-        Ok(crate::domain::fold(
-            run_id,
-            log.iter().map(|e| (&e.event, e.at)),
-        ))
+        let mut run = None;
+        for e in self.run_events(run_id, 0) {
+            let e = e?;
+            run = crate::domain::evolve(run, run_id, &e.event, e.at);
+        }
+        Ok(run)
     }
 
     /// Every record of the log in key order; a damaged record yields an error and the scan

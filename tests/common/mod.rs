@@ -266,12 +266,24 @@ impl Server {
         }
     }
 
+    /// Every event of a run, paged with `after_seq` until a page has no `next`.
     pub async fn events(&self, id: &str) -> Vec<Value> {
-        let (status, v) = self
-            .get(&self.key.clone(), &format!("/agent/runs/{id}/events"))
-            .await;
-        assert_eq!(status, 200, "{v}");
-        v["events"].as_array().cloned().unwrap_or_default()
+        let mut events = Vec::new();
+        let mut after = String::new();
+        loop {
+            let (status, v) = self
+                .get(
+                    &self.key.clone(),
+                    &format!("/agent/runs/{id}/events{after}"),
+                )
+                .await;
+            assert_eq!(status, 200, "{v}");
+            events.extend(v["events"].as_array().cloned().unwrap_or_default());
+            match v["next"].as_u64() {
+                Some(next) => after = format!("?after_seq={next}"),
+                None => return events,
+            }
+        }
     }
 }
 
