@@ -12,6 +12,7 @@ pub mod domain;
 pub mod exec;
 pub mod http;
 pub mod memo;
+pub mod memory;
 pub mod metrics;
 pub mod projection;
 pub mod startup;

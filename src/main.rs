@@ -39,6 +39,20 @@ fn restore_purge_delay(delay: Option<std::ffi::c_long>) {
     }
 }
 
+/// Gives back what the calling thread freed: its empty pages, and every span freed to
+/// mimalloc's arenas whether or not its purge delay has passed. Registered with
+/// `runledger::memory`, which calls it on an HTTP worker's thread once the worker has gone
+/// quiet after serving: mimalloc purges freed memory only when some thread next allocates or
+/// collects, and keeps a thread's empty pages for that thread, so a server that went quiet
+/// after a burst of large responses kept that memory resident for as long as it stayed quiet
+/// (`docs/decisions/0011-purge-after-bursts.md`).
+#[allow(unsafe_code)]
+fn collect_allocator() {
+    // SAFETY: `mi_collect` takes no pointer and may be called from any thread at any time; it
+    // collects the calling thread's heap and purges the arenas.
+    unsafe { libmimalloc_sys::mi_collect(true) }
+}
+
 #[allow(unsafe_code)]
 fn set_allocator_option(option: libmimalloc_sys::mi_option_t, value: std::ffi::c_long) {
     // SAFETY: mimalloc reads its options with atomic loads; setting one takes no pointer and is
@@ -59,6 +73,7 @@ fn main() -> anyhow::Result<()> {
         Cmd::Serve { bind } => {
             // The server's start only: its idle memory is what issue #2 bounds.
             let purge_delay = purge_at_once_while_starting();
+            runledger::memory::set_collector(collect_allocator);
             let config = args.load_config(bind.clone())?;
             let data_dir = config.data_dir.clone();
             actix_rt::System::new().block_on(async move {

@@ -230,9 +230,13 @@ impl Application {
             secret,
         ));
         let app_state = state.clone();
-        let server = HttpServer::new(move || http::app(app_state.clone()))
-            .disable_signals()
-            .shutdown_timeout(REQUEST_DRAIN_SECS);
+        let server = HttpServer::new(move || {
+            // Called on each worker's thread, inside its runtime.
+            crate::memory::watch_this_thread();
+            http::app(app_state.clone())
+        })
+        .disable_signals()
+        .shutdown_timeout(REQUEST_DRAIN_SECS);
         let server = match &config.tls {
             Some(tls) => server.listen_rustls_0_23(listener, (*tls.server_config).clone()),
             None => server.listen(listener),

@@ -143,6 +143,7 @@ async fn request_context(
         .unwrap_or_else(|| ulid::Ulid::new().to_string());
     let path = req.path().to_string();
     let method = req.method().clone();
+    crate::memory::note_activity();
     let header_value = HeaderValue::from_str(&id).ok();
     let started = std::time::Instant::now();
     let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path);

@@ -59,6 +59,7 @@ fn read_batch(f: &mut Follow) -> Result<usize, crate::actor::Error> {
     let Some(events) = f.runs.durable_events(f.id, f.next)? else {
         return Ok(0);
     };
+    crate::memory::note_activity();
     let (mut sent, mut bytes) = (0, 0);
     for e in events {
         let e = e?;
@@ -77,6 +78,14 @@ fn read_batch(f: &mut Follow) -> Result<usize, crate::actor::Error> {
         }
     }
     Ok(sent)
+}
+
+impl Drop for Follow {
+    /// A stream that ends frees its connection's buffers after its last batch: that, too, is
+    /// activity to collect after.
+    fn drop(&mut self) {
+        crate::memory::note_activity();
+    }
 }
 
 /// Returns once the service is closing, or its state is gone.
