@@ -66,6 +66,20 @@ struct EnvironmentFile {
     env: BTreeMap<String, String>,
     workspace_root: Option<PathBuf>,
     demo_duration_ms: Option<u64>,
+    sandbox: Option<Sandbox>,
+    network: Option<bool>,
+    #[serde(default)]
+    inherit_env: Vec<String>,
+    #[serde(default)]
+    secrets: Vec<String>,
+}
+
+/// Where a secret's value comes from; the file never holds the value itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+enum SecretSource {
+    File(PathBuf),
+    Env(String),
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -79,6 +93,7 @@ struct ServerFile {
     tls_key: Option<PathBuf>,
     cache_mb: Option<u64>,
     stop_grace_secs: Option<u64>,
+    agent_user: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -98,7 +113,47 @@ struct ConfigFile {
     limits: LimitsFile,
     #[serde(default)]
     environments: Vec<EnvironmentFile>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretSource>,
 }
+
+/// How an environment's agent processes are contained (`docs/security.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sandbox {
+    /// Every process of an execution runs inside bubblewrap.
+    Bwrap,
+    /// Unconfined: the agent sees what the agent user sees on the host.
+    None,
+}
+
+/// A secret's value. Its `Debug` never shows the value, so neither can a log line or an error
+/// that formats the configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretValue(…)")
+    }
+}
+
+/// One entry of `[secrets]`, read at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub value: SecretValue,
+    /// The file it was read from, which the sandbox hides from agents.
+    pub file: Option<PathBuf>,
+}
+
+/// The user agents run as when the server runs as root.
+pub const DEFAULT_AGENT_USER: &str = "nobody";
 
 /// A configured environment, defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +171,14 @@ pub struct Environment {
     pub workspace_root: Option<PathBuf>,
     /// How long the demo agent works.
     pub demo_duration_ms: u64,
+    /// How the agents' processes are contained; `None` for the in-process `demo` harness.
+    pub sandbox: Option<Sandbox>,
+    /// Whether agents reach the network (`false`: an empty network namespace of their own).
+    pub network: bool,
+    /// Variables of the server's environment that agents get.
+    pub inherit_env: Vec<String>,
+    /// Names of `[secrets]` entries that agents get as variables of the same name.
+    pub secrets: Vec<String>,
 }
 
 impl Environment {
@@ -134,6 +197,10 @@ impl Environment {
             env: BTreeMap::new(),
             workspace_root: None,
             demo_duration_ms: 2000,
+            sandbox: None,
+            network: true,
+            inherit_env: Vec::new(),
+            secrets: Vec::new(),
         }
     }
 }
@@ -175,6 +242,12 @@ pub struct Config {
     pub environments: Vec<Environment>,
     /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
     pub loaded_at: crate::domain::Timestamp,
+    /// The file the configuration was read from, which the sandbox hides from agents.
+    pub file: Option<PathBuf>,
+    /// `[secrets]`, by name, values read.
+    pub secrets: BTreeMap<String, Secret>,
+    /// The user agents run as when the server runs as root (`server.agent_user`).
+    pub agent_user: String,
 }
 
 /// Command-line overrides; each wins over the file.
@@ -228,7 +301,11 @@ impl Config {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| crate::domain::Timestamp(d.as_millis() as u64))
             .unwrap_or_else(crate::actor::now);
-        resolve(parsed, overrides, loaded_at).map_err(|e| match (e, file) {
+        let resolved = resolve(parsed, overrides, loaded_at).map(|mut config| {
+            config.file = file.and_then(|p| std::path::absolute(p).ok());
+            config
+        });
+        resolved.map_err(|e| match (e, file) {
             // A value that is well-formed TOML but not acceptable: name the file and the line.
             // (A bad --bind is the command line's, not the file's.)
             (Error::Invalid(message), Some(path))
@@ -363,6 +440,7 @@ fn resolve(
     // Agents run in their workspaces, so every path handed to them must be absolute.
     let data_dir = std::path::absolute(&data_dir)
         .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))?;
+    let secrets = read_secrets(file.secrets)?;
     let mut environments = Vec::new();
     for (i, env) in file.environments.into_iter().enumerate() {
         let at = format!("environments[{i}]");
@@ -414,6 +492,40 @@ fn resolve(
                 "{at}.env: {bad:?} is not allowed (empty, contains '=', or a reserved RUNLEDGER_ variable)"
             )));
         }
+        if let Some(bad) = env.inherit_env.iter().find(|n| !variable_name(n)) {
+            return Err(Error::Invalid(format!(
+                "{at}.inherit_env: {bad:?} is not a variable name (letters, digits and '_', not \
+                 starting with a digit, and not a reserved RUNLEDGER_ variable)"
+            )));
+        }
+        if let Some(bad) = env.secrets.iter().find(|n| !secrets.contains_key(*n)) {
+            return Err(Error::Invalid(format!(
+                "{at}.secrets: {bad:?} is not defined in [secrets]"
+            )));
+        }
+        // The demo agent runs in-process: there is no process to contain.
+        for (field, set) in [
+            ("sandbox", env.sandbox.is_some()),
+            ("network", env.network.is_some()),
+        ] {
+            if env.harness == Harness::Demo && set {
+                return Err(Error::Invalid(format!(
+                    "{at}.{field}: the 'demo' harness runs in-process and starts no process to contain"
+                )));
+            }
+        }
+        let sandbox = match (env.harness, env.sandbox) {
+            (Harness::Demo, None) => None,
+            (_, chosen) => Some(chosen.unwrap_or(Sandbox::Bwrap)),
+        };
+        // Without a sandbox there is no network namespace to take the network away with; a
+        // limit that cannot be enforced is refused rather than ignored.
+        if sandbox == Some(Sandbox::None) && env.network == Some(false) {
+            return Err(Error::Invalid(format!(
+                "{at}.network: network = false needs sandbox = \"bwrap\" (an unconfined agent \
+                 cannot be cut off from the network)"
+            )));
+        }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
         if max_concurrent == 0 {
             return Err(Error::Invalid(format!(
@@ -440,6 +552,10 @@ fn resolve(
                 None => None,
             },
             demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
+            sandbox,
+            network: env.network.unwrap_or(true),
+            inherit_env: env.inherit_env,
+            secrets: env.secrets,
         });
     }
     if environments.is_empty() {
@@ -456,7 +572,79 @@ fn resolve(
         rate_limit,
         environments,
         loaded_at,
+        file: None,
+        secrets,
+        agent_user: match file.server.agent_user {
+            Some(user) if user.is_empty() => {
+                return Err(Error::Invalid(
+                    "server.agent_user: must name a user (or be left out for \"nobody\")".into(),
+                ))
+            }
+            Some(user) => user,
+            None => DEFAULT_AGENT_USER.into(),
+        },
     })
+}
+
+/// A name an agent's variable can have: a portable shell name that is not one of ours.
+fn variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("RUNLEDGER_")
+}
+
+/// Reads every secret's value now, so that a missing file or variable stops start-up instead of
+/// failing runs later. Error messages name the source, never a value.
+fn read_secrets(
+    sources: BTreeMap<String, SecretSource>,
+) -> Result<BTreeMap<String, Secret>, Error> {
+    let mut secrets = BTreeMap::new();
+    for (name, source) in sources {
+        let at = format!("secrets.{name}");
+        if !variable_name(&name) {
+            return Err(Error::Invalid(format!(
+                "{at}: {name:?} is not a variable name (letters, digits and '_', not starting \
+                 with a digit, and not a reserved RUNLEDGER_ variable)"
+            )));
+        }
+        let (value, file) = match source {
+            SecretSource::File(path) => {
+                let path = std::path::absolute(&path)
+                    .map_err(|e| Error::Invalid(format!("{at}: {}: {e}", path.display())))?;
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Error::Invalid(format!("{at}: cannot read {}: {e}", path.display()))
+                })?;
+                // `echo key > file` leaves a newline that is not part of the key.
+                let value = text.strip_suffix('\n').unwrap_or(&text);
+                let value = value.strip_suffix('\r').unwrap_or(value).to_string();
+                (value, Some(path))
+            }
+            SecretSource::Env(var) => match std::env::var(&var) {
+                Ok(value) => (value, None),
+                Err(_) => {
+                    return Err(Error::Invalid(format!(
+                        "{at}: the server's environment variable {var} is not set (or not UTF-8)"
+                    )))
+                }
+            },
+        };
+        if value.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{at}: the value is empty; a secret must have one"
+            )));
+        }
+        secrets.insert(
+            name,
+            Secret {
+                value: SecretValue(value),
+                file,
+            },
+        );
+    }
+    Ok(secrets)
 }
 
 fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {

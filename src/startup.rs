@@ -46,6 +46,8 @@ pub enum Error {
     Serve(std::io::Error),
     #[error("the final sync at shutdown failed: {0}")]
     FinalSync(crate::store::Error),
+    #[error(transparent)]
+    Sandbox(#[from] crate::exec::sandbox::Error),
 }
 
 /// How long requests still in flight when the workers are told to stop may take to finish.
@@ -158,6 +160,8 @@ impl Application {
         let terminate = signal(SignalKind::terminate()).map_err(Error::Signals)?;
         let interrupt = signal(SignalKind::interrupt()).map_err(Error::Signals)?;
         let config = Arc::new(config);
+        // Before anything is opened: a host that cannot contain the agents stops start-up.
+        let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
         let (store, index) = open_store(&config, false)?;
         if store.keys().is_empty() {
             let (record, secret) = store
@@ -199,6 +203,8 @@ impl Application {
                 data_dir: config.data_dir.clone(),
                 instance,
                 grace: std::time::Duration::from_secs(config.stop_grace_secs),
+                sandboxes,
+                secrets: Arc::new(config.secrets.clone()),
             },
         );
         let runs = Runs::new(store.clone(), index, executor);

@@ -14,6 +14,7 @@ mod command;
 mod demo;
 pub mod presets;
 pub mod process;
+pub mod sandbox;
 pub mod transcript;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -64,6 +65,10 @@ pub struct Supervision {
     pub instance: String,
     /// Time between SIGTERM and SIGKILL when a process tree is stopped.
     pub grace: std::time::Duration,
+    /// The launchers of the environments' agent processes.
+    pub sandboxes: sandbox::Sandboxes,
+    /// `[secrets]`, for the environments that list them.
+    pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
 }
 
 /// A cheap-to-clone handle on the executor.

@@ -40,12 +40,63 @@ pub struct Transcripts {
 /// An open transcript, appended to by one execution.
 pub struct Writer {
     file: File,
+    redactor: Redactor,
+}
+
+/// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
+/// before it is written, so no reader of the transcript (the API, the session page, an export)
+/// can show a value an agent printed.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// `(value, replacement)`, longest value first, so a secret that contains another is
+    /// replaced whole.
+    secrets: std::sync::Arc<Vec<(String, String)>>,
+}
+
+impl Redactor {
+    pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Redactor {
+        let mut secrets: Vec<(String, String)> = secrets
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(name, value)| (value.to_string(), format!("[secret:{name}]")))
+            .collect();
+        secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
+        Redactor {
+            secrets: std::sync::Arc::new(secrets),
+        }
+    }
+
+    pub fn apply<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let mut out = std::borrow::Cow::Borrowed(text);
+        for (value, replacement) in self.secrets.iter() {
+            if out.contains(value.as_str()) {
+                out = std::borrow::Cow::Owned(out.replace(value.as_str(), replacement));
+            }
+        }
+        out
+    }
 }
 
 impl Writer {
+    /// The same transcript, with `redactor` applied to every entry written from now on.
+    pub fn redacting(self, redactor: Redactor) -> Writer {
+        Writer { redactor, ..self }
+    }
+
     /// Appends one entry. Each entry is written whole with one `write`, so readers never see
     /// half an entry except at the very end of a file being written.
     pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
+        let redacted;
+        let entry = match self.redactor.apply(&entry.text) {
+            std::borrow::Cow::Borrowed(_) => entry,
+            std::borrow::Cow::Owned(text) => {
+                redacted = Entry {
+                    text,
+                    ..entry.clone()
+                };
+                &redacted
+            }
+        };
         let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)
@@ -87,7 +138,10 @@ impl Transcripts {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(Writer { file })
+        Ok(Writer {
+            file,
+            redactor: Redactor::default(),
+        })
     }
 
     /// Appends one entry (for occasional writers; executions keep a `Writer`).
@@ -165,6 +219,16 @@ impl Transcripts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redaction_replaces_every_occurrence_and_the_longest_secret_first() {
+        let r = Redactor::new([("SHORT", "abc"), ("LONG", "abcdef"), ("EMPTY", "")]);
+        assert_eq!(
+            r.apply("x abcdef y abc z abcabc"),
+            "x [secret:LONG] y [secret:SHORT] z [secret:SHORT][secret:SHORT]"
+        );
+        assert!(matches!(r.apply("nothing"), std::borrow::Cow::Borrowed(_)));
+    }
 
     fn entry(n: u32) -> Entry {
         Entry {

@@ -330,3 +330,36 @@ pub fn script(path: &Path, body: &str) {
     std::fs::write(path, format!("#!/usr/bin/env bash\n{body}\n")).expect("write script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
 }
+
+/// The live processes (as the host sees them) whose environment carries `run_id`'s marker:
+/// every process of the run's agent, inside a sandbox or not. Process ids an agent writes down
+/// itself are useless in a sandbox, whose PID namespace numbers them differently.
+pub fn processes_of(run_id: &str) -> Vec<i32> {
+    let marker = format!("RUNLEDGER_RUN_ID={run_id}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| running(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// A temporary directory that agents can read: under the target directory (a sandboxed
+/// agent gets a private `/tmp`, so scripts under the host's `/tmp` are not there) and open to
+/// every user (agents of a root server run as `nobody`). The sandbox hides the data directory
+/// and the configuration file inside it all the same.
+pub fn agent_visible_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::Builder::new()
+        .prefix("agents-")
+        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
+}
