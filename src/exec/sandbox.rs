@@ -93,6 +93,9 @@ impl Bubblewrap {
             "/dev".as_ref(),
             "--proc".as_ref(),
             "/proc".as_ref(),
+            // Writable by the agent user, as a /tmp is.
+            "--perms".as_ref(),
+            "1777".as_ref(),
             "--tmpfs".as_ref(),
             "/tmp".as_ref(),
         ]);
@@ -442,7 +445,7 @@ mod tests {
         let args = text(b.args(&plan(false)));
         let hide = format!("--tmpfs {}", dir.path().display());
         let bind = "--bind /data/workspaces/r1 /data/workspaces/r1";
-        assert!(args.starts_with("--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp"));
+        assert!(args.starts_with("--ro-bind / / --dev /dev --proc /proc --perms 1777 --tmpfs /tmp"));
         assert!(args.find(&hide) < args.find(bind), "{args}");
         assert!(args.contains(&format!("--ro-bind /dev/null {}", secret.display())));
         assert!(!args.contains("/nonexistent"), "{args}");

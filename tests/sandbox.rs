@@ -1,0 +1,290 @@
+//! Containment, proven with a hostile agent: run with the default sandbox, it tries to read the
+//! data directory, the configuration, a secret file and another run's workspace, to find and
+//! signal the server, to write outside its workspace, to read the server's environment, to
+//! reach the network from an environment without it; and it prints the secrets it was given.
+//! The same script run unconfined (`sandbox = "none"`) reaches what the sandbox takes away,
+//! which shows that each probe can tell.
+
+mod common;
+
+use std::collections::BTreeMap;
+
+use common::{agent_visible_dir, script, Server};
+use serde_json::json;
+
+/// Each probe prints `ok:<name>` when the action succeeded and `no:<name>` when it failed.
+const HOSTILE: &str = r#"
+other_ws=${RUNLEDGER_PROMPT%% *}; rest=${RUNLEDGER_PROMPT#* }
+server_pid=${rest%% *}; port=${rest#* }
+try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "ok:$name"; else echo "no:$name"; fi; }
+# Any readable file of the data directory that is not the agent's own.
+try read-data sh -c 'find "$DATA" -type f -readable 2>/dev/null | grep -v -e "^$PWD/" -e "^$HOME/" -e "/mcp.json$" | grep -q .'
+try read-store sh -c 'cat "$DATA"/sled/conf "$DATA"/sled/db | grep -q .'
+try read-transcripts sh -c 'cat "$DATA"/transcripts/*.jsonl | grep -q .'
+try read-config grep -q harness "$CONFIG"
+try read-secret-file grep -q . "$SECRET_FILE"
+try read-other-workspace grep -q . "$other_ws/marker.txt"
+try list-server sh -c 'grep -qa -- "--data-di[r]" /proc/[0-9]*/cmdline'
+try server-environ grep -qa PATH "/proc/$server_pid/environ"
+try signal-server kill -0 "$server_pid"
+try write-system touch /usr/hostile
+try write-fixture touch "$FIXTURE/hostile"
+try write-data sh -c 'echo forged >> "$DATA"/transcripts/forged.jsonl'
+try write-workspace touch "$PWD/mine"
+try write-tmp touch /tmp/mine
+try write-home touch "$HOME/mine"
+try server-env test -n "$SERVER_ONLY"
+try inherited test "$SHARED" = shared-value
+try root test "$(id -u)" = 0
+try tcp bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
+echo "secret=$API_KEY token=$TOKEN"
+printf '%s' "$API_KEY" | sha256sum
+echo "user=$USER home=$HOME"
+# Everything it may signal, then fail naming the secret on stderr.
+kill -9 -1 2>/dev/null
+echo "leaking $TOKEN" >&2
+exit 1
+"#;
+
+const API_KEY: &str = "sk-ant-0123456789abcdef-very-secret";
+const TOKEN: &str = "tok-from-the-servers-environment";
+
+struct Probes(BTreeMap<String, bool>);
+
+impl Probes {
+    fn from(text: &str) -> Probes {
+        Probes(
+            text.lines()
+                .filter_map(|l| {
+                    l.strip_prefix("ok:")
+                        .map(|n| (n.to_string(), true))
+                        .or_else(|| l.strip_prefix("no:").map(|n| (n.to_string(), false)))
+                })
+                .collect(),
+        )
+    }
+
+    fn did(&self, name: &str) -> bool {
+        *self
+            .0
+            .get(name)
+            .unwrap_or_else(|| panic!("probe {name} did not run: {:?}", self.0))
+    }
+}
+
+async fn transcript(s: &Server, id: &str) -> String {
+    let (status, t) = s
+        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
+        .await;
+    assert_eq!(status, 200, "{t}");
+    t["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn a_hostile_agent_reaches_nothing_but_its_own_workspace() {
+    let f = agent_visible_dir();
+    let dir = f.path();
+    let hostile = dir.join("hostile.sh");
+    script(&hostile, HOSTILE);
+    let marker = dir.join("marker.sh");
+    script(&marker, "echo other-run > marker.txt; sleep 1000");
+    let secret_file = dir.join("api.key");
+    std::fs::write(&secret_file, format!("{API_KEY}\n")).expect("write");
+    let data = dir.join("data");
+    let env = format!(
+        "env = {{ DATA = {data:?}, CONFIG = {config:?}, SECRET_FILE = {secret:?}, FIXTURE = {fixture:?} }}\n\
+         inherit_env = [\"SHARED\"]\nsecrets = [\"API_KEY\", \"TOKEN\"]\n",
+        data = data.display().to_string(),
+        config = dir.join("runledger.toml").display().to_string(),
+        secret = secret_file.display().to_string(),
+        fixture = dir.display().to_string(),
+    );
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 1\n\n\
+         [secrets]\nAPI_KEY = {{ file = {secret:?} }}\nTOKEN = {{ env = \"SERVER_TOKEN\" }}\n\n\
+         [[environments]]\nid = \"hostile\"\nharness = \"command\"\ncommand = [\"{hostile}\"]\n{env}\n\
+         [[environments]]\nid = \"offline\"\nharness = \"command\"\ncommand = [\"{hostile}\"]\nnetwork = false\n{env}\n\
+         [[environments]]\nid = \"unconfined\"\nharness = \"command\"\ncommand = [\"{hostile}\"]\nsandbox = \"none\"\n{env}\n\
+         [[environments]]\nid = \"marker\"\nharness = \"command\"\ncommand = [\"{marker}\"]\n",
+        secret = secret_file.display().to_string(),
+        hostile = hostile.display(),
+        marker = marker.display(),
+    );
+    let s = Server::start_with(
+        dir,
+        &config,
+        &[
+            ("SERVER_ONLY", "server-only-value".into()),
+            ("SHARED", "shared-value".into()),
+            ("SERVER_TOKEN", TOKEN.into()),
+        ],
+    );
+    s.wait_ready().await;
+
+    // Another run, still working, with a file in its workspace.
+    let other = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "marker"}}))
+        .await;
+    let other_ws = data.join("workspaces").join(&other);
+    common::eventually(10, "the other run's marker", || {
+        other_ws.join("marker.txt").exists()
+    })
+    .await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let prompt = format!("{} {} {port}", other_ws.display(), s.pid());
+
+    let mut probes = BTreeMap::new();
+    for environment in ["hostile", "offline", "unconfined"] {
+        if environment == "unconfined" {
+            // Neither sandboxed agent's `kill -9 -1` reached the other run (an unconfined
+            // agent's does: every agent runs as the same user).
+            assert_eq!(s.run(&other).await["state"], "INPROGRESS");
+        }
+        let id = s
+            .create(json!({"prompt": prompt, "config": {"environment_id": environment}}))
+            .await;
+        let run = s.wait_state(&id, "FAILED").await;
+        let text = transcript(&s, &id).await;
+        // The secrets were there, and only their names reached the transcript and the log.
+        assert!(
+            text.contains("secret=[secret:API_KEY] token=[secret:TOKEN]"),
+            "{environment}: {text}"
+        );
+        let digest = {
+            use sha2::{Digest, Sha256};
+            let d = Sha256::digest(API_KEY.as_bytes());
+            d.iter().map(|b| format!("{b:02x}")).collect::<String>()
+        };
+        assert!(text.contains(&digest), "{environment}: {text}");
+        let message = run["status_message"]["message"].as_str().expect("message");
+        assert!(message.contains("leaking [secret:TOKEN]"), "{message}");
+        let events = serde_json::to_string(&s.events(&id).await).expect("json");
+        for value in [API_KEY, TOKEN] {
+            assert!(!text.contains(value), "{environment}: {text}");
+            assert!(!run.to_string().contains(value), "{run}");
+            assert!(!events.contains(value), "{events}");
+        }
+        probes.insert(environment, Probes::from(&text));
+    }
+
+    let sandboxed = &probes["hostile"];
+    for denied in [
+        "read-data",
+        "read-store",
+        "read-transcripts",
+        "read-config",
+        "read-secret-file",
+        "read-other-workspace",
+        "list-server",
+        "server-environ",
+        "signal-server",
+        "write-system",
+        "write-fixture",
+        "write-data",
+        "server-env",
+        "root",
+    ] {
+        assert!(!sandboxed.did(denied), "the sandboxed agent could {denied}");
+    }
+    for allowed in [
+        "write-workspace",
+        "write-tmp",
+        "write-home",
+        "inherited",
+        "tcp",
+    ] {
+        assert!(
+            sandboxed.did(allowed),
+            "the sandboxed agent could not {allowed}"
+        );
+    }
+    let offline = &probes["offline"];
+    assert!(
+        !offline.did("tcp"),
+        "network = false still reached 127.0.0.1"
+    );
+    assert!(offline.did("write-workspace"));
+    // The same probes detect what an unconfined agent (of a root server: the agent user, with a
+    // clean environment) can still reach.
+    let unconfined = &probes["unconfined"];
+    assert!(unconfined.did("list-server") && unconfined.did("tcp"));
+    assert!(!unconfined.did("server-env") && unconfined.did("inherited"));
+
+    // The server serves on.
+    let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
+    assert_eq!(status, 200);
+    let (status, environments) = s.get(&s.key, "/agent/environments").await;
+    assert_eq!(status, 200);
+    let metrics = s.metrics().await;
+    for value in [API_KEY, TOKEN] {
+        assert!(!environments.to_string().contains(value));
+        assert!(!metrics.contains(value));
+        assert!(!s.log_text().contains(value));
+    }
+    assert!(
+        s.log_text().contains("sandbox = \\\"none\\\"") || s.log_text().contains("unconfined"),
+        "no warning for the unconfined environment:\n{}",
+        s.log_text()
+    );
+    drop(listener);
+}
+
+#[test]
+fn a_missing_secret_stops_start_up_naming_file_line_and_field() {
+    let f = agent_visible_dir();
+    let path = f.path().join("runledger.toml");
+    let data = f.path().join("data").display().to_string();
+    for (text, want) in [
+        (
+            "[server]\nbind = \"127.0.0.1:0\"\n\n[secrets]\nA = { file = \"/nonexistent/a.key\" }\n",
+            "line 5: secrets.A: cannot read /nonexistent/a.key",
+        ),
+        (
+            "[secrets]\nB = { env = \"RUNLEDGER_TEST_UNSET_VARIABLE\" }\n",
+            "line 2: secrets.B: the server's environment variable RUNLEDGER_TEST_UNSET_VARIABLE is not set",
+        ),
+        (
+            "[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"true\"]\nsecrets = [\"NOPE\"]\n",
+            "line 5: environments[0].secrets: \"NOPE\" is not defined in [secrets]",
+        ),
+    ] {
+        std::fs::write(&path, text).expect("write");
+        let config = path.display().to_string();
+        let (ok, _, err) = common::cli(&["serve", "--config", &config, "--data-dir", &data], &[]);
+        assert!(!ok && err.contains(&config) && err.contains(want), "{text}: {err}");
+    }
+}
+
+#[test]
+fn without_bwrap_start_up_names_the_environment_and_both_ways_out() {
+    let f = agent_visible_dir();
+    let path = f.path().join("runledger.toml");
+    std::fs::write(
+        &path,
+        "[server]\nbind = \"127.0.0.1:0\"\n\n[[environments]]\nid = \"agents\"\nharness = \"command\"\ncommand = [\"true\"]\n",
+    )
+    .expect("write");
+    let config = path.display().to_string();
+    let data = f.path().join("data").display().to_string();
+    // A PATH without bwrap on it.
+    let empty = f.path().join("empty-bin");
+    std::fs::create_dir(&empty).expect("mkdir");
+    let (ok, _, err) = common::cli(
+        &["serve", "--config", &config, "--data-dir", &data],
+        &[("PATH", &empty.display().to_string())],
+    );
+    assert!(!ok);
+    assert!(
+        err.contains("environment \"agents\"")
+            && err.contains("apt-get install bubblewrap")
+            && err.contains("sandbox = \"none\""),
+        "{err}"
+    );
+}
