@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use common::{eventually, processes_of, running, script, Server};
 use serde_json::{json, Value};
