@@ -72,6 +72,9 @@ struct EnvironmentFile {
     inherit_env: Vec<String>,
     #[serde(default)]
     secrets: Vec<String>,
+    memory_mb: Option<u64>,
+    pids_max: Option<u64>,
+    cpu_percent: Option<u64>,
 }
 
 /// Where a secret's value comes from; the file never holds the value itself.
@@ -179,6 +182,8 @@ pub struct Environment {
     pub inherit_env: Vec<String>,
     /// Names of `[secrets]` entries that agents get as variables of the same name.
     pub secrets: Vec<String>,
+    /// Per-execution resource limits, enforced with cgroups.
+    pub limits: crate::exec::cgroup::Limits,
 }
 
 impl Environment {
@@ -201,6 +206,7 @@ impl Environment {
             network: true,
             inherit_env: Vec::new(),
             secrets: Vec::new(),
+            limits: crate::exec::cgroup::Limits::default(),
         }
     }
 }
@@ -507,6 +513,9 @@ fn resolve(
         for (field, set) in [
             ("sandbox", env.sandbox.is_some()),
             ("network", env.network.is_some()),
+            ("memory_mb", env.memory_mb.is_some()),
+            ("pids_max", env.pids_max.is_some()),
+            ("cpu_percent", env.cpu_percent.is_some()),
         ] {
             if env.harness == Harness::Demo && set {
                 return Err(Error::Invalid(format!(
@@ -524,6 +533,28 @@ fn resolve(
             return Err(Error::Invalid(format!(
                 "{at}.network: network = false needs sandbox = \"bwrap\" (an unconfined agent \
                  cannot be cut off from the network)"
+            )));
+        }
+        // Below these an agent could not even start; a typo of 0 must not mean "no limit".
+        for (field, value, least) in [
+            ("memory_mb", env.memory_mb, 16),
+            ("pids_max", env.pids_max, 8),
+            ("cpu_percent", env.cpu_percent, 1),
+        ] {
+            if value.is_some_and(|v| v < least) {
+                return Err(Error::Invalid(format!(
+                    "{at}.{field}: must be at least {least}"
+                )));
+            }
+        }
+        if env.memory_mb.is_some_and(|mb| mb > MAX_CACHE_MB * 1024) {
+            return Err(Error::Invalid(format!(
+                "{at}.memory_mb: more than 1 PiB is not a limit"
+            )));
+        }
+        if env.cpu_percent.is_some_and(|p| p > 100 * 1024) {
+            return Err(Error::Invalid(format!(
+                "{at}.cpu_percent: at most 102400 (1024 cores)"
             )));
         }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
@@ -556,6 +587,11 @@ fn resolve(
             network: env.network.unwrap_or(true),
             inherit_env: env.inherit_env,
             secrets: env.secrets,
+            limits: crate::exec::cgroup::Limits {
+                memory_mb: env.memory_mb,
+                pids_max: env.pids_max,
+                cpu_percent: env.cpu_percent,
+            },
         });
     }
     if environments.is_empty() {
@@ -916,6 +952,83 @@ mod tests {
             err.contains("server.bind: 0.0.0.0:8080 is not a loopback address")
                 && err.contains("server.tls_cert and server.tls_key")
                 && err.contains("server.allow_non_loopback = true"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn agents_are_sandboxed_by_default_and_bad_containment_settings_are_refused() {
+        let config = load_text(
+            "[[environments]]\nid = \"c\"\nharness = \"command\"\ncommand = [\"a\"]\n\n\
+             [[environments]]\nid = \"p\"\nharness = \"claude\"\nsandbox = \"none\"\n\n\
+             [[environments]]\nid = \"d\"\nharness = \"demo\"\n",
+        )
+        .expect("valid");
+        let sandbox = |id: &str| config.environment(id).map(|e| e.sandbox);
+        assert_eq!(sandbox("c"), Some(Some(Sandbox::Bwrap)));
+        assert_eq!(sandbox("p"), Some(Some(Sandbox::None)));
+        assert_eq!(sandbox("d"), Some(None));
+        assert!(config.environments.iter().all(|e| e.network));
+        assert_eq!(config.agent_user, DEFAULT_AGENT_USER);
+        for (text, want) in [
+            (
+                "harness = \"demo\"\nsandbox = \"bwrap\"",
+                "environments[0].sandbox",
+            ),
+            (
+                "harness = \"demo\"\nmemory_mb = 64",
+                "environments[0].memory_mb",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\nsandbox = \"none\"\nnetwork = false",
+                "environments[0].network: network = false needs sandbox",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\npids_max = 0",
+                "environments[0].pids_max: must be at least 8",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\ncpu_percent = 999999999",
+                "environments[0].cpu_percent",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\ninherit_env = [\"RUNLEDGER_X\"]",
+                "environments[0].inherit_env",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\nsandbox = \"docker\"",
+                "unknown variant",
+            ),
+        ] {
+            let err = load_text(&format!("[[environments]]\nid = \"x\"\n{text}\n"))
+                .expect_err(text)
+                .to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_read_at_load_and_never_shown_by_debug() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("k");
+        std::fs::write(&key, "value-123\n").expect("write");
+        let config = load_text(&format!(
+            "[secrets]\nK = {{ file = {:?} }}\n\n[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"a\"]\nsecrets = [\"K\"]\n",
+            key.display().to_string()
+        ))
+        .expect("valid");
+        let secret = &config.secrets["K"];
+        assert_eq!(secret.value.expose(), "value-123");
+        assert_eq!(secret.file.as_deref(), Some(key.as_path()));
+        assert!(!format!("{config:?}").contains("value-123"));
+        std::fs::write(&key, "").expect("write");
+        let err = load_text(&format!(
+            "[secrets]\nK = {{ file = {:?} }}\n",
+            key.display().to_string()
+        ))
+        .expect_err("empty");
+        assert!(
+            err.to_string().contains("secrets.K: the value is empty"),
             "{err}"
         );
     }

@@ -48,6 +48,8 @@ pub enum Error {
     FinalSync(crate::store::Error),
     #[error(transparent)]
     Sandbox(#[from] crate::exec::sandbox::Error),
+    #[error(transparent)]
+    Cgroup(#[from] crate::exec::cgroup::Error),
 }
 
 /// How long requests still in flight when the workers are told to stop may take to finish.
@@ -196,6 +198,7 @@ impl Application {
         if orphans > 0 {
             tracing::warn!(orphans, "killed agent processes left by a previous server");
         }
+        let cgroups = crate::exec::cgroup::Cgroups::prepare(&config, &instance)?;
         let executor = Executor::new(
             config.environments.clone(),
             Supervision {
@@ -204,6 +207,7 @@ impl Application {
                 instance,
                 grace: std::time::Duration::from_secs(config.stop_grace_secs),
                 sandboxes,
+                cgroups,
                 secrets: Arc::new(config.secrets.clone()),
             },
         );

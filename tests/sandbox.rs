@@ -292,3 +292,98 @@ fn without_bwrap_start_up_names_the_environment_and_both_ways_out() {
         "{err}"
     );
 }
+
+/// Why cgroup limits cannot be tested here, if they cannot: the server's own cgroup in the
+/// memory and pids hierarchies must accept a child.
+fn cgroups_unavailable() -> Option<String> {
+    let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
+    for controller in ["memory", "pids"] {
+        let v1 = own.lines().find_map(|l| {
+            let mut parts = l.splitn(3, ':');
+            let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
+            names
+                .split(',')
+                .any(|n| n == controller)
+                .then(|| format!("/sys/fs/cgroup/{controller}{path}"))
+        });
+        let dir = match v1 {
+            Some(dir) => dir,
+            None => {
+                let path = own.lines().find_map(|l| l.strip_prefix("0::"))?;
+                format!("/sys/fs/cgroup{path}")
+            }
+        };
+        let probe =
+            std::path::Path::new(&dir).join(format!("runledger-probe-{}", std::process::id()));
+        if let Err(e) = std::fs::create_dir(&probe) {
+            return Some(format!(
+                "cannot create a {controller} cgroup under {dir}: {e}"
+            ));
+        }
+        let _ = std::fs::remove_dir(&probe);
+    }
+    None
+}
+
+#[tokio::test]
+async fn limits_stop_a_fork_bomb_and_a_large_allocation_while_the_server_serves() {
+    if let Some(why) = cgroups_unavailable() {
+        eprintln!("not run: this host does not let the test create cgroups ({why})");
+        return;
+    }
+    let f = agent_visible_dir();
+    let dir = f.path();
+    let bomb = dir.join("bomb.sh");
+    // It bombs again whenever its processes die down, until max_runtime_secs stops it.
+    script(
+        &bomb,
+        "bomb() { bomb | bomb & }; while :; do bomb 2>/dev/null; sleep 0.2; done",
+    );
+    let hog = dir.join("hog.sh");
+    // `tail` keeps everything after the last newline, and /dev/zero has none: 2 GB of memory.
+    script(
+        &hog,
+        "head -c 2G /dev/zero | tail > /dev/null; echo \"pipeline ended with $?\"; exit 1",
+    );
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 1\n\n\
+         [[environments]]\nid = \"bomb\"\nharness = \"command\"\ncommand = [\"{bomb}\"]\npids_max = 64\nmax_runtime_secs = 4\ncpu_percent = 50\n\n\
+         [[environments]]\nid = \"hog\"\nharness = \"command\"\ncommand = [\"{hog}\"]\nmemory_mb = 64\n",
+        bomb = bomb.display(),
+        hog = hog.display(),
+    );
+    let s = Server::start_with(dir, &config, &[]);
+    s.wait_ready().await;
+
+    let id = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "bomb"}}))
+        .await;
+    s.wait_state(&id, "INPROGRESS").await;
+    common::eventually(10, "the bomb to fill its cgroup", || {
+        common::processes_of(&id).len() >= 60
+    })
+    .await;
+    // The bomb is held at its limit while the server answers.
+    for _ in 0..10 {
+        let count = common::processes_of(&id).len();
+        assert!(count <= 64, "{count} processes");
+        let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
+        assert_eq!(status, 200);
+    }
+    let run = s.wait_state(&id, "FAILED").await;
+    let message = run["status_message"]["message"].as_str().expect("message");
+    assert!(message.contains("pids_max limit (64"), "{message}");
+    common::eventually(10, "the bomb to be gone", || {
+        common::processes_of(&id).is_empty()
+    })
+    .await;
+
+    let id = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "hog"}}))
+        .await;
+    let run = s.wait_state(&id, "FAILED").await;
+    let message = run["status_message"]["message"].as_str().expect("message");
+    assert!(message.contains("memory_mb limit (64 MiB)"), "{message}");
+    let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
+    assert_eq!(status, 200);
+}

@@ -17,6 +17,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::cgroup::Leaf;
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::sandbox::{Launcher, Plan, Sandboxes};
@@ -139,6 +140,7 @@ fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
         writable: vec![x.home.clone()],
         readable: vec![x.mcp_path.clone()],
         network: x.job.environment.network,
+        cgroups: x.leaf.as_ref().map(|l| l.procs()).unwrap_or_default(),
     };
     let mut cmd = x.launcher.command(&plan);
     cmd.stdout(Stdio::piped())
@@ -456,6 +458,8 @@ struct Execution<'a> {
     control: mpsc::UnboundedReceiver<Control>,
     /// Follow-ups not yet handed to the agent.
     pending: Vec<Followup>,
+    /// The execution's cgroup, when its environment sets limits.
+    leaf: Option<Leaf>,
 }
 
 impl Execution<'_> {
@@ -468,9 +472,13 @@ impl Execution<'_> {
         });
     }
 
-    /// A failure message may quote the agent's stderr; it goes to the event log, so it is
-    /// redacted like the transcript.
-    fn redact(&self, mut message: StatusMessage) -> StatusMessage {
+    /// How a failure is recorded: a limit the execution hit is named first, and the message
+    /// (which may quote the agent's stderr, and goes to the event log) is redacted like the
+    /// transcript.
+    fn failed(&self, mut message: StatusMessage) -> StatusMessage {
+        if let Some(limit) = self.leaf.as_ref().and_then(Leaf::exceeded) {
+            message.message = format!("{limit}; {}", message.message);
+        }
         message.message = self.redactor.apply(&message.message).into_owned();
         message
     }
@@ -486,16 +494,26 @@ pub(super) async fn run(
         Ok(x) => x,
         Err(message) => return Some(Err(message)),
     };
+    let outcome = execute(&mut x).await;
+    let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
+    if let Some(leaf) = x.leaf.take() {
+        leaf.remove().await;
+    }
+    outcome
+}
+
+/// Setup (until it has succeeded once), then the agent, to its end.
+async fn execute(x: &mut Execution<'_>) -> Outcome {
     if x.needs_setup {
-        if let Some(ended) = setup(&mut x).await {
-            return ended.map(|r| r.map_err(|m| x.redact(m)));
+        if let Some(ended) = setup(x).await {
+            return ended;
         }
     }
-    let (process, program, takes_stdin) = match start(&mut x).await {
+    let (process, program, takes_stdin) = match start(x).await {
         Ok(started) => started,
-        Err(message) => return Some(Err(x.redact(message))),
+        Err(message) => return Some(Err(message)),
     };
-    let ended = settle(&mut x, process, Keep::Nothing).await;
+    let ended = settle(x, process, Keep::Nothing).await;
     if !takes_stdin && !x.pending.is_empty() {
         let note = format!(
             "{} follow-up(s) could not be handed to the {program} CLI while it ran; send a follow-up after the run ends to resume it",
@@ -503,7 +521,7 @@ pub(super) async fn run(
         );
         x.system(note);
     }
-    finish(&mut x, ended).map(|r| r.map_err(|m| x.redact(m)))
+    finish(x, ended)
 }
 
 /// The workspace (fresh until setup has succeeded once), the agent's home, the MCP file, and
@@ -582,6 +600,10 @@ fn prepare<'a>(
         return Err(internal(format!("cannot write the MCP config: {e}")));
     }
     let vars = variables(job, sup, &mcp_path, &home);
+    let leaf = sup
+        .cgroups
+        .create(env, &format!("{id}-{}", job.execution))
+        .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
     Ok(Execution {
         job,
         sup,
@@ -601,6 +623,7 @@ fn prepare<'a>(
         deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
         control,
         pending: job.followups.clone(),
+        leaf,
     })
 }
 

@@ -10,6 +10,7 @@
 //! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops. This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
+pub mod cgroup;
 mod command;
 mod demo;
 pub mod presets;
@@ -96,6 +97,8 @@ pub struct Supervision {
     pub grace: std::time::Duration,
     /// The launchers of the environments' agent processes.
     pub sandboxes: sandbox::Sandboxes,
+    /// Where executions' cgroups are made, for environments with limits.
+    pub cgroups: cgroup::Cgroups,
     /// `[secrets]`, for the environments that list them.
     pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
 }
@@ -290,6 +293,7 @@ impl Executor {
             tokio::pin!(released);
             released.as_mut().enable();
             if self.running() == 0 {
+                self.supervision.cgroups.remove();
                 return true;
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {

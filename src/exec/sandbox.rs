@@ -35,6 +35,8 @@ pub struct Plan {
     /// Paths it may read (its MCP file).
     pub readable: Vec<PathBuf>,
     pub network: bool,
+    /// The `cgroup.procs` files of the execution's cgroups, entered before anything runs.
+    pub cgroups: Vec<PathBuf>,
 }
 
 /// The unprivileged user agents run as when the server is root.
@@ -58,17 +60,60 @@ pub struct Unconfined {
 
 impl Launcher for Unconfined {
     fn command(&self, plan: &Plan) -> Command {
-        let mut cmd = Command::new(&plan.program);
-        cmd.args(&plan.args)
-            .current_dir(&plan.cwd)
-            .env_clear()
-            .envs(&plan.env);
-        if let Some(user) = &self.user {
-            // std drops the supplementary groups too when a root parent sets a uid.
-            cmd.uid(user.uid).gid(user.gid);
-        }
-        cmd
+        let mut argv = drop_privileges(self.user.as_ref());
+        argv.push(plan.program.clone().into());
+        argv.extend(plan.args.iter().map(Into::into));
+        build(argv, plan)
     }
+}
+
+/// The argv prefix that runs the rest as the agent user: a real unprivileged user, with no
+/// capabilities left in any set and no_new_privs, so no setuid program gives them back.
+fn drop_privileges(user: Option<&AgentUser>) -> Vec<std::ffi::OsString> {
+    let Some(user) = user else {
+        return Vec::new();
+    };
+    [
+        "setpriv".to_string(),
+        format!("--reuid={}", user.uid),
+        format!("--regid={}", user.gid),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+        "--no-new-privs".into(),
+        "--".into(),
+    ]
+    .into_iter()
+    .map(Into::into)
+    .collect()
+}
+
+/// Enters the execution's cgroups, then execs the rest: a shell that writes its own pid to each
+/// `cgroup.procs` and then becomes the launcher, so no process of the execution ever runs
+/// outside them (placing a child after it started would race with its first forks).
+const ENTER_CGROUPS: &str =
+    r#"for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; done; exec "$@""#;
+
+/// The command for a launcher's argv: the environment cleared and set to the plan's, in the
+/// workspace, inside the execution's cgroups.
+fn build(argv: Vec<std::ffi::OsString>, plan: &Plan) -> Command {
+    let mut argv = argv.into_iter();
+    let program = argv.next().unwrap_or_default();
+    let mut cmd = if plan.cgroups.is_empty() {
+        let mut cmd = Command::new(program);
+        cmd.args(argv);
+        cmd
+    } else {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", ENTER_CGROUPS, "sh"])
+            .args(&plan.cgroups)
+            .arg("--")
+            .arg(program)
+            .args(argv);
+        cmd
+    };
+    cmd.current_dir(&plan.cwd).env_clear().envs(&plan.env);
+    cmd
 }
 
 /// `sandbox = "bwrap"`.
@@ -183,14 +228,9 @@ impl Bubblewrap {
 
 impl Launcher for Bubblewrap {
     fn command(&self, plan: &Plan) -> Command {
-        let mut cmd = Command::new(&self.program);
-        cmd.args(self.args(plan))
-            // bwrap needs a directory to start in that exists on the host; the agent's is set
-            // by --chdir.
-            .current_dir(&plan.cwd)
-            .env_clear()
-            .envs(&plan.env);
-        cmd
+        let mut argv = vec![self.program.clone().into_os_string()];
+        argv.extend(self.args(plan));
+        build(argv, plan)
     }
 }
 
@@ -381,6 +421,7 @@ fn probe(bwrap: &Bubblewrap) -> Result<(), String> {
         writable: Vec::new(),
         readable: Vec::new(),
         network: false,
+        cgroups: Vec::new(),
     };
     let output = std::process::Command::new(&bwrap.program)
         .args(bwrap.args(&plan))
@@ -414,6 +455,7 @@ mod tests {
             writable: vec![PathBuf::from("/data/agent-files/r1/home")],
             readable: vec![PathBuf::from("/data/agent-files/r1/mcp.json")],
             network,
+            cgroups: Vec::new(),
         }
     }
 
