@@ -165,6 +165,16 @@ impl Application {
         // Before anything is opened: a host that cannot contain the agents stops start-up.
         let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
         let (store, index) = open_store(&config, false)?;
+        // sled makes its files readable by everyone; an unconfined agent runs as another user
+        // and must not read the store (the key hashes, the secret that signs session links).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let sled = config.data_dir.join("sled");
+            if let Err(e) = std::fs::set_permissions(&sled, std::fs::Permissions::from_mode(0o700))
+            {
+                tracing::warn!(path = %sled.display(), error = %e, "cannot make the store private");
+            }
+        }
         if store.keys().is_empty() {
             let (record, secret) = store
                 .keys()

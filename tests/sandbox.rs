@@ -220,6 +220,8 @@ async fn a_hostile_agent_reaches_nothing_but_its_own_workspace() {
     let unconfined = &probes["unconfined"];
     assert!(unconfined.did("list-server") && unconfined.did("tcp"));
     assert!(!unconfined.did("server-env") && unconfined.did("inherited"));
+    // Even unconfined, the agent user cannot read the store or the transcripts.
+    assert!(!unconfined.did("read-store") && !unconfined.did("read-transcripts"));
 
     // The server serves on.
     let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
