@@ -263,7 +263,10 @@ impl Sandboxes {
     /// create the sandbox it will be asked for, so that a host without it stops start-up rather
     /// than failing every run. Blocking: it runs bwrap once.
     pub fn prepare(config: &Config) -> Result<Sandboxes, Error> {
-        let user = if nix::unistd::geteuid().is_root() {
+        // Only environments that start processes need a user to run them as: the embedded
+        // defaults (the in-process demo) start on a host without one.
+        let starts_processes = config.environments.iter().any(|e| e.sandbox.is_some());
+        let user = if starts_processes && nix::unistd::geteuid().is_root() {
             let name = &config.agent_user;
             let found = nix::unistd::User::from_name(name)
                 .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
