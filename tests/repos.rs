@@ -132,3 +132,36 @@ async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror(
         assert!(message.contains(want), "{message}");
     }
 }
+
+#[tokio::test]
+async fn a_cancel_stops_a_checkout_that_hangs() {
+    let f = agent_visible_dir();
+    let dir = f.path();
+    // A remote that accepts connections and never answers.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\n\
+         [[environments]]\nid = \"slow\"\nharness = \"command\"\ncommand = [\"true\"]\nmax_concurrent = 1\n\
+         repos = [{{ url = \"http://127.0.0.1:{port}/never.git\" }}]\n"
+    );
+    let s = Server::start_with(dir, &config, &[]);
+    s.wait_ready().await;
+    let id = s.create(json!({"prompt": "x"})).await;
+    s.wait_state(&id, "INPROGRESS").await;
+    common::eventually(10, "the checkout to begin", || {
+        std::fs::read_dir(s.data_dir.join("repos")).is_ok_and(|mut d| d.next().is_some())
+    })
+    .await;
+    let (status, _) = s
+        .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200);
+    // The single slot is free again: the next run starts.
+    let next = s.create(json!({"prompt": "y"})).await;
+    s.wait_state(&next, "INPROGRESS").await;
+    let text = transcript(&s, &id).await;
+    assert!(text.lines().any(|l| l == "stopped"), "{text}");
+    assert_eq!(s.run(&id).await["state"], "CANCELLED");
+    drop(listener);
+}

@@ -505,8 +505,10 @@ pub(super) async fn run(
 /// Setup (until it has succeeded once), then the agent, to its end.
 async fn execute(x: &mut Execution<'_>) -> Outcome {
     if x.needs_setup {
-        if let Err(message) = checkout(x).await {
-            return Some(Err(message));
+        match checkout(x).await {
+            Ok(()) => {}
+            Err(Some(message)) => return Some(Err(message)),
+            Err(None) => return None,
         }
     }
     if x.job.environment.harness == Harness::Gemini {
@@ -703,8 +705,9 @@ async fn settle(
 }
 
 /// Fills the fresh workspace with the environment's repositories (outer paths first, so a
-/// repository can be checked out inside another), and hands them to the agent user.
-async fn checkout(x: &mut Execution<'_>) -> Result<(), StatusMessage> {
+/// repository can be checked out inside another), and hands them to the agent user. A cancel
+/// meanwhile stops git at once (`Err(None)`); follow-ups wait for the agent.
+async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusMessage>> {
     let mut repos: Vec<&crate::config::Repo> = x.job.environment.repos.iter().collect();
     repos.sort_by_key(|r| {
         r.path
@@ -722,13 +725,37 @@ async fn checkout(x: &mut Execution<'_>) -> Result<(), StatusMessage> {
             repo.path.display()
         ));
         let started = std::time::Instant::now();
-        if let Err(failure) = x.sup.mirrors.checkout(repo, &x.workspace, x.deadline).await {
+        let (sup, workspace) = (x.sup, x.workspace.clone());
+        let checking_out = sup.mirrors.checkout(repo, &workspace, x.deadline);
+        tokio::pin!(checking_out);
+        let checked_out = loop {
+            tokio::select! {
+                result = &mut checking_out => break result,
+                message = x.control.recv() => match message {
+                    Some(Control::Followup(f)) => {
+                        let _ = x.writer.append(&Entry {
+                            at: crate::actor::now(),
+                            execution: x.job.execution,
+                            stream: "followup".into(),
+                            text: format!("({}) {}", f.mode.as_str(), f.message),
+                        });
+                        x.pending.push(f);
+                    }
+                    // Dropping the checkout kills git (`kill_on_drop`).
+                    Some(Control::Stop) | None => {
+                        x.system("stopped".into());
+                        return Err(None);
+                    }
+                },
+            }
+        };
+        if let Err(failure) = checked_out {
             x.system(failure.message.clone());
-            return Err(StatusMessage {
+            return Err(Some(StatusMessage {
                 message: failure.message,
                 error_code: Some("environment_setup_failed".into()),
                 retryable: Some(failure.retryable),
-            });
+            }));
         }
         x.system(format!(
             "repository {}/{count} checked out in {} ms",
@@ -741,9 +768,9 @@ async fn checkout(x: &mut Execution<'_>) -> Result<(), StatusMessage> {
         let sandboxes = x.sup.sandboxes.clone();
         let handed = tokio::task::spawn_blocking(move || sandboxes.hand_over_tree(&root)).await;
         if let Err(e) = handed.map_err(std::io::Error::other).and_then(|r| r) {
-            return Err(internal(format!(
+            return Err(Some(internal(format!(
                 "cannot hand the checked-out repositories to the agent user: {e}"
-            )));
+            ))));
         }
     }
     Ok(())
