@@ -389,3 +389,92 @@ async fn limits_stop_a_fork_bomb_and_a_large_allocation_while_the_server_serves(
     let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
     assert_eq!(status, 200);
 }
+
+#[tokio::test]
+async fn a_server_that_is_not_root_contains_its_agents_the_same_way() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!(
+            "not run: the other tests of this file already run the server as a non-root user"
+        );
+        return;
+    }
+    // The server runs as nobody; bwrap then makes a user namespace of its own for each agent.
+    let f = agent_visible_dir();
+    let dir = f.path();
+    std::os::unix::fs::chown(dir, Some(65534), Some(65534)).expect("chown");
+    let hostile = dir.join("hostile.sh");
+    script(&hostile, HOSTILE);
+    let secret_file = dir.join("api.key");
+    std::fs::write(&secret_file, format!("{API_KEY}\n")).expect("write");
+    let data = dir.join("data");
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\n\
+         [secrets]\nAPI_KEY = {{ file = {secret:?} }}\nTOKEN = {{ env = \"SERVER_TOKEN\" }}\n\n\
+         [[environments]]\nid = \"hostile\"\nharness = \"command\"\ncommand = [\"{hostile}\"]\n\
+         secrets = [\"API_KEY\", \"TOKEN\"]\ninherit_env = [\"SHARED\"]\n\
+         env = {{ KILL_ALL = \"yes\", DATA = {data:?}, CONFIG = {config:?}, SECRET_FILE = {secret:?}, FIXTURE = {fixture:?} }}\n",
+        secret = secret_file.display().to_string(),
+        hostile = hostile.display(),
+        data = data.display().to_string(),
+        config = dir.join("runledger.toml").display().to_string(),
+        fixture = dir.display().to_string(),
+    );
+    let s = Server::start_as(
+        dir,
+        &config,
+        &[
+            ("SERVER_ONLY", "server-only-value".into()),
+            ("SHARED", "shared-value".into()),
+            ("SERVER_TOKEN", TOKEN.into()),
+        ],
+        Some(65534),
+    );
+    s.wait_ready().await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("listen");
+    let port = listener.local_addr().expect("addr").port();
+    let prompt = format!("{}/none {} {port}", data.display(), s.pid());
+    let id = s
+        .create(json!({"prompt": prompt, "config": {"environment_id": "hostile"}}))
+        .await;
+    s.wait_state(&id, "FAILED").await;
+    let text = transcript(&s, &id).await;
+    assert!(
+        text.contains("secret=[secret:API_KEY] token=[secret:TOKEN]") && !text.contains(API_KEY),
+        "{text}"
+    );
+    let probes = Probes::from(&text);
+    for denied in [
+        "read-data",
+        "read-store",
+        "read-transcripts",
+        "read-config",
+        "read-secret-file",
+        "list-server",
+        "server-environ",
+        "signal-server",
+        "write-system",
+        "write-fixture",
+        "write-data",
+        "server-env",
+    ] {
+        assert!(
+            !probes.did(denied),
+            "the agent of a non-root server could {denied}"
+        );
+    }
+    for allowed in [
+        "write-workspace",
+        "write-tmp",
+        "write-home",
+        "inherited",
+        "tcp",
+    ] {
+        assert!(
+            probes.did(allowed),
+            "the agent of a non-root server could not {allowed}"
+        );
+    }
+    let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
+    assert_eq!(status, 200);
+    drop(listener);
+}

@@ -64,10 +64,27 @@ impl Server {
 
     /// Like `start_in`, with extra environment variables for the server process.
     pub fn start_with(dir: &Path, config: &str, env: &[(&str, String)]) -> Server {
+        Server::start_as(dir, config, env, None)
+    }
+
+    /// Like `start_with`, with the server running as `uid` (through `setpriv`; the test must be
+    /// root).
+    pub fn start_as(dir: &Path, config: &str, env: &[(&str, String)], uid: Option<u32>) -> Server {
         let config_path = dir.join("runledger.toml");
         std::fs::write(&config_path, config).expect("write config");
         let data_dir = dir.join("data");
-        let mut child = Command::new(BIN)
+        let mut command = match uid {
+            None => Command::new(BIN),
+            Some(uid) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(BIN);
+                c
+            }
+        };
+        let mut child = command
             .args(["serve", "--config"])
             .arg(&config_path)
             .arg("--data-dir")
