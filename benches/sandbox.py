@@ -104,9 +104,9 @@ def git(cwd, *args):
 
 
 def main():
-    # Under target/: a sandboxed agent has a private /tmp, so a script under /tmp is not there.
-    os.makedirs("target", exist_ok=True)
-    work = os.path.abspath(tempfile.mkdtemp(prefix="sandbox-bench-", dir="target"))
+    # Not under /tmp: a sandboxed agent has a private one, so a script there is not there for
+    # it. /var/tmp can be traversed by the agent user (nobody, under a root server).
+    work = tempfile.mkdtemp(prefix="runledger-sandbox-bench-", dir="/var/tmp")
     os.chmod(work, 0o755)
     script(os.path.join(work, "first.sh"), 'echo "t=$(date +%s%N)"')
     script(os.path.join(work, "ok.sh"), "true")

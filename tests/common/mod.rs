@@ -372,15 +372,22 @@ pub fn processes_of(run_id: &str) -> Vec<i32> {
         .collect()
 }
 
-/// A temporary directory that agents can read: under the target directory (a sandboxed
-/// agent gets a private `/tmp`, so scripts under the host's `/tmp` are not there) and open to
-/// every user (agents of a root server run as `nobody`). The sandbox hides the data directory
-/// and the configuration file inside it all the same.
+/// A temporary directory that agents can read: not under the host's `/tmp` (a sandboxed agent
+/// gets a private one, so a script there is not there for it), on a path every user can
+/// traverse (agents of a root server run as `nobody`, and the checkout may live under a
+/// private home), and open to every user itself. `/var/tmp` is that on Debian and most
+/// systems; the target directory is the fall-back. The sandbox hides the data directory and the
+/// configuration file inside it all the same.
 pub fn agent_visible_dir() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
+    let base = if Path::new("/var/tmp").is_dir() {
+        PathBuf::from("/var/tmp")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
     let dir = tempfile::Builder::new()
-        .prefix("agents-")
-        .tempdir_in(env!("CARGO_TARGET_TMPDIR"))
+        .prefix("runledger-agents-")
+        .tempdir_in(base)
         .expect("tempdir");
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     dir
