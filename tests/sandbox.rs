@@ -296,10 +296,10 @@ fn without_bwrap_start_up_names_the_environment_and_both_ways_out() {
 }
 
 /// Why cgroup limits cannot be tested here, if they cannot: the server's own cgroup in the
-/// memory and pids hierarchies must accept a child.
+/// memory, pids and cpu hierarchies must accept a child.
 fn cgroups_unavailable() -> Option<String> {
     let own = std::fs::read_to_string("/proc/self/cgroup").unwrap_or_default();
-    for controller in ["memory", "pids"] {
+    for controller in ["memory", "pids", "cpu"] {
         let v1 = own.lines().find_map(|l| {
             let mut parts = l.splitn(3, ':');
             let (_, names, path) = (parts.next()?, parts.next()?, parts.next()?);
