@@ -279,9 +279,15 @@ fn without_bwrap_start_up_names_the_environment_and_both_ways_out() {
     .expect("write");
     let config = path.display().to_string();
     let data = f.path().join("data").display().to_string();
-    // A PATH without bwrap on it.
+    // A PATH without bwrap on it (setpriv stays: a root server needs it first).
     let empty = f.path().join("empty-bin");
     std::fs::create_dir(&empty).expect("mkdir");
+    if let Some(setpriv) = ["/usr/bin/setpriv", "/bin/setpriv"]
+        .iter()
+        .find(|p| std::path::Path::new(p).exists())
+    {
+        std::os::unix::fs::symlink(setpriv, empty.join("setpriv")).expect("symlink");
+    }
     let (ok, _, err) = common::cli(
         &["serve", "--config", &config, "--data-dir", &data],
         &[("PATH", &empty.display().to_string())],

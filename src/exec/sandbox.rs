@@ -281,6 +281,12 @@ impl Sandboxes {
                     "{name:?} is root; agents must run as an unprivileged user"
                 )));
             }
+            if find_program("setpriv").is_none() {
+                return Err(Error::User(format!(
+                    "the server runs as root and drops agents to {name:?} with setpriv, which is \
+                     not on its PATH; install util-linux"
+                )));
+            }
             Some(AgentUser {
                 name: name.clone(),
                 uid: found.uid.as_raw(),
