@@ -45,35 +45,50 @@ pub struct Writer {
 
 /// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
 /// before it is written, so no reader of the transcript (the API, the session page, an export)
-/// can show a value an agent printed.
+/// can show a value an agent printed. One pass over the text, leftmost-longest: a secret that
+/// contains another is replaced whole, and no replacement is rewritten by a later secret.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
-    /// `(value, replacement)`, longest value first, so a secret that contains another is
-    /// replaced whole.
-    secrets: std::sync::Arc<Vec<(String, String)>>,
+    /// `None` when the execution has no secrets.
+    matcher: Option<std::sync::Arc<(aho_corasick::AhoCorasick, Vec<String>)>>,
 }
 
 impl Redactor {
     pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Redactor {
-        let mut secrets: Vec<(String, String)> = secrets
+        let (values, replacements): (Vec<&str>, Vec<String>) = secrets
             .into_iter()
             .filter(|(_, value)| !value.is_empty())
-            .map(|(name, value)| (value.to_string(), format!("[secret:{name}]")))
-            .collect();
-        secrets.sort_by(|a, b| b.0.len().cmp(&a.0.len()).then_with(|| a.0.cmp(&b.0)));
-        Redactor {
-            secrets: std::sync::Arc::new(secrets),
+            .map(|(name, value)| (value, format!("[secret:{name}]")))
+            .unzip();
+        if values.is_empty() {
+            return Redactor::default();
+        }
+        let matcher = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&values);
+        match matcher {
+            Ok(matcher) => Redactor {
+                matcher: Some(std::sync::Arc::new((matcher, replacements))),
+            },
+            // Only a pattern set too large for the automaton fails to build; values are
+            // bounded by the secrets an operator configures, so this is not reached in
+            // practice, and failing closed would stop every run.
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the secret redactor");
+                Redactor::default()
+            }
         }
     }
 
     pub fn apply<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
-        let mut out = std::borrow::Cow::Borrowed(text);
-        for (value, replacement) in self.secrets.iter() {
-            if out.contains(value.as_str()) {
-                out = std::borrow::Cow::Owned(out.replace(value.as_str(), replacement));
-            }
+        let Some(matcher) = &self.matcher else {
+            return std::borrow::Cow::Borrowed(text);
+        };
+        let (automaton, replacements) = &**matcher;
+        if !automaton.is_match(text) {
+            return std::borrow::Cow::Borrowed(text);
         }
-        out
+        std::borrow::Cow::Owned(automaton.replace_all(text, replacements))
     }
 }
 
@@ -228,6 +243,10 @@ mod tests {
             "x [secret:LONG] y [secret:SHORT] z [secret:SHORT][secret:SHORT]"
         );
         assert!(matches!(r.apply("nothing"), std::borrow::Cow::Borrowed(_)));
+        // A value that occurs in another secret's replacement does not rewrite it.
+        let r = Redactor::new([("TOKEN", "tok-123456"), ("S", "secret")]);
+        assert_eq!(r.apply("tok-123456 secret"), "[secret:TOKEN] [secret:S]");
+        assert_eq!(Redactor::new([]).apply("x"), "x");
     }
 
     fn entry(n: u32) -> Entry {
