@@ -392,6 +392,10 @@ async fn limits_stop_a_fork_bomb_and_a_large_allocation_while_the_server_serves(
     let run = s.wait_state(&id, "FAILED").await;
     let message = run["status_message"]["message"].as_str().expect("message");
     assert!(message.contains("memory_mb limit (64 MiB)"), "{message}");
+    let (_, t) = s
+        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=100"))
+        .await;
+    assert!(t.to_string().contains("memory_mb limit (64 MiB)"), "{t}");
     let (status, _) = s.get(&s.key, "/agent/runs?limit=1").await;
     assert_eq!(status, 200);
 }

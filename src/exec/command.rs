@@ -495,6 +495,9 @@ pub(super) async fn run(
         Err(message) => return Some(Err(message)),
     };
     let outcome = execute(&mut x).await;
+    if let (Some(Err(_)), Some(limit)) = (&outcome, x.leaf.as_ref().and_then(Leaf::exceeded)) {
+        x.system(limit);
+    }
     let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
     if let Some(leaf) = x.leaf.take() {
         leaf.remove().await;
