@@ -35,6 +35,38 @@ impl Fixture {
     }
 }
 
+/// The host pids of `sleep 4242421`, which the tree test's sandboxed agent starts without its
+/// markers.
+fn escaped_sleeps() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            running(*pid)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c == b"sleep\x004242421\x00")
+        })
+        .collect()
+}
+
+/// Kills what `escaped_sleeps` finds if the test fails before its tree is stopped, so a
+/// failure leaves no process behind.
+struct KillEscaped;
+
+impl Drop for KillEscaped {
+    fn drop(&mut self) {
+        for pid in escaped_sleeps() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
 /// The run's workspace, where its agent leaves what the test looks at.
 fn workspace(s: &Server, id: &str) -> PathBuf {
     s.data_dir.join("workspaces").join(id)
@@ -289,12 +321,14 @@ async fn cancel_and_time_limits_stop_the_whole_process_tree() {
         r#"sleep 1000 & echo $! > background
 setsid sleep 1000 & echo $! > session
 bash -c 'sleep 1000 & echo $! > grandchild; wait' &
+# Sandboxed only: one that leaves the group and scrubs its environment (so its markers).
+if [ "$ESCAPE" = yes ]; then setsid env -i sleep 4242421 & fi
 trap '' TERM
 echo $$ > agent
 wait"#,
     );
     let config = f.config(&format!(
-        "[[environments]]\nid = \"tree\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\n\
+        "[[environments]]\nid = \"tree\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nenv = {{ ESCAPE = \"yes\" }}\n\n\
          [[environments]]\nid = \"unconfined\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nsandbox = \"none\"\n\n\
          [[environments]]\nid = \"short\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_runtime_secs = 1\n"
     ));
@@ -316,6 +350,18 @@ wait"#,
         // The agent, its three sleeps and the bash between (and, sandboxed, bwrap's two).
         let tree = processes_of(&id);
         assert!(tree.len() >= 5, "{environment}: {tree:?}");
+        let escaped = if environment == "tree" {
+            let mut found = Vec::new();
+            eventually(10, "the escaped process to start", || {
+                found = escaped_sleeps();
+                !found.is_empty()
+            })
+            .await;
+            found
+        } else {
+            Vec::new()
+        };
+        let _cleanup = KillEscaped;
         let (st, _) = s
             .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
             .await;
@@ -324,6 +370,11 @@ wait"#,
         // The agent ignores SIGTERM, so this takes the 2 s grace and then SIGKILL.
         eventually(10, "the whole tree to be gone", || {
             tree.iter().all(|p| !running(*p))
+        })
+        .await;
+        // Sandboxed, the process without markers goes with its PID namespace.
+        eventually(10, "the escaped process to be gone", || {
+            escaped.iter().all(|p| !running(*p))
         })
         .await;
     }
