@@ -311,7 +311,12 @@ impl Sandboxes {
                     hidden: hidden_paths(config),
                     user: user.clone(),
                 };
-                probe(&bwrap).map_err(|problem| Error::Bwrap {
+                // A network namespace is only asked of the host when an environment needs one.
+                let offline = config
+                    .environments
+                    .iter()
+                    .any(|e| e.sandbox == Some(Sandbox::Bwrap) && !e.network);
+                probe(&bwrap, !offline).map_err(|problem| Error::Bwrap {
                     environment: env.id.clone(),
                     problem,
                 })?;
@@ -439,8 +444,9 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs `true` in the sandbox an agent would get (without network, as the agent user).
-fn probe(bwrap: &Bubblewrap) -> Result<(), String> {
+/// Runs `true` in the sandbox an agent would get (as the agent user; without network unless
+/// `network`).
+fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
     let plan = Plan {
         program: "true".into(),
         args: Vec::new(),
@@ -448,7 +454,7 @@ fn probe(bwrap: &Bubblewrap) -> Result<(), String> {
         env: BTreeMap::from([("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())]),
         writable: Vec::new(),
         readable: Vec::new(),
-        network: false,
+        network,
         cgroups: Vec::new(),
     };
     let output = std::process::Command::new(&bwrap.program)
