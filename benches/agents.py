@@ -115,6 +115,10 @@ def main():
     work = tempfile.mkdtemp(prefix="runledger-agents-")
     starts = os.path.join(work, "starts")
     os.mkdir(starts)
+    # Unconfined agents (these figures predate the sandbox; benches/sandbox.py measures it),
+    # which a root server runs as `nobody`: they must reach the scripts and the stamps.
+    os.chmod(work, 0o755)
+    os.chmod(starts, 0o777)
     marker = f"runledger-bench-{os.getpid()}"
     script(os.path.join(work, "short.sh"), 'echo "working on $RUNLEDGER_PROMPT"; sleep 0.2; echo done')
     script(os.path.join(work, "stamp.sh"), f'date +%s%N > {starts}/$RUNLEDGER_RUN_ID')
@@ -122,7 +126,7 @@ def main():
     script(os.path.join(work, "loud.sh"), f"head -c {OUTPUT_BYTES} /dev/zero | tr '\\0' 'x' | fold -w 100")
     env = lambda i, cmd, cap: (
         f'[[environments]]\nid = "{i}"\nharness = "command"\ncommand = ["{os.path.join(work, cmd)}"]\n'
-        f"max_concurrent = {cap}\n\n"
+        f'max_concurrent = {cap}\nsandbox = "none"\n\n'
     )
     config = (
         '[server]\nbind = "127.0.0.1:0"\nstop_grace_secs = 1\n\n'

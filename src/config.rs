@@ -66,6 +66,44 @@ struct EnvironmentFile {
     env: BTreeMap<String, String>,
     workspace_root: Option<PathBuf>,
     demo_duration_ms: Option<u64>,
+    sandbox: Option<Sandbox>,
+    network: Option<bool>,
+    #[serde(default)]
+    inherit_env: Vec<String>,
+    #[serde(default)]
+    secrets: Vec<String>,
+    memory_mb: Option<u64>,
+    pids_max: Option<u64>,
+    cpu_percent: Option<u64>,
+    #[serde(default)]
+    repos: Vec<RepoFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepoFile {
+    url: String,
+    #[serde(rename = "ref")]
+    reference: Option<String>,
+    path: Option<PathBuf>,
+}
+
+/// A repository every run of an environment starts with, checked out in its workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    pub url: String,
+    /// A branch, tag or commit; `None`: the remote's default branch.
+    pub reference: Option<String>,
+    /// Relative to the workspace, without `..`; `.` is the workspace itself.
+    pub path: PathBuf,
+}
+
+/// Where a secret's value comes from; the file never holds the value itself.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "lowercase")]
+enum SecretSource {
+    File(PathBuf),
+    Env(String),
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -79,6 +117,7 @@ struct ServerFile {
     tls_key: Option<PathBuf>,
     cache_mb: Option<u64>,
     stop_grace_secs: Option<u64>,
+    agent_user: Option<String>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -98,7 +137,47 @@ struct ConfigFile {
     limits: LimitsFile,
     #[serde(default)]
     environments: Vec<EnvironmentFile>,
+    #[serde(default)]
+    secrets: BTreeMap<String, SecretSource>,
 }
+
+/// How an environment's agent processes are contained (`docs/security.md`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Sandbox {
+    /// Every process of an execution runs inside bubblewrap.
+    Bwrap,
+    /// Unconfined: the agent sees what the agent user sees on the host.
+    None,
+}
+
+/// A secret's value. Its `Debug` never shows the value, so neither can a log line or an error
+/// that formats the configuration.
+#[derive(Clone, PartialEq, Eq)]
+pub struct SecretValue(String);
+
+impl SecretValue {
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for SecretValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SecretValue(…)")
+    }
+}
+
+/// One entry of `[secrets]`, read at load time.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Secret {
+    pub value: SecretValue,
+    /// The file it was read from, which the sandbox hides from agents.
+    pub file: Option<PathBuf>,
+}
+
+/// The user agents run as when the server runs as root.
+pub const DEFAULT_AGENT_USER: &str = "nobody";
 
 /// A configured environment, defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,6 +195,18 @@ pub struct Environment {
     pub workspace_root: Option<PathBuf>,
     /// How long the demo agent works.
     pub demo_duration_ms: u64,
+    /// How the agents' processes are contained; `None` for the in-process `demo` harness.
+    pub sandbox: Option<Sandbox>,
+    /// Whether agents reach the network (`false`: an empty network namespace of their own).
+    pub network: bool,
+    /// Variables of the server's environment that agents get.
+    pub inherit_env: Vec<String>,
+    /// Names of `[secrets]` entries that agents get as variables of the same name.
+    pub secrets: Vec<String>,
+    /// Per-execution resource limits, enforced with cgroups.
+    pub limits: crate::exec::cgroup::Limits,
+    /// Checked out in every new workspace, before setup.
+    pub repos: Vec<Repo>,
 }
 
 impl Environment {
@@ -134,6 +225,12 @@ impl Environment {
             env: BTreeMap::new(),
             workspace_root: None,
             demo_duration_ms: 2000,
+            sandbox: None,
+            network: true,
+            inherit_env: Vec::new(),
+            secrets: Vec::new(),
+            limits: crate::exec::cgroup::Limits::default(),
+            repos: Vec::new(),
         }
     }
 }
@@ -175,6 +272,12 @@ pub struct Config {
     pub environments: Vec<Environment>,
     /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
     pub loaded_at: crate::domain::Timestamp,
+    /// The file the configuration was read from, which the sandbox hides from agents.
+    pub file: Option<PathBuf>,
+    /// `[secrets]`, by name, values read.
+    pub secrets: BTreeMap<String, Secret>,
+    /// The user agents run as when the server runs as root (`server.agent_user`).
+    pub agent_user: String,
 }
 
 /// Command-line overrides; each wins over the file.
@@ -228,7 +331,11 @@ impl Config {
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| crate::domain::Timestamp(d.as_millis() as u64))
             .unwrap_or_else(crate::actor::now);
-        resolve(parsed, overrides, loaded_at).map_err(|e| match (e, file) {
+        let resolved = resolve(parsed, overrides, loaded_at).map(|mut config| {
+            config.file = file.and_then(|p| std::path::absolute(p).ok());
+            config
+        });
+        resolved.map_err(|e| match (e, file) {
             // A value that is well-formed TOML but not acceptable: name the file and the line.
             // (A bad --bind is the command line's, not the file's.)
             (Error::Invalid(message), Some(path))
@@ -363,6 +470,7 @@ fn resolve(
     // Agents run in their workspaces, so every path handed to them must be absolute.
     let data_dir = std::path::absolute(&data_dir)
         .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))?;
+    let secrets = read_secrets(file.secrets)?;
     let mut environments = Vec::new();
     for (i, env) in file.environments.into_iter().enumerate() {
         let at = format!("environments[{i}]");
@@ -414,6 +522,115 @@ fn resolve(
                 "{at}.env: {bad:?} is not allowed (empty, contains '=', or a reserved RUNLEDGER_ variable)"
             )));
         }
+        if let Some(bad) = env.inherit_env.iter().find(|n| !variable_name(n)) {
+            return Err(Error::Invalid(format!(
+                "{at}.inherit_env: {bad:?} is not a variable name (letters, digits and '_', not \
+                 starting with a digit, and not a reserved RUNLEDGER_ variable)"
+            )));
+        }
+        if let Some(bad) = env.secrets.iter().find(|n| !secrets.contains_key(*n)) {
+            return Err(Error::Invalid(format!(
+                "{at}.secrets: {bad:?} is not defined in [secrets]"
+            )));
+        }
+        // The demo agent runs in-process: there is no process to contain.
+        for (field, set) in [
+            ("sandbox", env.sandbox.is_some()),
+            ("network", env.network.is_some()),
+            ("memory_mb", env.memory_mb.is_some()),
+            ("pids_max", env.pids_max.is_some()),
+            ("cpu_percent", env.cpu_percent.is_some()),
+            ("repos", !env.repos.is_empty()),
+        ] {
+            if env.harness == Harness::Demo && set {
+                return Err(Error::Invalid(format!(
+                    "{at}.{field}: the 'demo' harness runs in-process and starts no process to contain"
+                )));
+            }
+        }
+        let sandbox = match (env.harness, env.sandbox) {
+            (Harness::Demo, None) => None,
+            (_, chosen) => Some(chosen.unwrap_or(Sandbox::Bwrap)),
+        };
+        // Without a sandbox there is no network namespace to take the network away with; a
+        // limit that cannot be enforced is refused rather than ignored.
+        if sandbox == Some(Sandbox::None) && env.network == Some(false) {
+            return Err(Error::Invalid(format!(
+                "{at}.network: network = false needs sandbox = \"bwrap\" (an unconfined agent \
+                 cannot be cut off from the network)"
+            )));
+        }
+        // Below these an agent could not even start; a typo of 0 must not mean "no limit".
+        for (field, value, least) in [
+            ("memory_mb", env.memory_mb, 16),
+            ("pids_max", env.pids_max, 8),
+            ("cpu_percent", env.cpu_percent, 1),
+        ] {
+            if value.is_some_and(|v| v < least) {
+                return Err(Error::Invalid(format!(
+                    "{at}.{field}: must be at least {least}"
+                )));
+            }
+        }
+        if env.memory_mb.is_some_and(|mb| mb > MAX_CACHE_MB * 1024) {
+            return Err(Error::Invalid(format!(
+                "{at}.memory_mb: more than 1 PiB is not a limit"
+            )));
+        }
+        if env.cpu_percent.is_some_and(|p| p > 100 * 1024) {
+            return Err(Error::Invalid(format!(
+                "{at}.cpu_percent: at most 102400 (1024 cores)"
+            )));
+        }
+        let mut repos: Vec<Repo> = Vec::new();
+        for repo in env.repos {
+            let path = repo.path.unwrap_or_else(|| PathBuf::from("."));
+            let inside = path.is_relative()
+                && path.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                });
+            if repo.url.trim().is_empty() || repo.url.starts_with('-') {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: {:?} is not a repository URL",
+                    repo.url
+                )));
+            }
+            if !inside {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: path {:?} must be relative to the workspace, without '..'",
+                    path.display().to_string()
+                )));
+            }
+            if repo
+                .reference
+                .as_deref()
+                .is_some_and(|r| r.is_empty() || r.starts_with('-'))
+            {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: ref {:?} is not a branch, tag or commit",
+                    repo.reference.unwrap_or_default()
+                )));
+            }
+            let normal = |p: &Path| {
+                p.components()
+                    .filter(|c| !matches!(c, std::path::Component::CurDir))
+                    .collect::<PathBuf>()
+            };
+            if repos.iter().any(|r| normal(&r.path) == normal(&path)) {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: two repositories are checked out at {:?}",
+                    path.display().to_string()
+                )));
+            }
+            repos.push(Repo {
+                url: repo.url,
+                reference: repo.reference,
+                path,
+            });
+        }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
         if max_concurrent == 0 {
             return Err(Error::Invalid(format!(
@@ -440,6 +657,16 @@ fn resolve(
                 None => None,
             },
             demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
+            sandbox,
+            network: env.network.unwrap_or(true),
+            inherit_env: env.inherit_env,
+            secrets: env.secrets,
+            limits: crate::exec::cgroup::Limits {
+                memory_mb: env.memory_mb,
+                pids_max: env.pids_max,
+                cpu_percent: env.cpu_percent,
+            },
+            repos,
         });
     }
     if environments.is_empty() {
@@ -456,7 +683,79 @@ fn resolve(
         rate_limit,
         environments,
         loaded_at,
+        file: None,
+        secrets,
+        agent_user: match file.server.agent_user {
+            Some(user) if user.is_empty() => {
+                return Err(Error::Invalid(
+                    "server.agent_user: must name a user (or be left out for \"nobody\")".into(),
+                ))
+            }
+            Some(user) => user,
+            None => DEFAULT_AGENT_USER.into(),
+        },
     })
+}
+
+/// A name an agent's variable can have: a portable shell name that is not one of ours.
+fn variable_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !name.starts_with("RUNLEDGER_")
+}
+
+/// Reads every secret's value now, so that a missing file or variable stops start-up instead of
+/// failing runs later. Error messages name the source, never a value.
+fn read_secrets(
+    sources: BTreeMap<String, SecretSource>,
+) -> Result<BTreeMap<String, Secret>, Error> {
+    let mut secrets = BTreeMap::new();
+    for (name, source) in sources {
+        let at = format!("secrets.{name}");
+        if !variable_name(&name) {
+            return Err(Error::Invalid(format!(
+                "{at}: {name:?} is not a variable name (letters, digits and '_', not starting \
+                 with a digit, and not a reserved RUNLEDGER_ variable)"
+            )));
+        }
+        let (value, file) = match source {
+            SecretSource::File(path) => {
+                let path = std::path::absolute(&path)
+                    .map_err(|e| Error::Invalid(format!("{at}: {}: {e}", path.display())))?;
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Error::Invalid(format!("{at}: cannot read {}: {e}", path.display()))
+                })?;
+                // `echo key > file` leaves a newline that is not part of the key.
+                let value = text.strip_suffix('\n').unwrap_or(&text);
+                let value = value.strip_suffix('\r').unwrap_or(value).to_string();
+                (value, Some(path))
+            }
+            SecretSource::Env(var) => match std::env::var(&var) {
+                Ok(value) => (value, None),
+                Err(_) => {
+                    return Err(Error::Invalid(format!(
+                        "{at}: the server's environment variable {var} is not set (or not UTF-8)"
+                    )))
+                }
+            },
+        };
+        if value.is_empty() {
+            return Err(Error::Invalid(format!(
+                "{at}: the value is empty; a secret must have one"
+            )));
+        }
+        secrets.insert(
+            name,
+            Secret {
+                value: SecretValue(value),
+                file,
+            },
+        );
+    }
+    Ok(secrets)
 }
 
 fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {
@@ -728,6 +1027,83 @@ mod tests {
             err.contains("server.bind: 0.0.0.0:8080 is not a loopback address")
                 && err.contains("server.tls_cert and server.tls_key")
                 && err.contains("server.allow_non_loopback = true"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn agents_are_sandboxed_by_default_and_bad_containment_settings_are_refused() {
+        let config = load_text(
+            "[[environments]]\nid = \"c\"\nharness = \"command\"\ncommand = [\"a\"]\n\n\
+             [[environments]]\nid = \"p\"\nharness = \"claude\"\nsandbox = \"none\"\n\n\
+             [[environments]]\nid = \"d\"\nharness = \"demo\"\n",
+        )
+        .expect("valid");
+        let sandbox = |id: &str| config.environment(id).map(|e| e.sandbox);
+        assert_eq!(sandbox("c"), Some(Some(Sandbox::Bwrap)));
+        assert_eq!(sandbox("p"), Some(Some(Sandbox::None)));
+        assert_eq!(sandbox("d"), Some(None));
+        assert!(config.environments.iter().all(|e| e.network));
+        assert_eq!(config.agent_user, DEFAULT_AGENT_USER);
+        for (text, want) in [
+            (
+                "harness = \"demo\"\nsandbox = \"bwrap\"",
+                "environments[0].sandbox",
+            ),
+            (
+                "harness = \"demo\"\nmemory_mb = 64",
+                "environments[0].memory_mb",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\nsandbox = \"none\"\nnetwork = false",
+                "environments[0].network: network = false needs sandbox",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\npids_max = 0",
+                "environments[0].pids_max: must be at least 8",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\ncpu_percent = 999999999",
+                "environments[0].cpu_percent",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\ninherit_env = [\"RUNLEDGER_X\"]",
+                "environments[0].inherit_env",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\nsandbox = \"docker\"",
+                "unknown variant",
+            ),
+        ] {
+            let err = load_text(&format!("[[environments]]\nid = \"x\"\n{text}\n"))
+                .expect_err(text)
+                .to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn secrets_are_read_at_load_and_never_shown_by_debug() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let key = dir.path().join("k");
+        std::fs::write(&key, "value-123\n").expect("write");
+        let config = load_text(&format!(
+            "[secrets]\nK = {{ file = {:?} }}\n\n[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"a\"]\nsecrets = [\"K\"]\n",
+            key.display().to_string()
+        ))
+        .expect("valid");
+        let secret = &config.secrets["K"];
+        assert_eq!(secret.value.expose(), "value-123");
+        assert_eq!(secret.file.as_deref(), Some(key.as_path()));
+        assert!(!format!("{config:?}").contains("value-123"));
+        std::fs::write(&key, "").expect("write");
+        let err = load_text(&format!(
+            "[secrets]\nK = {{ file = {:?} }}\n",
+            key.display().to_string()
+        ))
+        .expect_err("empty");
+        assert!(
+            err.to_string().contains("secrets.K: the value is empty"),
             "{err}"
         );
     }

@@ -46,6 +46,10 @@ pub enum Error {
     Serve(std::io::Error),
     #[error("the final sync at shutdown failed: {0}")]
     FinalSync(crate::store::Error),
+    #[error(transparent)]
+    Sandbox(#[from] crate::exec::sandbox::Error),
+    #[error(transparent)]
+    Cgroup(#[from] crate::exec::cgroup::Error),
 }
 
 /// How long requests still in flight when the workers are told to stop may take to finish.
@@ -158,7 +162,19 @@ impl Application {
         let terminate = signal(SignalKind::terminate()).map_err(Error::Signals)?;
         let interrupt = signal(SignalKind::interrupt()).map_err(Error::Signals)?;
         let config = Arc::new(config);
+        // Before anything is opened: a host that cannot contain the agents stops start-up.
+        let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
         let (store, index) = open_store(&config, false)?;
+        // sled makes its files readable by everyone; an unconfined agent runs as another user
+        // and must not read the store (the key hashes, the secret that signs session links).
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let sled = config.data_dir.join("sled");
+            if let Err(e) = std::fs::set_permissions(&sled, std::fs::Permissions::from_mode(0o700))
+            {
+                tracing::warn!(path = %sled.display(), error = %e, "cannot make the store private");
+            }
+        }
         if store.keys().is_empty() {
             let (record, secret) = store
                 .keys()
@@ -192,6 +208,7 @@ impl Application {
         if orphans > 0 {
             tracing::warn!(orphans, "killed agent processes left by a previous server");
         }
+        let cgroups = crate::exec::cgroup::Cgroups::prepare(&config, &instance)?;
         let executor = Executor::new(
             config.environments.clone(),
             Supervision {
@@ -199,6 +216,10 @@ impl Application {
                 data_dir: config.data_dir.clone(),
                 instance,
                 grace: std::time::Duration::from_secs(config.stop_grace_secs),
+                sandboxes,
+                cgroups,
+                mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
+                secrets: Arc::new(config.secrets.clone()),
             },
         );
         let runs = Runs::new(store.clone(), index, executor);

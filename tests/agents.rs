@@ -4,9 +4,9 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use common::{eventually, running, script, Server};
+use common::{eventually, processes_of, running, script, Server};
 use serde_json::{json, Value};
 
 struct Fixture {
@@ -16,7 +16,7 @@ struct Fixture {
 impl Fixture {
     fn new() -> Fixture {
         Fixture {
-            dir: tempfile::tempdir().expect("tempdir"),
+            dir: common::agent_visible_dir(),
         }
     }
 
@@ -35,11 +35,41 @@ impl Fixture {
     }
 }
 
-fn pid_in(path: &Path) -> i32 {
-    std::fs::read_to_string(path)
-        .ok()
-        .and_then(|s| s.trim().parse().ok())
-        .unwrap_or_else(|| panic!("no pid in {}", path.display()))
+/// The host pids of `sleep 4242421`, which the tree test's sandboxed agent starts without its
+/// markers.
+fn escaped_sleeps() -> Vec<i32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| {
+            running(*pid)
+                && std::fs::read(format!("/proc/{pid}/cmdline"))
+                    .is_ok_and(|c| c == b"sleep\x004242421\x00")
+        })
+        .collect()
+}
+
+/// Kills what `escaped_sleeps` finds if the test fails before its tree is stopped, so a
+/// failure leaves no process behind.
+struct KillEscaped;
+
+impl Drop for KillEscaped {
+    fn drop(&mut self) {
+        for pid in escaped_sleeps() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(pid),
+                nix::sys::signal::Signal::SIGKILL,
+            );
+        }
+    }
+}
+
+/// The run's workspace, where its agent leaves what the test looks at.
+fn workspace(s: &Server, id: &str) -> PathBuf {
+    s.data_dir.join("workspaces").join(id)
 }
 
 async fn transcript_text(s: &Server, id: &str) -> String {
@@ -285,56 +315,80 @@ done"#,
 #[tokio::test]
 async fn cancel_and_time_limits_stop_the_whole_process_tree() {
     let f = Fixture::new();
-    let pids = f.path("pids");
-    std::fs::create_dir(&pids).expect("mkdir");
+    // Children in the group, out of it (setsid) and one level down; the agent ignores SIGTERM.
     let agent = f.agent(
         "tree.sh",
-        &format!(
-            r#"dir={pids}/$RUNLEDGER_RUN_ID; mkdir -p $dir
-sleep 1000 & echo $! > $dir/background
-setsid sleep 1000 & echo $! > $dir/session
-bash -c 'sleep 1000 & echo $! > '$dir'/grandchild; wait' &
+        r#"sleep 1000 & echo $! > background
+setsid sleep 1000 & echo $! > session
+bash -c 'sleep 1000 & echo $! > grandchild; wait' &
+# Sandboxed only: one that leaves the group and scrubs its environment (so its markers).
+if [ "$ESCAPE" = yes ]; then setsid env -i sleep 4242421 & fi
 trap '' TERM
-echo $$ > $dir/agent
+echo $$ > agent
 wait"#,
-            pids = pids.display()
-        ),
     );
     let config = f.config(&format!(
-        "[[environments]]\nid = \"tree\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\n\
+        "[[environments]]\nid = \"tree\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nenv = {{ ESCAPE = \"yes\" }}\n\n\
+         [[environments]]\nid = \"unconfined\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nsandbox = \"none\"\n\n\
          [[environments]]\nid = \"short\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_runtime_secs = 1\n"
     ));
     let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
 
-    let all_pids = |id: &str| -> Vec<i32> {
-        ["agent", "background", "session", "grandchild"]
-            .iter()
-            .map(|n| pid_in(&pids.join(id).join(n)))
-            .collect()
-    };
-    let id = s.create(json!({"prompt": "x"})).await;
-    s.wait_state(&id, "INPROGRESS").await;
-    eventually(10, "the agent wrote its pids", || {
-        pids.join(&id).join("agent").exists() && pids.join(&id).join("grandchild").exists()
-    })
-    .await;
-    let tree = all_pids(&id);
-    assert!(tree.iter().all(|p| running(*p)), "{tree:?}");
-    let (st, _) = s
-        .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+    for environment in ["tree", "unconfined"] {
+        let id = s
+            .create(json!({"prompt": "x", "config": {"environment_id": environment}}))
+            .await;
+        s.wait_state(&id, "INPROGRESS").await;
+        let ws = workspace(&s, &id);
+        eventually(10, "the agent wrote its pids", || {
+            ["agent", "background", "session", "grandchild"]
+                .iter()
+                .all(|n| ws.join(n).exists())
+        })
         .await;
-    assert_eq!(st, 200);
-    assert_eq!(s.run(&id).await["state"], "CANCELLED");
-    // The agent ignores SIGTERM, so this takes the 2 s grace and then SIGKILL.
-    eventually(10, "the whole tree to be gone", || {
-        tree.iter().all(|p| !running(*p))
-    })
-    .await;
+        // The agent, its three sleeps and the bash between (and, sandboxed, bwrap's two).
+        let tree = processes_of(&id);
+        assert!(tree.len() >= 5, "{environment}: {tree:?}");
+        let escaped = if environment == "tree" {
+            let mut found = Vec::new();
+            eventually(10, "the escaped process to start", || {
+                found = escaped_sleeps();
+                !found.is_empty()
+            })
+            .await;
+            found
+        } else {
+            Vec::new()
+        };
+        let _cleanup = KillEscaped;
+        let (st, _) = s
+            .post(&s.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+            .await;
+        assert_eq!(st, 200);
+        assert_eq!(s.run(&id).await["state"], "CANCELLED");
+        // The agent ignores SIGTERM, so this takes the 2 s grace and then SIGKILL.
+        eventually(10, "the whole tree to be gone", || {
+            tree.iter().all(|p| !running(*p))
+        })
+        .await;
+        // Sandboxed, the process without markers goes with its PID namespace.
+        eventually(10, "the escaped process to be gone", || {
+            escaped.iter().all(|p| !running(*p))
+        })
+        .await;
+    }
 
     let id = s
         .create(json!({"prompt": "x", "config": {"environment_id": "short"}}))
         .await;
+    s.wait_state(&id, "INPROGRESS").await;
+    let ws = workspace(&s, &id);
+    eventually(10, "the agent wrote its pids", || {
+        ws.join("grandchild").exists()
+    })
+    .await;
+    let tree = processes_of(&id);
     let failed = s.wait_state(&id, "FAILED").await;
     assert!(
         failed["status_message"]["message"]
@@ -342,7 +396,6 @@ wait"#,
             .is_some_and(|m| m.contains("max_runtime_secs")),
         "{failed}"
     );
-    let tree = all_pids(&id);
     eventually(10, "the timed-out tree to be gone", || {
         tree.iter().all(|p| !running(*p))
     })
@@ -352,15 +405,7 @@ wait"#,
 #[tokio::test]
 async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
     let f = Fixture::new();
-    let pids = f.path("pids");
-    std::fs::create_dir(&pids).expect("mkdir");
-    let agent = f.agent(
-        "forever.sh",
-        &format!(
-            "echo $$ > {}/$RUNLEDGER_RUN_ID; sleep 1000 & wait",
-            pids.display()
-        ),
-    );
+    let agent = f.agent("forever.sh", "echo $$ > started; sleep 1000 & wait");
     let config = f.config(&format!(
         "[[environments]]\nid = \"long\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 2\n"
     ));
@@ -377,15 +422,14 @@ async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
     ];
     for id in &in_progress {
         s.wait_state(id, "INPROGRESS").await;
-        eventually(10, "the agent to start", || pids.join(id).exists()).await;
+        let started = workspace(&s, id).join("started");
+        eventually(10, "the agent to start", || started.exists()).await;
     }
     for id in &queued {
         assert_eq!(s.run(id).await["state"], "QUEUED");
     }
-    let orphans: Vec<i32> = in_progress
-        .iter()
-        .map(|id| pid_in(&pids.join(id)))
-        .collect();
+    let orphans: Vec<i32> = in_progress.iter().flat_map(|id| processes_of(id)).collect();
+    assert!(orphans.len() >= 4, "{orphans:?}");
     s.kill();
     assert!(
         orphans.iter().all(|p| running(*p)),
@@ -407,32 +451,24 @@ async fn after_a_crash_orphaned_agents_are_killed_and_their_runs_failed() {
     // The runs that were waiting start, in their own new processes.
     for id in &queued {
         s.wait_state(id, "INPROGRESS").await;
-        eventually(10, "the queued run's agent to start", || {
-            pids.join(id).exists()
-        })
-        .await;
-        assert!(running(pid_in(&pids.join(id))));
+        let started = workspace(&s, id).join("started");
+        eventually(10, "the queued run's agent to start", || started.exists()).await;
+        assert!(!processes_of(id).is_empty());
     }
 }
 
 #[tokio::test]
 async fn sigterm_stops_agents_records_their_runs_and_exits_cleanly() {
     let f = Fixture::new();
-    let pids = f.path("pids");
-    std::fs::create_dir(&pids).expect("mkdir");
     // An agent with children in and out of its process group, which ignores SIGTERM (and so do
     // the children it starts after the trap).
     let agent = f.agent(
         "stubborn.sh",
-        &format!(
-            r#"dir={pids}/$RUNLEDGER_RUN_ID; mkdir -p $dir
-sleep 1000 & echo $! > $dir/background
-setsid sleep 1000 & echo $! > $dir/session
+        r#"sleep 1000 & echo $! > background
+setsid sleep 1000 & echo $! > session
 trap '' TERM
-echo $$ > $dir/agent
+echo $$ > agent
 while true; do sleep 0.1; done"#,
-            pids = pids.display()
-        ),
     );
     let config = f.config(&format!(
         "[[environments]]\nid = \"one\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 1\n"
@@ -442,17 +478,15 @@ while true; do sleep 0.1; done"#,
     s.wait_ready().await;
     let running_id = s.create(json!({"prompt": "long job"})).await;
     s.wait_state(&running_id, "INPROGRESS").await;
-    let dir = pids.join(&running_id);
+    let dir = workspace(&s, &running_id);
     eventually(10, "the agent wrote its pids", || {
         ["agent", "background", "session"]
             .iter()
             .all(|n| dir.join(n).exists())
     })
     .await;
-    let tree: Vec<i32> = ["agent", "background", "session"]
-        .iter()
-        .map(|n| pid_in(&dir.join(n)))
-        .collect();
+    let tree = processes_of(&running_id);
+    assert!(tree.len() >= 3, "{tree:?}");
     let waiting_id = s.create(json!({"prompt": "next job"})).await;
     assert_eq!(s.run(&waiting_id).await["state"], "QUEUED");
 
@@ -520,8 +554,9 @@ while true; do sleep 0.1; done"#,
     assert!(text.lines().any(|l| l == "stopped"), "{text}");
 
     // SIGINT shuts down the same way.
+    let dir = workspace(&s, &waiting_id);
     eventually(10, "the second agent to start", || {
-        pids.join(&waiting_id).join("agent").exists()
+        dir.join("agent").exists()
     })
     .await;
     let status = s.stop_with(nix::sys::signal::Signal::SIGINT, 15).await;
@@ -552,18 +587,16 @@ async fn presets_run_the_agent_clis_with_their_argv_templates() {
     let f = Fixture::new();
     let bin = f.path("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    let record = f.path("record");
-    std::fs::create_dir(&record).expect("mkdir");
+    // Each fake CLI records what it got in its workspace.
     for cli in ["claude", "codex", "gemini"] {
         script(
             &bin.join(cli),
             &format!(
-                r#"out={}/{cli}-$RUNLEDGER_EXECUTION; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
+                r#"mkdir -p .record; out=.record/{cli}-$RUNLEDGER_EXECUTION; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
 [ -f .gemini/settings.json ] && cp .gemini/settings.json $out.settings
 # Like the real CLIs, read a piped stdin to its end before working.
 cat > $out.stdin
 exit 0"#,
-                record.display()
             ),
         );
     }
@@ -594,14 +627,15 @@ exit 0"#,
     for id in [&claude, &codex, &gemini] {
         s.wait_state(id, "SUCCEEDED").await;
     }
-    let argv = |cli: &str| -> Vec<String> {
-        std::fs::read_to_string(record.join(format!("{cli}.argv")))
+    let record = |id: &str| workspace(&s, id).join(".record");
+    let argv = |id: &str, cli: &str| -> Vec<String> {
+        std::fs::read_to_string(record(id).join(format!("{cli}.argv")))
             .expect("argv recorded")
             .split_terminator('\0')
             .map(str::to_string)
             .collect()
     };
-    let claude_argv = argv("claude-1");
+    let claude_argv = argv(&claude, "claude-1");
     let mcp_path = f
         .path("data")
         .join("agent-files")
@@ -627,7 +661,7 @@ exit 0"#,
         serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
     assert_eq!(written["mcpServers"]["fs"]["command"], "npx");
     assert_eq!(
-        argv("codex-1"),
+        argv(&codex, "codex-1"),
         [
             "exec",
             "--skip-git-repo-check",
@@ -636,14 +670,17 @@ exit 0"#,
             "be brief\n\nfix it"
         ]
     );
-    assert_eq!(argv("gemini-1"), ["--model", "gemini-pro", "-p", "fix it"]);
+    assert_eq!(
+        argv(&gemini, "gemini-1"),
+        ["--model", "gemini-pro", "-p", "fix it"]
+    );
     let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(record.join("gemini-1.settings")).expect("settings"),
+        &std::fs::read_to_string(record(&gemini).join("gemini-1.settings")).expect("settings"),
     )
     .expect("json");
     assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
     assert_eq!(
-        std::fs::read_to_string(record.join("claude-1.run"))
+        std::fs::read_to_string(record(&claude).join("claude-1.run"))
             .expect("run")
             .trim(),
         claude
@@ -659,11 +696,11 @@ exit 0"#,
         .await;
     assert_eq!(st, 200);
     eventually(10, "second execution recorded", || {
-        record.join("claude-2.run").exists()
+        record(&claude).join("claude-2.run").exists()
     })
     .await;
     s.wait_state(&claude, "SUCCEEDED").await;
-    let resumed = argv("claude-2");
+    let resumed = argv(&claude, "claude-2");
     assert_eq!(
         &resumed[..3],
         ["-p", "now the tests", "--continue"],
@@ -671,13 +708,12 @@ exit 0"#,
     );
 
     // A skill-only run names its skill as the prompt.
-    std::fs::remove_file(record.join("codex-1.argv")).expect("rm");
     let skill = s
         .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "codex"}}))
         .await;
     s.wait_state(&skill, "SUCCEEDED").await;
     assert_eq!(
-        argv("codex-1").last().map(String::as_str),
+        argv(&skill, "codex-1").last().map(String::as_str),
         Some("Run the skill acme/tools:deploy.")
     );
 }
@@ -685,12 +721,12 @@ exit 0"#,
 #[tokio::test]
 async fn a_failed_setup_is_retried_in_a_fresh_workspace_when_the_run_resumes() {
     let f = Fixture::new();
-    let flag = f.path("setup-failed-once");
+    // The agent's HOME lives as long as the run; its workspace is fresh for every setup.
+    let flag = "$HOME/setup-failed-once";
     let agent = f.agent("agent.sh", "cat prepared.txt; ls");
     let config = f.config(&format!(
         "[[environments]]\nid = \"flaky\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
          setup = [\"touch leftover\", \"if [ -e {flag} ]; then echo ready > prepared.txt; else touch {flag}; exit 1; fi\"]\n",
-        flag = flag.display()
     ));
     let mut s = Server::start_with(f.dir.path(), &config, &[]);
     let key = s.key.clone();

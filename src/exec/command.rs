@@ -17,10 +17,12 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
+use super::cgroup::Leaf;
 use super::lines::{Piece, Splitter, Tail};
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
-use super::transcript::{Entry, Writer};
+use super::sandbox::{Launcher, Plan, Sandboxes};
+use super::transcript::{Entry, Redactor, Writer};
 use super::{Assignment, Control, Supervision};
 use crate::config::Harness;
 use crate::domain::{Followup, StatusMessage};
@@ -42,16 +44,47 @@ fn internal(message: String) -> StatusMessage {
     }
 }
 
-/// The variables every process of the execution gets (setup commands included).
-fn variables(job: &Assignment, mcp_config: &Path, instance: &str) -> BTreeMap<String, String> {
+/// The whole environment of every process of the execution (setup commands included). Nothing
+/// else of the server's environment is passed on: it can hold cloud credentials or the
+/// server's own keys.
+fn variables(
+    job: &Assignment,
+    sup: &Supervision,
+    mcp_config: &Path,
+    home: &Path,
+) -> BTreeMap<String, String> {
     let run = &job.run;
     let config = &run.config;
-    let mut vars: BTreeMap<String, String> = job.environment.env.clone();
+    let environment = &job.environment;
+    let mut vars: BTreeMap<String, String> = BTreeMap::new();
+    let server = |name: &str| std::env::var(name).ok();
+    vars.insert(
+        "PATH".into(),
+        server("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
+    );
+    vars.insert("HOME".into(), home.display().to_string());
+    vars.insert("USER".into(), sup.sandboxes.user_name());
+    for name in ["LANG", "TERM"] {
+        if let Some(value) = server(name) {
+            vars.insert(name.into(), value);
+        }
+    }
+    for name in &environment.inherit_env {
+        if let Some(value) = server(name) {
+            vars.insert(name.clone(), value);
+        }
+    }
+    vars.extend(environment.env.clone());
+    for name in &environment.secrets {
+        if let Some(secret) = sup.secrets.get(name) {
+            vars.insert(name.clone(), secret.value.expose().to_string());
+        }
+    }
     let mut set = |k: &str, v: String| {
         vars.insert(k.to_string(), v);
     };
     set(RUN_VAR, run.id.to_string());
-    set(INSTANCE_VAR, instance.to_string());
+    set(INSTANCE_VAR, sup.instance.clone());
     set("RUNLEDGER_PROMPT", run.prompt.clone());
     set("RUNLEDGER_TITLE", run.title.clone());
     // Unset config fields are present and empty, so agents need not tell the two apart.
@@ -96,18 +129,20 @@ fn mcp_json(job: &Assignment) -> serde_json::Value {
     serde_json::json!({ "mcpServers": servers })
 }
 
-fn command(program: &str, args: &[String], cwd: &Path, vars: &BTreeMap<String, String>) -> Command {
-    let mut cmd = Command::new(program);
-    // The server's own RUNLEDGER_* settings (an admin key, say) are not the agent's business.
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("RUNLEDGER_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd.args(args)
-        .current_dir(cwd)
-        .envs(vars)
-        .stdout(Stdio::piped())
+/// The command for one process of the execution, from its launcher.
+fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
+    let plan = Plan {
+        program: program.to_string(),
+        args: args.to_vec(),
+        cwd: x.workspace.clone(),
+        env: x.vars.clone(),
+        writable: vec![x.home.clone()],
+        readable: vec![x.mcp_path.clone()],
+        network: x.job.environment.network,
+        cgroups: x.leaf.as_ref().map(|l| l.procs()).unwrap_or_default(),
+    };
+    let mut cmd = x.launcher.command(&plan);
+    cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so the whole tree can be signalled at once.
         .process_group(0)
@@ -328,9 +363,14 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
 
 /// Adds our MCP servers to the workspace's `.gemini/settings.json`, keeping what a repository
 /// already has there.
-fn write_gemini_settings(workspace: &Path, mcp: &serde_json::Value) -> std::io::Result<()> {
+fn write_gemini_settings(
+    workspace: &Path,
+    mcp: &serde_json::Value,
+    sandboxes: &Sandboxes,
+) -> std::io::Result<()> {
     let dir = workspace.join(".gemini");
     std::fs::create_dir_all(&dir)?;
+    sandboxes.hand_over(&dir)?;
     let path = dir.join("settings.json");
     let mut settings = std::fs::read(&path)
         .ok()
@@ -348,7 +388,8 @@ fn write_gemini_settings(workspace: &Path, mcp: &serde_json::Value) -> std::io::
             }
         }
     }
-    write_private(&path, settings.to_string().as_bytes())
+    write_private(&path, settings.to_string().as_bytes())?;
+    sandboxes.hand_over(&path)
 }
 
 /// The prompt an agent CLI is given: the run's prompt (a skill-only run names its skill), or,
@@ -370,35 +411,132 @@ fn prompt_values(job: &Assignment) -> (String, bool) {
     }
 }
 
-/// Runs one execution of a command-harness agent.
-pub(super) async fn run(
-    job: &Assignment,
-    sup: &Supervision,
-    mut control: mpsc::UnboundedReceiver<Control>,
-) -> Outcome {
-    let env = &job.environment;
-    let id = job.run.id;
-    let marker = Marker {
-        instance: sup.instance.clone(),
-        execution: Some((id.to_string(), job.execution)),
-    };
-    let mut writer = match sup.transcripts.writer(id) {
-        Ok(w) => w,
-        Err(e) => {
-            return Some(Err(internal(format!(
-                "cannot open the run's transcript: {e}"
-            ))))
-        }
-    };
-    let system = |writer: &mut Writer, text: String| {
-        let _ = writer.append(&Entry {
+/// One execution, once prepared: where it works and what its processes get.
+struct Execution<'a> {
+    job: &'a Assignment,
+    sup: &'a Supervision,
+    launcher: &'a dyn Launcher,
+    marker: Marker,
+    writer: Writer,
+    redactor: Redactor,
+    workspace: PathBuf,
+    home: PathBuf,
+    mcp_path: PathBuf,
+    setup_done: PathBuf,
+    needs_setup: bool,
+    vars: BTreeMap<String, String>,
+    deadline: tokio::time::Instant,
+    control: mpsc::UnboundedReceiver<Control>,
+    /// Follow-ups not yet handed to the agent.
+    pending: Vec<Followup>,
+    /// The execution's cgroup, when its environment sets limits.
+    leaf: Option<Leaf>,
+}
+
+impl Execution<'_> {
+    fn system(&mut self, text: String) {
+        let _ = self.writer.append(&Entry {
             at: crate::actor::now(),
-            execution: job.execution,
+            execution: self.job.execution,
             stream: "system".into(),
             text,
             continued: false,
         });
+    }
+
+    /// How a failure is recorded: a limit the execution hit is named first, and the message
+    /// (which may quote the agent's stderr, and goes to the event log) is redacted like the
+    /// transcript.
+    fn failed(&self, mut message: StatusMessage) -> StatusMessage {
+        if let Some(limit) = self.leaf.as_ref().and_then(Leaf::exceeded) {
+            message.message = format!("{limit}; {}", message.message);
+        }
+        message.message = self.redactor.apply(&message.message).into_owned();
+        message
+    }
+}
+
+/// Runs one execution of a command-harness agent: prepare, setup, start, supervise, finish.
+pub(super) async fn run(
+    job: &Assignment,
+    sup: &Supervision,
+    control: mpsc::UnboundedReceiver<Control>,
+) -> Outcome {
+    let mut x = match prepare(job, sup, control) {
+        Ok(x) => x,
+        Err(message) => return Some(Err(message)),
     };
+    let outcome = execute(&mut x).await;
+    if let (Some(Err(_)), Some(limit)) = (&outcome, x.leaf.as_ref().and_then(Leaf::exceeded)) {
+        x.system(limit);
+    }
+    let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
+    if let Some(leaf) = x.leaf.take() {
+        leaf.remove().await;
+    }
+    outcome
+}
+
+/// Setup (until it has succeeded once), then the agent, to its end.
+async fn execute(x: &mut Execution<'_>) -> Outcome {
+    if x.needs_setup {
+        match checkout(x).await {
+            Ok(()) => {}
+            Err(Some(message)) => return Some(Err(message)),
+            Err(None) => return None,
+        }
+    }
+    if x.job.environment.harness == Harness::Gemini {
+        // After the checkout, so a repository's own settings are kept and extended.
+        if let Err(e) = write_gemini_settings(&x.workspace, &mcp_json(x.job), &x.sup.sandboxes) {
+            return Some(Err(internal(format!("cannot write the MCP config: {e}"))));
+        }
+    }
+    if x.needs_setup {
+        if let Some(ended) = setup(x).await {
+            return ended;
+        }
+    }
+    let (process, program, takes_stdin) = match start(x).await {
+        Ok(started) => started,
+        Err(message) => return Some(Err(message)),
+    };
+    let ended = settle(x, process, Keep::Nothing).await;
+    if !takes_stdin && !x.pending.is_empty() {
+        let note = format!(
+            "{} follow-up(s) could not be handed to the {program} CLI while it ran; send a follow-up after the run ends to resume it",
+            x.pending.len()
+        );
+        x.system(note);
+    }
+    finish(x, ended)
+}
+
+/// The workspace (fresh until setup has succeeded once), the agent's home, the MCP file, and
+/// the variables; everything handed to the agent user.
+fn prepare<'a>(
+    job: &'a Assignment,
+    sup: &'a Supervision,
+    control: mpsc::UnboundedReceiver<Control>,
+) -> Result<Execution<'a>, StatusMessage> {
+    let env = &job.environment;
+    let id = job.run.id;
+    let launcher = sup.sandboxes.launcher(env.sandbox).ok_or_else(|| {
+        internal(format!(
+            "the sandbox of environment {:?} was not prepared at start-up",
+            env.id
+        ))
+    })?;
+    let redactor = Redactor::new(env.secrets.iter().filter_map(|name| {
+        sup.secrets
+            .get(name)
+            .map(|s| (name.as_str(), s.value.expose()))
+    }));
+    let writer = sup
+        .transcripts
+        .writer(id)
+        .map_err(|e| internal(format!("cannot open the run's transcript: {e}")))?
+        .redacting(redactor.clone());
     let workspace_root = env
         .workspace_root
         .clone()
@@ -406,6 +544,7 @@ pub(super) async fn run(
     let workspace = workspace_root.join(id.to_string());
     let files: PathBuf = sup.data_dir.join("agent-files").join(id.to_string());
     let setup_done = files.join("setup.done");
+    let home = files.join("home");
     // A workspace whose setup never completed (it failed, or the server died during it) is
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
@@ -416,118 +555,287 @@ pub(super) async fn run(
                 _ => {}
             }
         }
-        std::fs::create_dir_all(&workspace)
-    });
-    if let Err(e) = prepared {
-        return Some(Err(internal(format!(
-            "cannot prepare the workspace {}: {e}",
-            workspace.display()
-        ))));
-    }
-    let mcp_path = files.join("mcp.json");
-    let mcp = mcp_json(job);
-    let written = write_private(&mcp_path, mcp.to_string().as_bytes()).and_then(|()| {
-        if env.harness == Harness::Gemini {
-            write_gemini_settings(&workspace, &mcp)?;
+        std::fs::create_dir_all(&workspace)?;
+        sup.sandboxes.hand_over(&workspace)?;
+        // The agent's HOME lives as long as the run, so a CLI that keeps its session there
+        // (claude's --resume) finds it again in the next execution.
+        private_dir(&home)?;
+        sup.sandboxes.hand_over(&home)?;
+        if sup.sandboxes.agent_user().is_some() {
+            // An unconfined agent of another user reaches its home and MCP file by their
+            // paths, without listing the directory (in a sandbox they are mounted for it).
+            use std::os::unix::fs::PermissionsExt;
+            std::fs::set_permissions(&files, std::fs::Permissions::from_mode(0o711))?;
         }
         Ok(())
     });
-    if let Err(e) = written {
-        return Some(Err(internal(format!("cannot write the MCP config: {e}"))));
+    if let Err(e) = prepared {
+        return Err(internal(format!(
+            "cannot prepare the workspace {}: {e}",
+            workspace.display()
+        )));
     }
-    let vars = variables(job, &mcp_path, &sup.instance);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs);
-    let mut pending: Vec<Followup> = job.followups.clone();
-    let mut no_stdin = None;
+    let mcp_path = files.join("mcp.json");
+    let mcp = mcp_json(job);
+    let written = write_private(&mcp_path, mcp.to_string().as_bytes())
+        .and_then(|()| sup.sandboxes.hand_over(&mcp_path));
+    if let Err(e) = written {
+        return Err(internal(format!("cannot write the MCP config: {e}")));
+    }
+    let vars = variables(job, sup, &mcp_path, &home);
+    let leaf = sup
+        .cgroups
+        .create(env, &format!("{id}-{}", job.execution))
+        .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
+    Ok(Execution {
+        job,
+        sup,
+        launcher,
+        marker: Marker {
+            instance: sup.instance.clone(),
+            execution: Some((id.to_string(), job.execution)),
+        },
+        writer,
+        redactor,
+        workspace,
+        home,
+        mcp_path,
+        setup_done,
+        needs_setup,
+        vars,
+        deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
+        control,
+        pending: job.followups.clone(),
+        leaf,
+    })
+}
 
-    if needs_setup {
-        for (i, line) in env.setup.iter().enumerate() {
-            system(
-                &mut writer,
-                format!("setup {}/{}: {line}", i + 1, env.setup.len()),
-            );
-            let mut cmd = command("sh", &["-c".into(), line.clone()], &workspace, &vars);
-            cmd.stdin(Stdio::null());
-            let mut child = match cmd.spawn() {
-                Ok(c) => c,
-                Err(e) => {
-                    process::stop_tree(None, &marker, sup.grace).await;
-                    return Some(Err(internal(format!(
-                        "cannot start setup command {}: {e}",
-                        i + 1
-                    ))));
-                }
-            };
-            let group = child.id().map(|p| p as i32);
-            let mut output = Output::start(&mut child);
-            let mut watch = Watch {
-                job,
-                writer: &mut writer,
-                control: &mut control,
-                pending: &mut pending,
-                deadline,
-            };
-            let ended = supervise(&mut child, &mut output, &mut no_stdin, &mut watch).await;
-            if matches!(&ended, Ok(Ended::Exited(status)) if status.success()) {
-                // What a successful setup leaves running (a database, say) is for the agent.
-                let _ = output.drain(&mut writer, job.execution).await;
-            } else {
-                // A failed or stopped setup takes everything of the execution with it.
-                let _ = tokio::join!(
-                    process::stop_tree(group, &marker, sup.grace),
-                    output.drain(&mut writer, job.execution)
-                );
+/// A started process of the execution.
+struct Process {
+    child: Child,
+    group: Option<i32>,
+    output: Output,
+    stdin: Option<ChildStdin>,
+}
+
+impl Process {
+    fn spawn(mut cmd: Command) -> std::io::Result<Process> {
+        let mut child = cmd.spawn()?;
+        let group = child.id().map(|p| p as i32);
+        let stdin = child.stdin.take();
+        let output = Output::start(&mut child);
+        Ok(Process {
+            child,
+            group,
+            output,
+            stdin,
+        })
+    }
+}
+
+/// What of a process tree outlives it.
+#[derive(PartialEq, Eq)]
+enum Keep {
+    /// What a successful setup command leaves running (a database, say) is for the agent.
+    OnSuccess,
+    Nothing,
+}
+
+/// The one place a process is waited for: supervises it to its end, closes its stdin, stops
+/// what it leaves (the whole execution's tree, unless `keep` says otherwise) while draining the
+/// rest of its output.
+async fn settle(
+    x: &mut Execution<'_>,
+    mut process: Process,
+    keep: Keep,
+) -> (std::io::Result<Ended>, Output) {
+    let mut watch = Watch {
+        job: x.job,
+        writer: &mut x.writer,
+        control: &mut x.control,
+        pending: &mut x.pending,
+        deadline: x.deadline,
+    };
+    let ended = supervise(
+        &mut process.child,
+        &mut process.output,
+        &mut process.stdin,
+        &mut watch,
+    )
+    .await;
+    drop(process.stdin.take());
+    let succeeded = matches!(&ended, Ok(Ended::Exited(status)) if status.success());
+    if succeeded && keep == Keep::OnSuccess {
+        let _ = process.output.drain(&mut x.writer, x.job.execution).await;
+    } else {
+        // Whatever the process left behind (background children) goes with it; its output is
+        // drained meanwhile, so a tree that prints while shutting down is not blocked on the
+        // pipe.
+        let _ = tokio::join!(
+            process::stop_tree(process.group, &x.marker, x.sup.grace),
+            process.output.drain(&mut x.writer, x.job.execution)
+        );
+    }
+    (ended, process.output)
+}
+
+/// Fills the fresh workspace with the environment's repositories (outer paths first, so a
+/// repository can be checked out inside another), and hands them to the agent user. A cancel
+/// meanwhile stops git at once (`Err(None)`); follow-ups wait for the agent.
+async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusMessage>> {
+    let mut repos: Vec<&crate::config::Repo> = x.job.environment.repos.iter().collect();
+    repos.sort_by_key(|r| {
+        r.path
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .count()
+    });
+    let count = repos.len();
+    for (i, repo) in repos.into_iter().enumerate() {
+        let wanted = repo.reference.as_deref().unwrap_or("default branch");
+        x.system(format!(
+            "repository {}/{count}: {} ({wanted}) at {}",
+            i + 1,
+            repo.url,
+            repo.path.display()
+        ));
+        let started = std::time::Instant::now();
+        let (sup, workspace) = (x.sup, x.workspace.clone());
+        let checking_out = sup.mirrors.checkout(repo, &workspace, x.deadline);
+        tokio::pin!(checking_out);
+        let checked_out = loop {
+            tokio::select! {
+                result = &mut checking_out => break result,
+                message = x.control.recv() => match message {
+                    Some(Control::Followup(f)) => {
+                        let _ = x.writer.append(&Entry {
+                            at: crate::actor::now(),
+                            execution: x.job.execution,
+                            stream: "followup".into(),
+                            text: format!("({}) {}", f.mode.as_str(), f.message),
+                            continued: false,
+                        });
+                        x.pending.push(f);
+                    }
+                    // Dropping the checkout kills git (`kill_on_drop`).
+                    Some(Control::Stop) | None => {
+                        x.system("stopped".into());
+                        return Err(None);
+                    }
+                },
             }
-            match ended {
-                Ok(Ended::Exited(status)) if status.success() => {}
-                Ok(Ended::Exited(status)) => {
-                    let what = format!("setup command {} ({line})", i + 1);
-                    return Some(Err(failure(
-                        &what,
-                        status,
-                        &output.tail(),
-                        Some("environment_setup_failed"),
-                    )));
-                }
-                Ok(Ended::Stopped) => {
-                    system(&mut writer, "stopped".into());
-                    return None;
-                }
-                Ok(Ended::TimedOut) => return Some(Err(timed_out(env.max_runtime_secs))),
-                Err(e) => {
-                    return Some(Err(internal(format!(
-                        "lost track of setup command {}: {e}",
-                        i + 1
-                    ))))
-                }
-            }
+        };
+        if let Err(failure) = checked_out {
+            x.system(failure.message.clone());
+            return Err(Some(StatusMessage {
+                message: failure.message,
+                error_code: Some("environment_setup_failed".into()),
+                retryable: Some(failure.retryable),
+            }));
         }
-        if let Err(e) = write_private(&setup_done, b"") {
-            return Some(Err(internal(format!(
-                "cannot record that setup completed: {e}"
+        x.system(format!(
+            "repository {}/{count} checked out in {} ms",
+            i + 1,
+            started.elapsed().as_millis()
+        ));
+    }
+    if x.sup.sandboxes.agent_user().is_some() {
+        let root = x.workspace.clone();
+        let sandboxes = x.sup.sandboxes.clone();
+        let handed = tokio::task::spawn_blocking(move || sandboxes.hand_over_tree(&root)).await;
+        if let Err(e) = handed.map_err(std::io::Error::other).and_then(|r| r) {
+            return Err(Some(internal(format!(
+                "cannot hand the checked-out repositories to the agent user: {e}"
             ))));
         }
     }
+    Ok(())
+}
 
-    let (prompt, resumed) = prompt_values(job);
+/// Runs the environment's setup commands in order; `Some` ends the execution there.
+async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
+    let env = &x.job.environment;
+    for (i, line) in env.setup.iter().enumerate() {
+        x.system(format!("setup {}/{}: {line}", i + 1, env.setup.len()));
+        let mut cmd = command(x, "sh", &["-c".into(), line.clone()]);
+        cmd.stdin(Stdio::null());
+        let process = match Process::spawn(cmd) {
+            Ok(p) => p,
+            Err(e) => {
+                process::stop_tree(None, &x.marker, x.sup.grace).await;
+                return Some(Some(Err(internal(format!(
+                    "cannot start setup command {}: {e}",
+                    i + 1
+                )))));
+            }
+        };
+        let (ended, output) = settle(x, process, Keep::OnSuccess).await;
+        match ended {
+            Ok(Ended::Exited(status)) if status.success() => {}
+            Ok(Ended::Exited(status)) => {
+                let what = format!("setup command {} ({line})", i + 1);
+                return Some(Some(Err(failure(
+                    &what,
+                    status,
+                    &output.tail(),
+                    Some("environment_setup_failed"),
+                ))));
+            }
+            Ok(Ended::Stopped) => {
+                x.system("stopped".into());
+                return Some(None);
+            }
+            Ok(Ended::TimedOut) => return Some(Some(Err(timed_out(env.max_runtime_secs)))),
+            Err(e) => {
+                return Some(Some(Err(internal(format!(
+                    "lost track of setup command {}: {e}",
+                    i + 1
+                )))))
+            }
+        }
+    }
+    if let Err(e) = write_private(&x.setup_done, b"") {
+        return Some(Some(Err(internal(format!(
+            "cannot record that setup completed: {e}"
+        )))));
+    }
+    None
+}
+
+/// Starts the agent and hands it the follow-ups that waited for it. Returns the process, its
+/// program, and whether it takes follow-ups on stdin.
+async fn start(x: &mut Execution<'_>) -> Result<(Process, String, bool), StatusMessage> {
+    let env = &x.job.environment;
+    let (prompt, resumed) = prompt_values(x.job);
     let values = Values {
         prompt,
-        model_id: job.run.config.model_id.clone().unwrap_or_default(),
-        base_prompt: job.run.config.base_prompt.clone().unwrap_or_default(),
-        mcp_config: mcp_path.display().to_string(),
-        workspace: workspace.display().to_string(),
+        model_id: x.job.run.config.model_id.clone().unwrap_or_default(),
+        base_prompt: x.job.run.config.base_prompt.clone().unwrap_or_default(),
+        mcp_config: x.mcp_path.display().to_string(),
+        workspace: x.workspace.display().to_string(),
     };
     let argv = presets::argv(env.harness, &env.command, &values, resumed);
     let Some((program, args)) = argv.split_first() else {
-        return Some(Err(internal(
-            "the environment has no command to run".into(),
-        )));
+        return Err(internal("the environment has no command to run".into()));
     };
-    system(
-        &mut writer,
-        format!("execution {} starts: {program}", job.execution),
-    );
-    let mut cmd = command(program, args, &workspace, &vars);
+    x.system(format!("execution {} starts: {program}", x.job.execution));
+    // Inside a sandbox a missing program would only show as the launcher's failure; looked
+    // up here, it is a setup failure that says so, whatever the launcher.
+    if !findable(
+        program,
+        &x.workspace,
+        x.vars.get("PATH").map(String::as_str),
+    ) {
+        process::stop_tree(None, &x.marker, x.sup.grace).await;
+        return Err(StatusMessage {
+            message: format!(
+                "cannot start the agent {program:?}: no such program (searched the agent's PATH)"
+            ),
+            error_code: Some("environment_setup_failed".into()),
+            retryable: Some(false),
+        });
+    }
+    let mut cmd = command(x, program, args);
     // The command harness takes follow-ups on stdin. The agent CLIs of the presets read a
     // piped stdin as part of their prompt and wait for it to close, so theirs is empty.
     let takes_stdin = env.harness == Harness::Command;
@@ -536,67 +844,58 @@ pub(super) async fn run(
     } else {
         Stdio::null()
     });
-    let mut child = match cmd.spawn() {
-        Ok(c) => c,
+    let mut process = match Process::spawn(cmd) {
+        Ok(p) => p,
         Err(e) => {
             // Whatever setup left running is of no use without the agent.
-            process::stop_tree(None, &marker, sup.grace).await;
-            return Some(Err(StatusMessage {
+            process::stop_tree(None, &x.marker, x.sup.grace).await;
+            return Err(StatusMessage {
                 message: format!("cannot start the agent {program:?}: {e}"),
                 error_code: Some("environment_setup_failed".into()),
                 retryable: Some(false),
-            }));
+            });
         }
     };
-    let group = child.id().map(|p| p as i32);
-    let mut stdin = child.stdin.take();
-    let mut output = Output::start(&mut child);
     if takes_stdin {
-        for f in std::mem::take(&mut pending) {
-            write_followup(&mut stdin, &f).await;
+        for f in std::mem::take(&mut x.pending) {
+            write_followup(&mut process.stdin, &f).await;
         }
     }
-    let mut watch = Watch {
-        job,
-        writer: &mut writer,
-        control: &mut control,
-        pending: &mut pending,
-        deadline,
+    Ok((process, program.clone(), takes_stdin))
+}
+
+/// Whether `program` names an executable file, directly (relative to the workspace) or on
+/// `path`.
+fn findable(program: &str, workspace: &Path, path: Option<&str>) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let executable = |p: &Path| {
+        std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
-    let ended = supervise(&mut child, &mut output, &mut stdin, &mut watch).await;
-    drop(stdin);
-    if !takes_stdin && !pending.is_empty() {
-        system(
-            &mut writer,
-            format!(
-                "{} follow-up(s) could not be handed to the {program} CLI while it ran; send a follow-up after the run ends to resume it",
-                pending.len()
-            ),
-        );
+    if program.contains('/') {
+        return executable(&workspace.join(program));
     }
-    // Whatever the agent left behind (background children) goes with it; its output is
-    // drained meanwhile, so a tree that prints while shutting down is not blocked on the pipe.
-    let _ = tokio::join!(
-        process::stop_tree(group, &marker, sup.grace),
-        output.drain(&mut writer, job.execution)
-    );
+    std::env::split_paths(path.unwrap_or_default()).any(|dir| executable(&dir.join(program)))
+}
+
+/// The outcome of the agent's end, also written to the transcript.
+fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Output)) -> Outcome {
     match ended {
         Ok(Ended::Exited(status)) if status.success() => {
-            system(&mut writer, "the agent exited successfully".into());
+            x.system("the agent exited successfully".into());
             Some(Ok(()))
         }
         Ok(Ended::Exited(status)) => {
             let outcome = failure("the agent", status, &output.tail(), None);
-            system(&mut writer, outcome.message.clone());
+            x.system(outcome.message.clone());
             Some(Err(outcome))
         }
         Ok(Ended::Stopped) => {
-            system(&mut writer, "stopped".into());
+            x.system("stopped".into());
             None
         }
         Ok(Ended::TimedOut) => {
-            let outcome = timed_out(env.max_runtime_secs);
-            system(&mut writer, outcome.message.clone());
+            let outcome = timed_out(x.job.environment.max_runtime_secs);
+            x.system(outcome.message.clone());
             Some(Err(outcome))
         }
         Err(e) => Some(Err(internal(format!("lost track of the agent: {e}")))),

@@ -10,11 +10,14 @@
 //! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops. This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
+pub mod cgroup;
 mod command;
 mod demo;
 pub mod lines;
 pub mod presets;
 pub mod process;
+pub mod repos;
+pub mod sandbox;
 pub mod transcript;
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -22,10 +25,39 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use crate::actor::Runs;
 use crate::config::{Environment, Harness};
-use crate::domain::{Command, Followup, Run, RunId};
+use crate::domain::{Command, Followup, Run, RunId, StatusMessage};
 pub use transcript::Transcripts;
+
+/// How the executor reports back: a queued run taking its slot, and an execution's end. Both go
+/// through the run's actor (`actor::Runs` implements this), so the executor never writes an
+/// event itself and never needs more of the service than these two calls.
+pub trait Report: Clone + 'static {
+    /// Starts a run that took a slot; `false` when the start was refused (the run was cancelled
+    /// meanwhile) and the slot is to be handed back.
+    fn start(&self, id: RunId) -> impl std::future::Future<Output = bool>;
+    /// Records how an execution ended. A refusal (a cancel or a later execution came first)
+    /// is expected and only logged.
+    fn finish(
+        &self,
+        id: RunId,
+        execution: u32,
+        outcome: Result<(), StatusMessage>,
+    ) -> impl std::future::Future<Output = ()>;
+}
+
+impl Report for crate::actor::Runs {
+    async fn start(&self, id: RunId) -> bool {
+        self.execute(id, Command::Start).await.is_ok()
+    }
+
+    async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
+        let finish = Command::Finish { execution, outcome };
+        if let Err(e) = self.execute(id, finish).await {
+            tracing::debug!(run_id = %id, error = %e, "finish not recorded");
+        }
+    }
+}
 
 /// What a live agent can be told.
 #[derive(Debug)]
@@ -65,6 +97,14 @@ pub struct Supervision {
     pub instance: String,
     /// Time between SIGTERM and SIGKILL when a process tree is stopped.
     pub grace: std::time::Duration,
+    /// The launchers of the environments' agent processes.
+    pub sandboxes: sandbox::Sandboxes,
+    /// Where executions' cgroups are made, for environments with limits.
+    pub cgroups: cgroup::Cgroups,
+    /// The mirrors of the environments' repositories.
+    pub mirrors: repos::Mirrors,
+    /// `[secrets]`, for the environments that list them.
+    pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -138,7 +178,7 @@ impl Executor {
     }
 
     /// Queues a run for a slot in its environment. Returns whether it has to wait.
-    pub fn enqueue(&self, runs: &Runs, run: &Run) -> bool {
+    pub fn enqueue(&self, runs: &impl Report, run: &Run) -> bool {
         let env = self.environment_of(run);
         let at_capacity = {
             let mut state = self.state();
@@ -180,7 +220,7 @@ impl Executor {
     }
 
     /// Starts queued runs while the environment has free slots.
-    fn pump(&self, runs: &Runs, env: &Environment) {
+    fn pump(&self, runs: &impl Report, env: &Environment) {
         loop {
             let next = {
                 let mut state = self.state();
@@ -206,14 +246,14 @@ impl Executor {
             actix_rt::spawn(async move {
                 // The Launch effect of an accepted start hands the slot to the agent; a refused
                 // start (the run was cancelled meanwhile) gives it back at once.
-                if runs.execute(next, Command::Start).await.is_err() {
+                if !runs.start(next).await {
                     executor.release(&runs, &env);
                 }
             });
         }
     }
 
-    fn release(&self, runs: &Runs, env: &Environment) {
+    fn release(&self, runs: &impl Report, env: &Environment) {
         {
             let mut state = self.state();
             let slot = state.envs.entry(env.id.clone()).or_default();
@@ -257,6 +297,7 @@ impl Executor {
             tokio::pin!(released);
             released.as_mut().enable();
             if self.running() == 0 {
+                self.supervision.cgroups.remove();
                 return true;
             }
             if tokio::time::timeout_at(deadline, released).await.is_err() {
@@ -276,7 +317,7 @@ impl Executor {
     /// Launches an execution of the run's agent.
     pub fn launch(
         &self,
-        runs: &Runs,
+        runs: &impl Report,
         run: &Run,
         execution: u32,
         followups: Vec<Followup>,
@@ -309,7 +350,7 @@ impl Executor {
             let outcome = match environment.harness {
                 _ if shutting_down => None,
                 // Running it elsewhere could mean another harness and other credentials.
-                _ if !configured => Some(Err(crate::domain::StatusMessage {
+                _ if !configured => Some(Err(StatusMessage {
                     message: format!(
                         "the run's environment {:?} is no longer configured",
                         assignment
@@ -349,10 +390,7 @@ impl Executor {
             };
             // `None`: the agent was stopped (the run is already cancelled).
             if let Some(outcome) = outcome {
-                let finish = Command::Finish { execution, outcome };
-                if let Err(e) = runs.execute(id, finish).await {
-                    tracing::debug!(run_id = %id, error = %e, "finish not recorded");
-                }
+                runs.finish(id, execution, outcome).await;
             }
             executor.release(&runs, &environment);
         });

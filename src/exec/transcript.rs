@@ -45,12 +45,78 @@ pub struct Transcripts {
 /// An open transcript, appended to by one execution.
 pub struct Writer {
     file: File,
+    redactor: Redactor,
+}
+
+/// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
+/// before it is written, so no reader of the transcript (the API, the session page, an export)
+/// can show a value an agent printed. One pass over the text, leftmost-longest: a secret that
+/// contains another is replaced whole, and no replacement is rewritten by a later secret.
+#[derive(Debug, Clone, Default)]
+pub struct Redactor {
+    /// `None` when the execution has no secrets.
+    matcher: Option<std::sync::Arc<(aho_corasick::AhoCorasick, Vec<String>)>>,
+}
+
+impl Redactor {
+    pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Redactor {
+        let (values, replacements): (Vec<&str>, Vec<String>) = secrets
+            .into_iter()
+            .filter(|(_, value)| !value.is_empty())
+            .map(|(name, value)| (value, format!("[secret:{name}]")))
+            .unzip();
+        if values.is_empty() {
+            return Redactor::default();
+        }
+        let matcher = aho_corasick::AhoCorasick::builder()
+            .match_kind(aho_corasick::MatchKind::LeftmostLongest)
+            .build(&values);
+        match matcher {
+            Ok(matcher) => Redactor {
+                matcher: Some(std::sync::Arc::new((matcher, replacements))),
+            },
+            // Only a pattern set too large for the automaton fails to build; values are
+            // bounded by the secrets an operator configures, so this is not reached in
+            // practice, and failing closed would stop every run.
+            Err(e) => {
+                tracing::error!(error = %e, "cannot build the secret redactor");
+                Redactor::default()
+            }
+        }
+    }
+
+    pub fn apply<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
+        let Some(matcher) = &self.matcher else {
+            return std::borrow::Cow::Borrowed(text);
+        };
+        let (automaton, replacements) = &**matcher;
+        if !automaton.is_match(text) {
+            return std::borrow::Cow::Borrowed(text);
+        }
+        std::borrow::Cow::Owned(automaton.replace_all(text, replacements))
+    }
 }
 
 impl Writer {
+    /// The same transcript, with `redactor` applied to every entry written from now on.
+    pub fn redacting(self, redactor: Redactor) -> Writer {
+        Writer { redactor, ..self }
+    }
+
     /// Appends one entry. Each entry is written whole with one `write`, so readers never see
     /// half an entry except at the very end of a file being written.
     pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
+        let redacted;
+        let entry = match self.redactor.apply(&entry.text) {
+            std::borrow::Cow::Borrowed(_) => entry,
+            std::borrow::Cow::Owned(text) => {
+                redacted = Entry {
+                    text,
+                    ..entry.clone()
+                };
+                &redacted
+            }
+        };
         let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
         self.file.write_all(&line)
@@ -92,7 +158,10 @@ impl Transcripts {
                 file.write_all(b"\n")?;
             }
         }
-        Ok(Writer { file })
+        Ok(Writer {
+            file,
+            redactor: Redactor::default(),
+        })
     }
 
     /// Appends one entry (for occasional writers; executions keep a `Writer`).
@@ -170,6 +239,20 @@ impl Transcripts {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redaction_replaces_every_occurrence_and_the_longest_secret_first() {
+        let r = Redactor::new([("SHORT", "abc"), ("LONG", "abcdef"), ("EMPTY", "")]);
+        assert_eq!(
+            r.apply("x abcdef y abc z abcabc"),
+            "x [secret:LONG] y [secret:SHORT] z [secret:SHORT][secret:SHORT]"
+        );
+        assert!(matches!(r.apply("nothing"), std::borrow::Cow::Borrowed(_)));
+        // A value that occurs in another secret's replacement does not rewrite it.
+        let r = Redactor::new([("TOKEN", "tok-123456"), ("S", "secret")]);
+        assert_eq!(r.apply("tok-123456 secret"), "[secret:TOKEN] [secret:S]");
+        assert_eq!(Redactor::new([]).apply("x"), "x");
+    }
 
     fn entry(n: u32) -> Entry {
         Entry {

@@ -64,10 +64,27 @@ impl Server {
 
     /// Like `start_in`, with extra environment variables for the server process.
     pub fn start_with(dir: &Path, config: &str, env: &[(&str, String)]) -> Server {
+        Server::start_as(dir, config, env, None)
+    }
+
+    /// Like `start_with`, with the server running as `uid` (through `setpriv`; the test must be
+    /// root).
+    pub fn start_as(dir: &Path, config: &str, env: &[(&str, String)], uid: Option<u32>) -> Server {
         let config_path = dir.join("runledger.toml");
         std::fs::write(&config_path, config).expect("write config");
         let data_dir = dir.join("data");
-        let mut child = Command::new(BIN)
+        let mut command = match uid {
+            None => Command::new(BIN),
+            Some(uid) => {
+                let mut c = Command::new("setpriv");
+                c.arg(format!("--reuid={uid}"))
+                    .arg(format!("--regid={uid}"))
+                    .arg("--clear-groups")
+                    .arg(BIN);
+                c
+            }
+        };
+        let mut child = command
             .args(["serve", "--config"])
             .arg(&config_path)
             .arg("--data-dir")
@@ -120,6 +137,11 @@ impl Server {
             log,
             _tmp: None,
         }
+    }
+
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
     }
 
     pub fn url(&self, path: &str) -> String {
@@ -341,4 +363,44 @@ pub fn script(path: &Path, body: &str) {
     use std::os::unix::fs::PermissionsExt;
     std::fs::write(path, format!("#!/usr/bin/env bash\n{body}\n")).expect("write script");
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+}
+
+/// The live processes (as the host sees them) whose environment carries `run_id`'s marker:
+/// every process of the run's agent, inside a sandbox or not. Process ids an agent writes down
+/// itself are useless in a sandbox, whose PID namespace numbers them differently.
+pub fn processes_of(run_id: &str) -> Vec<i32> {
+    let marker = format!("RUNLEDGER_RUN_ID={run_id}");
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse::<i32>().ok())
+        .filter(|pid| running(*pid))
+        .filter(|pid| {
+            std::fs::read(format!("/proc/{pid}/environ"))
+                .is_ok_and(|env| env.split(|b| *b == 0).any(|var| var == marker.as_bytes()))
+        })
+        .collect()
+}
+
+/// A temporary directory that agents can read: not under the host's `/tmp` (a sandboxed agent
+/// gets a private one, so a script there is not there for it), on a path every user can
+/// traverse (agents of a root server run as `nobody`, and the checkout may live under a
+/// private home), and open to every user itself. `/var/tmp` is that on Debian and most
+/// systems; the target directory is the fall-back. The sandbox hides the data directory and the
+/// configuration file inside it all the same.
+pub fn agent_visible_dir() -> tempfile::TempDir {
+    use std::os::unix::fs::PermissionsExt;
+    let base = if Path::new("/var/tmp").is_dir() {
+        PathBuf::from("/var/tmp")
+    } else {
+        PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+    };
+    let dir = tempfile::Builder::new()
+        .prefix("runledger-agents-")
+        .tempdir_in(base)
+        .expect("tempdir");
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    dir
 }

@@ -1,0 +1,535 @@
+//! The launcher seam: turns an execution's plan (argv, environment, the paths it may use, its
+//! network) into a process that the command harness then supervises.
+//!
+//! Two launchers exist. `Bubblewrap` starts every process inside bubblewrap: the host read-only,
+//! the data directory, every workspace root, the configuration file and the secret files hidden
+//! under empty mounts, the execution's own paths bound back in, a private `/tmp`, its own PID,
+//! IPC and UTS namespaces, and an empty network namespace when the environment has
+//! `network = false`. `Unconfined` starts the process as it is (`sandbox = "none"`). Both run
+//! agents as `agent_user` when the server is root, so no agent holds more privilege than the
+//! server. Neither decides what an agent may see: the plan says that, and a container or remote
+//! backend would be one more implementation of `Launcher`.
+//!
+//! This module only builds commands and checks the host at start-up; it never waits for or
+//! signals a process (that is `command.rs` and `process.rs`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use tokio::process::Command;
+
+use crate::config::{Config, Sandbox};
+
+/// What one process of an execution needs.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub program: String,
+    pub args: Vec<String>,
+    /// The workspace: the working directory, and writable.
+    pub cwd: PathBuf,
+    /// The complete environment; nothing of the server's is added.
+    pub env: BTreeMap<String, String>,
+    /// Further paths the process may write (its `HOME`).
+    pub writable: Vec<PathBuf>,
+    /// Paths it may read (its MCP file).
+    pub readable: Vec<PathBuf>,
+    pub network: bool,
+    /// The `cgroup.procs` files of the execution's cgroups, entered before anything runs.
+    pub cgroups: Vec<PathBuf>,
+}
+
+/// The unprivileged user agents run as when the server is root.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentUser {
+    pub name: String,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// Starts the processes of an execution.
+pub trait Launcher: Send + Sync {
+    /// The command that runs `plan`, with stdio and the process group left to the caller.
+    fn command(&self, plan: &Plan) -> Command;
+}
+
+/// `sandbox = "none"`: the process sees what its user sees on the host.
+pub struct Unconfined {
+    user: Option<AgentUser>,
+}
+
+impl Launcher for Unconfined {
+    fn command(&self, plan: &Plan) -> Command {
+        let mut argv = drop_privileges(self.user.as_ref());
+        argv.push(plan.program.clone().into());
+        argv.extend(plan.args.iter().map(Into::into));
+        build(argv, plan)
+    }
+}
+
+/// The argv prefix that runs the rest as the agent user: a real unprivileged user, with no
+/// capabilities left in any set and no_new_privs, so no setuid program gives them back.
+fn drop_privileges(user: Option<&AgentUser>) -> Vec<std::ffi::OsString> {
+    let Some(user) = user else {
+        return Vec::new();
+    };
+    [
+        "setpriv".to_string(),
+        format!("--reuid={}", user.uid),
+        format!("--regid={}", user.gid),
+        "--clear-groups".into(),
+        "--inh-caps=-all".into(),
+        "--bounding-set=-all".into(),
+        "--no-new-privs".into(),
+        "--".into(),
+    ]
+    .into_iter()
+    .map(Into::into)
+    .collect()
+}
+
+/// Enters the execution's cgroups, then execs the rest: a shell that writes its own pid to each
+/// `cgroup.procs` and then becomes the launcher, so no process of the execution ever runs
+/// outside them (placing a child after it started would race with its first forks).
+const ENTER_CGROUPS: &str =
+    r#"for f; do shift; [ "$f" = -- ] && break; echo $$ > "$f" || exit 125; done; exec "$@""#;
+
+/// The command for a launcher's argv: the environment cleared and set to the plan's, in the
+/// workspace, inside the execution's cgroups.
+fn build(argv: Vec<std::ffi::OsString>, plan: &Plan) -> Command {
+    let mut argv = argv.into_iter();
+    let program = argv.next().unwrap_or_default();
+    let mut cmd = if plan.cgroups.is_empty() {
+        let mut cmd = Command::new(program);
+        cmd.args(argv);
+        cmd
+    } else {
+        let mut cmd = Command::new("/bin/sh");
+        cmd.args(["-c", ENTER_CGROUPS, "sh"])
+            .args(&plan.cgroups)
+            .arg("--")
+            .arg(program)
+            .args(argv);
+        cmd
+    };
+    cmd.current_dir(&plan.cwd).env_clear().envs(&plan.env);
+    cmd
+}
+
+/// `sandbox = "bwrap"`.
+pub struct Bubblewrap {
+    program: PathBuf,
+    /// Directories and files hidden under empty mounts, whatever the host's permissions.
+    hidden: Vec<PathBuf>,
+    user: Option<AgentUser>,
+}
+
+impl Bubblewrap {
+    fn args(&self, plan: &Plan) -> Vec<std::ffi::OsString> {
+        let mut args: Vec<std::ffi::OsString> = Vec::new();
+        let mut push = |parts: &[&std::ffi::OsStr]| {
+            args.extend(parts.iter().map(|p| p.to_os_string()));
+        };
+        push(&[
+            "--ro-bind".as_ref(),
+            "/".as_ref(),
+            "/".as_ref(),
+            "--dev".as_ref(),
+            "/dev".as_ref(),
+            "--proc".as_ref(),
+            "/proc".as_ref(),
+            // Writable by the agent user, as a /tmp is.
+            "--perms".as_ref(),
+            "1777".as_ref(),
+            "--tmpfs".as_ref(),
+            "/tmp".as_ref(),
+        ]);
+        for path in &self.hidden {
+            // Checked now rather than at start-up: a workspace root appears with its first run.
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_dir() => push(&["--tmpfs".as_ref(), path.as_os_str()]),
+                Ok(_) => push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]),
+                Err(_) => {}
+            }
+        }
+        // bwrap makes the missing parents of a mount point private to root; made here first,
+        // they can be passed through (not listed) by the agent user, so its own paths work
+        // by their absolute names.
+        let covers =
+            |p: &Path| p.starts_with("/tmp") || self.hidden.iter().any(|h| p.starts_with(h));
+        let mut parents: Vec<&Path> = Vec::new();
+        for path in std::iter::once(&plan.cwd)
+            .chain(&plan.writable)
+            .chain(&plan.readable)
+        {
+            for parent in path.ancestors().skip(1) {
+                if covers(parent)
+                    && !self.hidden.iter().any(|h| h == parent)
+                    && parent != Path::new("/tmp")
+                {
+                    parents.push(parent);
+                }
+            }
+        }
+        parents.sort();
+        parents.dedup();
+        for parent in parents {
+            push(&[
+                "--perms".as_ref(),
+                "0711".as_ref(),
+                "--dir".as_ref(),
+                parent.as_os_str(),
+            ]);
+        }
+        for path in std::iter::once(&plan.cwd).chain(&plan.writable) {
+            push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+        for path in &plan.readable {
+            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+        // No user namespace when root: the agent then runs as a real unprivileged user (below),
+        // which needs no user namespaces from the host. A non-root server's bwrap makes one.
+        push(&[
+            "--unshare-pid".as_ref(),
+            "--unshare-ipc".as_ref(),
+            "--unshare-uts".as_ref(),
+            "--unshare-cgroup-try".as_ref(),
+            // No controlling terminal to push input into (TIOCSTI).
+            "--new-session".as_ref(),
+        ]);
+        if !plan.network {
+            push(&["--unshare-net".as_ref()]);
+        }
+        push(&["--chdir".as_ref(), plan.cwd.as_os_str(), "--".as_ref()]);
+        if let Some(user) = &self.user {
+            // bwrap run by root keeps root's capabilities for the process it starts; setpriv
+            // changes to the agent user (which clears them), drops the rest from the inheritable
+            // and bounding sets, and sets no_new_privs so no setuid program gives them back.
+            let (uid, gid) = (
+                format!("--reuid={}", user.uid),
+                format!("--regid={}", user.gid),
+            );
+            push(&[
+                "setpriv".as_ref(),
+                uid.as_ref(),
+                gid.as_ref(),
+                "--clear-groups".as_ref(),
+                "--inh-caps=-all".as_ref(),
+                "--bounding-set=-all".as_ref(),
+                "--no-new-privs".as_ref(),
+                "--".as_ref(),
+            ]);
+        }
+        push(&[plan.program.as_ref()]);
+        args.extend(plan.args.iter().map(Into::into));
+        args
+    }
+}
+
+impl Launcher for Bubblewrap {
+    fn command(&self, plan: &Plan) -> Command {
+        let mut argv = vec![self.program.clone().into_os_string()];
+        argv.extend(self.args(plan));
+        build(argv, plan)
+    }
+}
+
+/// The launchers of the configured environments, and who agents run as.
+#[derive(Clone)]
+pub struct Sandboxes {
+    bwrap: Option<Arc<Bubblewrap>>,
+    unconfined: Arc<Unconfined>,
+    user: Option<AgentUser>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("server.agent_user: {0}")]
+    User(String),
+    #[error(
+        "environment {environment:?} runs its agents in a bubblewrap sandbox (the default), but \
+         {problem}. Install bubblewrap (Debian/Ubuntu: apt-get install bubblewrap) on a host that \
+         allows it to create namespaces, or set sandbox = \"none\" in that environment to run \
+         its agents unconfined"
+    )]
+    Bwrap {
+        environment: String,
+        problem: String,
+    },
+}
+
+impl Sandboxes {
+    /// Resolves the agent user and, when an environment asks for bubblewrap, checks that it can
+    /// create the sandbox it will be asked for, so that a host without it stops start-up rather
+    /// than failing every run. Blocking: it runs bwrap once.
+    pub fn prepare(config: &Config) -> Result<Sandboxes, Error> {
+        // Only environments that start processes need a user to run them as: the embedded
+        // defaults (the in-process demo) start on a host without one.
+        let starts_processes = config.environments.iter().any(|e| e.sandbox.is_some());
+        let user = if starts_processes && nix::unistd::geteuid().is_root() {
+            let name = &config.agent_user;
+            let found = nix::unistd::User::from_name(name)
+                .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
+                .ok_or_else(|| {
+                    Error::User(format!(
+                        "the server runs as root and runs agents as {name:?}, which does not \
+                         exist; create it or name another unprivileged user"
+                    ))
+                })?;
+            if found.uid.is_root() {
+                return Err(Error::User(format!(
+                    "{name:?} is root; agents must run as an unprivileged user"
+                )));
+            }
+            if find_program("setpriv").is_none() {
+                return Err(Error::User(format!(
+                    "the server runs as root and drops agents to {name:?} with setpriv, which is \
+                     not on its PATH; install util-linux"
+                )));
+            }
+            Some(AgentUser {
+                name: name.clone(),
+                uid: found.uid.as_raw(),
+                gid: found.gid.as_raw(),
+            })
+        } else {
+            None
+        };
+        let unconfined = Arc::new(Unconfined { user: user.clone() });
+        let first_bwrap = config
+            .environments
+            .iter()
+            .find(|e| e.sandbox == Some(Sandbox::Bwrap));
+        let bwrap = match first_bwrap {
+            None => None,
+            Some(env) => {
+                let bwrap = Bubblewrap {
+                    program: find_program("bwrap").ok_or_else(|| Error::Bwrap {
+                        environment: env.id.clone(),
+                        problem: "no bwrap program is on the server's PATH".into(),
+                    })?,
+                    hidden: hidden_paths(config),
+                    user: user.clone(),
+                };
+                // A network namespace is only asked of the host when an environment needs one.
+                let offline = config
+                    .environments
+                    .iter()
+                    .any(|e| e.sandbox == Some(Sandbox::Bwrap) && !e.network);
+                probe(&bwrap, !offline).map_err(|problem| Error::Bwrap {
+                    environment: env.id.clone(),
+                    problem,
+                })?;
+                Some(Arc::new(bwrap))
+            }
+        };
+        for env in &config.environments {
+            if env.sandbox == Some(Sandbox::None) {
+                tracing::warn!(
+                    environment = %env.id,
+                    "sandbox = \"none\": this environment's agents run unconfined and can read \
+                     what their user can read on the host, the data directory included where \
+                     permissions allow (docs/security.md)"
+                );
+            }
+        }
+        Ok(Sandboxes {
+            bwrap,
+            unconfined,
+            user,
+        })
+    }
+
+    /// Without any sandbox or user change: for tests of the harness that need neither.
+    pub fn unconfined() -> Sandboxes {
+        Sandboxes {
+            bwrap: None,
+            unconfined: Arc::new(Unconfined { user: None }),
+            user: None,
+        }
+    }
+
+    /// The launcher of an environment's processes; `None` if its sandbox was not prepared.
+    pub fn launcher(&self, sandbox: Option<Sandbox>) -> Option<&dyn Launcher> {
+        match sandbox {
+            Some(Sandbox::Bwrap) => self.bwrap.as_deref().map(|b| b as &dyn Launcher),
+            Some(Sandbox::None) | None => Some(self.unconfined.as_ref()),
+        }
+    }
+
+    /// The user agents run as, when it is not the server's.
+    pub fn agent_user(&self) -> Option<&AgentUser> {
+        self.user.as_ref()
+    }
+
+    /// The name agents see in `USER`.
+    pub fn user_name(&self) -> String {
+        match &self.user {
+            Some(user) => user.name.clone(),
+            None => nix::unistd::User::from_uid(nix::unistd::getuid())
+                .ok()
+                .flatten()
+                .map(|u| u.name)
+                .or_else(|| std::env::var("USER").ok())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// Makes `path` the agent user's (a workspace, a home, an MCP file), so agents can use what
+    /// the server prepared for them. Nothing to do when agents run as the server's user.
+    pub fn hand_over(&self, path: &Path) -> std::io::Result<()> {
+        match &self.user {
+            Some(user) => std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Sandboxes {
+    /// `hand_over` for a whole tree (symbolic links themselves, never what they point to).
+    pub fn hand_over_tree(&self, root: &Path) -> std::io::Result<()> {
+        let Some(user) = &self.user else {
+            return Ok(());
+        };
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            std::os::unix::fs::lchown(&path, Some(user.uid), Some(user.gid))?;
+            if std::fs::symlink_metadata(&path)?.is_dir() {
+                for entry in std::fs::read_dir(&path)? {
+                    stack.push(entry?.path());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// What no agent may see: the data directory (the store, the secrets that sign links, every
+/// run's transcript, workspace and MCP file), every workspace root, the configuration file (every
+/// environment's `env`), the secret files, and, for a server that is not root (whose agents run
+/// as its own user), the server user's home.
+fn hidden_paths(config: &Config) -> Vec<PathBuf> {
+    let mut hidden = vec![config.data_dir.clone()];
+    hidden.extend(
+        config
+            .environments
+            .iter()
+            .filter_map(|e| e.workspace_root.clone()),
+    );
+    hidden.extend(config.file.clone());
+    hidden.extend(config.secrets.values().filter_map(|s| s.file.clone()));
+    if !nix::unistd::geteuid().is_root() {
+        if let Some(home) = std::env::var_os("HOME").map(PathBuf::from) {
+            if home.is_absolute() && home.parent().is_some() {
+                hidden.push(home);
+            }
+        }
+    }
+    hidden.sort();
+    hidden.dedup();
+    // A path inside another hidden directory is hidden with it.
+    let mut kept: Vec<PathBuf> = Vec::new();
+    for path in hidden {
+        if !kept.iter().any(|k| path.starts_with(k)) {
+            kept.push(path);
+        }
+    }
+    kept
+}
+
+fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
+}
+
+/// Runs `true` in the sandbox an agent would get (as the agent user; without network unless
+/// `network`).
+fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
+    let plan = Plan {
+        program: "true".into(),
+        args: Vec::new(),
+        cwd: PathBuf::from("/"),
+        env: BTreeMap::from([("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())]),
+        writable: Vec::new(),
+        readable: Vec::new(),
+        network,
+        cgroups: Vec::new(),
+    };
+    let output = std::process::Command::new(&bwrap.program)
+        .args(bwrap.args(&plan))
+        .env_clear()
+        .envs(&plan.env)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| format!("{} cannot be started: {e}", bwrap.program.display()))?;
+    if output.status.success() {
+        return Ok(());
+    }
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    Err(format!(
+        "{} cannot create a sandbox here ({}): {}",
+        bwrap.program.display(),
+        output.status,
+        stderr.trim()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan(network: bool) -> Plan {
+        Plan {
+            program: "agent".into(),
+            args: vec!["--x".into()],
+            cwd: PathBuf::from("/data/workspaces/r1"),
+            env: BTreeMap::new(),
+            writable: vec![PathBuf::from("/data/agent-files/r1/home")],
+            readable: vec![PathBuf::from("/data/agent-files/r1/mcp.json")],
+            network,
+            cgroups: Vec::new(),
+        }
+    }
+
+    fn text(args: Vec<std::ffi::OsString>) -> String {
+        args.iter()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect::<Vec<_>>()
+            .join(" ")
+    }
+
+    #[test]
+    fn bwrap_hides_before_it_binds_and_drops_to_the_agent_user_last() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let secret = dir.path().join("key");
+        std::fs::write(&secret, "s").expect("write");
+        let b = Bubblewrap {
+            program: PathBuf::from("/usr/bin/bwrap"),
+            hidden: vec![
+                dir.path().to_path_buf(),
+                secret.clone(),
+                "/nonexistent".into(),
+            ],
+            user: Some(AgentUser {
+                name: "nobody".into(),
+                uid: 65534,
+                gid: 65534,
+            }),
+        };
+        let args = text(b.args(&plan(false)));
+        let hide = format!("--tmpfs {}", dir.path().display());
+        let bind = "--bind /data/workspaces/r1 /data/workspaces/r1";
+        assert!(args.starts_with("--ro-bind / / --dev /dev --proc /proc --perms 1777 --tmpfs /tmp"));
+        assert!(args.find(&hide) < args.find(bind), "{args}");
+        assert!(args.contains(&format!("--ro-bind /dev/null {}", secret.display())));
+        assert!(!args.contains("absent"), "{args}");
+        assert!(args.contains("--unshare-net"), "{args}");
+        assert!(args.ends_with(
+            "--chdir /data/workspaces/r1 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
+             --inh-caps=-all --bounding-set=-all --no-new-privs -- agent --x"
+        ));
+        assert!(!text(b.args(&plan(true))).contains("--unshare-net"));
+    }
+}
