@@ -156,7 +156,7 @@ fn mixed_line() -> String {
 
 #[tokio::test]
 async fn long_lines_of_multi_byte_characters_reach_the_transcript_whole() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::agent_visible_dir();
     let euro = "€".repeat(30_000);
     let mixed = mixed_line();
     std::fs::write(dir.path().join("euro.txt"), format!("{euro}\n")).expect("write");
@@ -219,7 +219,7 @@ async fn long_lines_of_multi_byte_characters_reach_the_transcript_whole() {
 
 #[tokio::test]
 async fn the_session_page_carries_no_control_bytes() {
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::agent_visible_dir();
     let agent = agent(
         dir.path(),
         "agent.sh",
@@ -284,7 +284,7 @@ fn long_history(exported: &str, total: u64) -> Vec<String> {
 #[tokio::test]
 async fn a_history_of_20000_events_is_paged_streamed_and_exported_whole() {
     const TOTAL: u64 = 20_000;
-    let dir = tempfile::tempdir().expect("tempdir");
+    let dir = common::agent_visible_dir();
     let agent = agent(dir.path(), "agent.sh", "echo done");
     let config = config(&format!(
         "[[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n"
