@@ -148,27 +148,60 @@ type BlobState = (u64, Option<std::time::SystemTime>);
 
 /// Fsyncs blob files that are new or have changed since they were last synced (sled may still
 /// be writing a blob a sync sees first), and the directory if any file was new.
+///
+/// sled removes a blob file once the value in it has been superseded (rewritten, or merged
+/// into a newer page) and its segment reclaimed, and it does so from its own threads while a
+/// sync runs. A blob that disappears between the listing and its fsync is therefore no failure:
+/// sled removes a blob only after the message that replaced it is in its log, so the removed
+/// file holds nothing any recovery will read, and nothing in it needs to be durable. Such a
+/// blob is simply not synced (and forgotten). Every other error is a real failure.
 pub fn sync_new_blobs(
     dir: &Path,
     synced: &mut HashMap<OsString, BlobState>,
 ) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let names = match list_blobs(dir) {
+        Ok(names) => names,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    sync_listed(dir, names, synced)
+}
+
+/// The names in the blob directory.
+fn list_blobs(dir: &Path) -> std::io::Result<Vec<OsString>> {
+    std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.file_name()))
+        .collect()
+}
+
+/// Fsyncs, of the `names` listed in `dir`, those new or changed since `synced` saw them; a
+/// name whose file is gone by the time it is looked at is skipped (see `sync_new_blobs`).
+fn sync_listed(
+    dir: &Path,
+    names: Vec<OsString>,
+    synced: &mut HashMap<OsString, BlobState>,
+) -> std::io::Result<()> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mut present = HashMap::new();
     let mut new = false;
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let meta = entry.metadata()?;
+    for name in names {
+        let path = dir.join(&name);
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
         let state = (meta.len(), meta.modified().ok());
         match synced.get(&name) {
             Some(seen) if *seen == state => {}
             seen => {
+                // Once open, the file can be synced even if sled unlinks it meanwhile.
+                match File::open(&path) {
+                    Ok(file) => file.sync_all()?,
+                    Err(e) if gone(&e) => continue,
+                    Err(e) => return Err(e),
+                }
                 new |= seen.is_none();
-                File::open(entry.path())?.sync_all()?;
             }
         }
         present.insert(name, state);
@@ -258,5 +291,55 @@ mod tests {
         std::fs::write(blobs.join("200"), b"blob, now complete").expect("write");
         sync_new_blobs(&blobs, &mut synced).expect("sync");
         assert_eq!(synced.get(&OsString::from("200")).map(|s| s.0), Some(18));
+    }
+
+    /// sled removes superseded blobs from its own threads: one listed and then removed before
+    /// its fsync is skipped, not a failed sync (issue #27: this bricked the store).
+    #[test]
+    fn a_blob_removed_between_listing_and_sync_is_not_a_failure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        for name in ["1", "2", "3"] {
+            std::fs::write(blobs.join(name), b"blob").expect("write");
+        }
+        let mut synced = HashMap::new();
+        let names = list_blobs(&blobs).expect("list");
+        assert_eq!(names.len(), 3);
+        std::fs::remove_file(blobs.join("2")).expect("rm");
+        sync_listed(&blobs, names, &mut synced).expect("a removed blob is no failure");
+        let mut kept: Vec<_> = synced.keys().cloned().collect();
+        kept.sort();
+        assert_eq!(kept, [OsString::from("1"), OsString::from("3")]);
+    }
+
+    /// The same race, unstaged: one thread keeps writing and removing blob files the way sled
+    /// does while syncs run; no sync may fail.
+    #[test]
+    fn syncs_racing_blob_removal_never_fail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let blobs = blobs.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::write(blobs.join(n.to_string()), [7u8; 4096]).expect("write");
+                    if n >= 2 {
+                        std::fs::remove_file(blobs.join((n - 2).to_string())).expect("rm");
+                    }
+                    n += 1;
+                }
+            })
+        };
+        let mut synced = HashMap::new();
+        for _ in 0..2_000 {
+            sync_new_blobs(&blobs, &mut synced).expect("no false sync failure");
+        }
+        stop.store(true, Ordering::Relaxed);
+        churn.join().expect("churn thread");
     }
 }
