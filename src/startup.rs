@@ -201,6 +201,8 @@ impl Application {
                 grace: std::time::Duration::from_secs(config.stop_grace_secs),
             },
         );
+        // Watched from here on: before this, a start on a full disk fails on its own writes.
+        store.watch_space(config.disk_reserve_bytes);
         let runs = Runs::new(store.clone(), index, executor);
         let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
@@ -252,6 +254,16 @@ impl Application {
                     }
                 }
                 Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
+            }
+        });
+        // Queued runs wait while the store refuses new work; they start when it writes again.
+        let (resume_runs, mut condition) = (runs.clone(), store.watch_condition());
+        actix_rt::spawn(async move {
+            while condition.changed().await.is_ok() {
+                let writable = *condition.borrow_and_update() == store::health::Condition::Writable;
+                if writable {
+                    resume_runs.executor().resume(&resume_runs);
+                }
             }
         });
         Ok(Application {

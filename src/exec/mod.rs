@@ -188,6 +188,12 @@ impl Executor {
                 if state.shutting_down {
                     return;
                 }
+                // A store that refuses new work leaves the queue as it is: starting an agent
+                // would add output to a filling disk, and its `Start` would be refused anyway.
+                // `resume` pumps again once the store writes again.
+                if runs.store().condition() != crate::store::health::Condition::Writable {
+                    return;
+                }
                 let slot = state.envs.entry(env.id.clone()).or_default();
                 if slot.running >= env.max_concurrent {
                     return;
@@ -205,10 +211,33 @@ impl Executor {
             actix_rt::spawn(async move {
                 // The Launch effect of an accepted start hands the slot to the agent; a refused
                 // start (the run was cancelled meanwhile) gives it back at once.
-                if runs.execute(next, Command::Start).await.is_err() {
-                    executor.release(&runs, &env);
+                match runs.execute(next, Command::Start).await {
+                    Ok(_) => {}
+                    // Refused by the store (it stopped writing since the check above): the run
+                    // stays first in line for when writes resume.
+                    Err(crate::actor::Error::Store(crate::store::Error::Refused(_))) => {
+                        executor.put_back(next, &env);
+                        executor.release(&runs, &env);
+                    }
+                    Err(_) => executor.release(&runs, &env),
                 }
             });
+        }
+    }
+
+    /// Puts a run whose start the store refused back at the head of its queue.
+    fn put_back(&self, id: RunId, env: &Environment) {
+        let mut state = self.state();
+        let slot = state.envs.entry(env.id.clone()).or_default();
+        if slot.queued.insert(id) {
+            slot.queue.push_front(id);
+        }
+    }
+
+    /// Starts what waits in every queue, once the store writes again after refusing.
+    pub fn resume(&self, runs: &Runs) {
+        for env in self.environments.iter() {
+            self.pump(runs, env);
         }
     }
 

@@ -26,11 +26,25 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::watermark::Commits;
+use super::health::{Cause, Health};
+use super::watermark::{CommitError, Commits};
 
+/// A group commit that failed: what was written before it may or may not be on disk.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("durable sync failed: {0}")]
-pub struct SyncError(pub Arc<str>);
+#[error("durable sync failed: {message}")]
+pub struct SyncError {
+    pub cause: Cause,
+    pub message: Arc<str>,
+}
+
+impl SyncError {
+    fn new(cause: Cause, message: impl Into<Arc<str>>) -> SyncError {
+        SyncError {
+            cause,
+            message: message.into(),
+        }
+    }
+}
 
 struct State {
     requested: u64,
@@ -63,6 +77,7 @@ impl Syncer {
         data_file: File,
         blobs_dir: PathBuf,
         commits: Arc<Commits>,
+        health: Arc<Health>,
     ) -> Syncer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -78,7 +93,7 @@ impl Syncer {
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("runledger-sync".into())
-            .spawn(move || run(thread_shared, db, data_file, blobs_dir, commits, tx))
+            .spawn(move || run(thread_shared, db, data_file, blobs_dir, commits, health, tx))
             .ok();
         Syncer {
             shared,
@@ -100,7 +115,10 @@ impl Syncer {
     /// Returns once everything written before the call is on disk.
     pub async fn sync(&self) -> Result<(), SyncError> {
         if self.thread.is_none() {
-            return Err(SyncError("the sync thread could not be started".into()));
+            return Err(SyncError::new(
+                Cause::Io,
+                "the sync thread could not be started",
+            ));
         }
         let asked = Instant::now();
         let ticket = self.ticket();
@@ -111,7 +129,7 @@ impl Syncer {
                 Err(_) => true,
             })
             .await
-            .map_err(|_| SyncError("the sync thread stopped".into()))?;
+            .map_err(|_| SyncError::new(Cause::Io, "the sync thread stopped"))?;
         match &*outcome {
             Ok(_) => {
                 crate::metrics::METRICS.sync_wait.observe(asked.elapsed());
@@ -220,6 +238,7 @@ fn run(
     data_file: File,
     blobs_dir: PathBuf,
     commits: Arc<Commits>,
+    health: Arc<Health>,
     tx: watch::Sender<Published>,
 ) {
     let mut done = 0u64;
@@ -242,13 +261,17 @@ fn run(
         let outcome = commits
             .commit(|| {
                 db.flush()
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()))
-                    .and_then(|_| {
-                        sync_new_blobs(&blobs_dir, &mut synced_blobs).map_err(|e| e.to_string())
-                    })
+                    .map_err(|e| (Cause::of_sled(&e), e.to_string()))?;
+                data_file
+                    .sync_data()
+                    .map_err(|e| (Cause::of_io(&e), e.to_string()))?;
+                sync_new_blobs(&blobs_dir, &mut synced_blobs)
+                    .map_err(|e| (Cause::of_io(&e), e.to_string()))
             })
-            .map_err(|e| e.to_string());
+            .map_err(|e| match e {
+                CommitError::Sled(e) => (Cause::of_sled(&e), e.to_string()),
+                CommitError::Sync(e) => e,
+            });
         let took = started.elapsed();
         crate::metrics::METRICS.sync.observe(took);
         shared.syncs.fetch_add(1, Ordering::Relaxed);
@@ -260,9 +283,11 @@ fn run(
                 done = target;
                 let _previous = tx.send_replace(Ok(done));
             }
-            Err(e) => {
-                tracing::error!(error = %e, "durable sync failed; refusing further acknowledgements");
-                let _previous = tx.send_replace(Err(SyncError(e.into())));
+            Err((cause, e)) => {
+                // Never retried: after a failed fsync the kernel may have dropped the pages it
+                // could not write, and a second fsync would report success without them.
+                health.fail(cause, &format_args!("durable sync failed: {e}"));
+                let _previous = tx.send_replace(Err(SyncError::new(cause, e)));
                 return;
             }
         }
