@@ -447,10 +447,10 @@ pub(super) async fn run(
         std::fs::create_dir_all(&workspace)
     });
     if let Err(e) = prepared {
-        return Some(Err(internal(format!(
-            "cannot prepare the workspace {}: {e}",
-            workspace.display()
-        ))));
+        return Some(Err(io_failure(
+            &format!("cannot prepare the workspace {}", workspace.display()),
+            &e,
+        )));
     }
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
@@ -627,7 +627,20 @@ pub(super) async fn run(
             system(&mut writer, outcome.message.clone());
             Some(Err(outcome))
         }
-        Err(e) => Some(Err(internal(format!("lost track of the agent: {e}")))),
+        Err(e) => Some(Err(io_failure("the agent was stopped", &e))),
+    }
+}
+
+/// A failure of the service's own I/O during an execution (the transcript, the workspace):
+/// a full or read-only data directory is said in words, so the run's status names it.
+fn io_failure(what: &str, e: &std::io::Error) -> StatusMessage {
+    use crate::store::health::Cause;
+    match Cause::of_io(e) {
+        cause @ (Cause::NoSpace | Cause::ReadOnly) => internal(format!(
+            "{}: the service could not write the run's transcript or workspace; {what}",
+            cause.words()
+        )),
+        Cause::Io => internal(format!("{what}: {e}")),
     }
 }
 
