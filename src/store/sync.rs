@@ -26,7 +26,7 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::health::{Cause, Health};
+use super::health::{Cause, Condition, Health};
 use super::watermark::{CommitError, Commits};
 
 /// A group commit that failed: what was written before it may or may not be on disk.
@@ -67,6 +67,7 @@ type Published = Result<u64, SyncError>;
 
 pub struct Syncer {
     shared: Arc<Shared>,
+    health: Arc<Health>,
     done: watch::Receiver<Published>,
     thread: Option<JoinHandle<()>>,
 }
@@ -91,12 +92,24 @@ impl Syncer {
         });
         let (tx, done) = watch::channel(Ok(0));
         let thread_shared = shared.clone();
+        let thread_health = health.clone();
         let thread = std::thread::Builder::new()
             .name("runledger-sync".into())
-            .spawn(move || run(thread_shared, db, data_file, blobs_dir, commits, health, tx))
+            .spawn(move || {
+                run(
+                    thread_shared,
+                    db,
+                    data_file,
+                    blobs_dir,
+                    commits,
+                    thread_health,
+                    tx,
+                )
+            })
             .ok();
         Syncer {
             shared,
+            health,
             done,
             thread,
         }
@@ -123,13 +136,28 @@ impl Syncer {
         let asked = Instant::now();
         let ticket = self.ticket();
         let mut rx = self.done.clone();
-        let outcome = rx
-            .wait_for(|published| match published {
+        let mut condition = self.health.subscribe();
+        // A write that failed elsewhere (sled's own flusher, an append) ends the wait too: the
+        // sync thread may be stuck in a flush that cannot complete.
+        let failed = async {
+            match condition
+                .wait_for(|c| matches!(c, Condition::Failed(_)))
+                .await
+                .map(|c| *c)
+            {
+                Ok(Condition::Failed(cause)) => {
+                    SyncError::new(cause, "a write to the store failed")
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = rx.wait_for(|published| match published {
                 Ok(done) => *done >= ticket,
                 Err(_) => true,
-            })
-            .await
-            .map_err(|_| SyncError::new(Cause::Io, "the sync thread stopped"))?;
+            }) => outcome.map_err(|_| SyncError::new(Cause::Io, "the sync thread stopped"))?,
+            e = failed => return Err(e),
+        };
         match &*outcome {
             Ok(_) => {
                 crate::metrics::METRICS.sync_wait.observe(asked.elapsed());
@@ -156,7 +184,12 @@ impl Drop for Syncer {
             self.shared.wake.notify_one();
         }
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // A store that failed may have left the thread in a flush that never returns;
+            // the process is about to stop or restart, so it is left behind rather than
+            // awaited.
+            if !matches!(self.health.condition(), Condition::Failed(_)) {
+                let _ = thread.join();
+            }
         }
     }
 }
