@@ -741,3 +741,25 @@ pub fn envelopes(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot whose writing a full disk cut short must not make the store look damaged
+    /// (issue #27: sled read the leftover `.generating` file as its newest snapshot).
+    #[test]
+    fn an_unfinished_snapshot_file_is_not_read_as_a_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(Store::open(dir.path(), &Options::default()).expect("open"));
+        refresh_snapshot(dir.path()).expect("snapshot");
+        std::fs::write(
+            dir.path()
+                .join(SLED_DIR)
+                .join("snap.FFFFFFFFFFFFFFFF.generating"),
+            b"",
+        )
+        .expect("write");
+        drop(Store::open(dir.path(), &Options::default()).expect("a leftover is no damage"));
+    }
+}
