@@ -32,9 +32,13 @@ pub enum Cause {
 impl Cause {
     /// The cause an I/O error shows.
     pub fn of_io(e: &std::io::Error) -> Cause {
-        match e.raw_os_error() {
-            Some(libc_errno::ENOSPC) | Some(libc_errno::EDQUOT) => Cause::NoSpace,
-            Some(libc_errno::EROFS) => Cause::ReadOnly,
+        use std::io::ErrorKind;
+        match (e.raw_os_error(), e.kind()) {
+            (Some(libc_errno::ENOSPC | libc_errno::EDQUOT), _) => Cause::NoSpace,
+            (Some(libc_errno::EROFS), _) => Cause::ReadOnly,
+            // sled copies the errors it records (`Error::clone`), keeping only their kind.
+            (_, ErrorKind::StorageFull | ErrorKind::QuotaExceeded) => Cause::NoSpace,
+            (_, ErrorKind::ReadOnlyFilesystem) => Cause::ReadOnly,
             _ => Cause::Io,
         }
     }
@@ -303,5 +307,8 @@ mod tests {
         assert_eq!(e(nix::errno::Errno::EIO as i32), Cause::Io);
         let sled = sled::Error::Io(std::io::Error::from_raw_os_error(libc_errno::EROFS));
         assert_eq!(Cause::of_sled(&sled), Cause::ReadOnly);
+        // The copy sled keeps of an error it recorded has only the kind.
+        let copied = sled::Error::Io(std::io::Error::from_raw_os_error(libc_errno::ENOSPC)).clone();
+        assert_eq!(Cause::of_sled(&copied), Cause::NoSpace);
     }
 }
