@@ -179,6 +179,25 @@ impl ApiError {
         )
     }
 
+    /// A storage operation that failed with an I/O error (a full or read-only filesystem, a
+    /// failing device), before or instead of writing: nothing of the request took effect.
+    pub fn storage_failed(
+        cause: crate::store::health::Cause,
+        error: &dyn std::fmt::Display,
+    ) -> ApiError {
+        let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        tracing::error!(%error, %trace_id, %path, "storage operation failed");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "resource_unavailable",
+            format!(
+                "{}; the store could not complete this request. The operator must fix the \
+                 storage and restart the server",
+                cause.words()
+            ),
+        )
+    }
+
     pub fn unavailable(detail: impl Into<String>) -> ApiError {
         ApiError {
             retryable: true,
@@ -299,7 +318,7 @@ impl From<crate::store::Error> for ApiError {
             crate::store::Error::Refused(refusal) => ApiError::refused(&refusal),
             crate::store::Error::Sync(ref sync) => ApiError::outcome_unknown(sync.cause, &e),
             crate::store::Error::Sled(sled::Error::Io(ref io)) => {
-                ApiError::outcome_unknown(Cause::of_io(io), &e)
+                ApiError::storage_failed(Cause::of_io(io), &e)
             }
             other => ApiError::internal(&other),
         }
