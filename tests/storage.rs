@@ -499,6 +499,16 @@ async fn a_filesystem_switched_read_only_mid_load_is_refused_and_a_repaired_rest
         .await;
     // Repair and remount read-write; the restart needs no manual step.
     assert!(sh(Command::new("umount").arg(&dir)), "umount");
+    // The loop device is detached asynchronously; checking the image while the old device
+    // still holds it would race its last writes.
+    common::eventually(20, "the loop device to be detached", || {
+        Command::new("losetup")
+            .arg("-j")
+            .arg(&fs.image)
+            .output()
+            .is_ok_and(|o| o.stdout.is_empty())
+    })
+    .await;
     let _ = sh(Command::new("e2fsck").args(["-f", "-y"]).arg(&fs.image));
     assert!(
         sh(Command::new("mount")
@@ -506,6 +516,16 @@ async fn a_filesystem_switched_read_only_mid_load_is_refused_and_a_repaired_rest
             .arg(&fs.image)
             .arg(&dir)),
         "remount"
+    );
+    let options = Command::new("findmnt")
+        .args(["-n", "-o", "OPTIONS"])
+        .arg(&dir)
+        .output()
+        .expect("findmnt");
+    assert!(
+        String::from_utf8_lossy(&options.stdout).starts_with("rw"),
+        "the repaired filesystem is not writable: {}",
+        String::from_utf8_lossy(&options.stdout)
     );
     let mut server = Server::start_in(&dir, &cfg);
     server.key = key.clone();
