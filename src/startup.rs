@@ -170,11 +170,17 @@ impl Application {
             );
             println!("{secret}");
         }
-        let transcripts =
-            Transcripts::open(&config.data_dir).map_err(|source| Error::Transcripts {
+        // Agents' output stops being recorded while the store refuses writes, so that it
+        // cannot eat the room kept for recording how their runs end (`store::space`).
+        let gated = store.clone();
+        let transcripts = Transcripts::open(&config.data_dir)
+            .map_err(|source| Error::Transcripts {
                 path: config.data_dir.clone(),
                 source,
-            })?;
+            })?
+            .with_gate(Arc::new(move || {
+                gated.condition() != store::health::Condition::Writable
+            }));
         // The instance id marks this data directory's agent processes; any still alive now
         // were orphaned when an earlier server died, and nothing will ever collect them.
         // It includes the data directory's path, so a copy of the directory started elsewhere
