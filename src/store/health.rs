@@ -60,7 +60,7 @@ impl Cause {
         }
     }
 
-    /// The short label of `/metrics` and `/readyz`.
+    /// The short label of the log line.
     pub fn label(self) -> &'static str {
         match self {
             Cause::NoSpace => "no_space",
@@ -121,15 +121,6 @@ impl Condition {
                  server is restarted",
                 cause.words()
             )),
-        }
-    }
-
-    /// The short label of `/metrics` and `/readyz`.
-    pub fn label(self) -> &'static str {
-        match self {
-            Condition::Writable => "writable",
-            Condition::LowSpace => "low_space",
-            Condition::Failed(cause) => cause.label(),
         }
     }
 }
