@@ -206,6 +206,11 @@ proptest! {
                 written.push((id, envelopes));
             }
         }
+        // A value over the threshold went to a blob file: the test covers both sides.
+        if sizes.iter().any(|s| *s > 130 * 1024) {
+            let blobs = std::fs::read_dir(dir.path().join("sled/blobs")).expect("blobs").count();
+            prop_assert!(blobs > 0, "no blob file for values up to {:?}", sizes.iter().max());
+        }
         let store = Store::open(dir.path(), &options).expect("reopen");
         for (id, envelopes) in &written {
             prop_assert_eq!(&store.read_run(*id).expect("read"), envelopes);
