@@ -118,6 +118,7 @@ struct ServerFile {
     cache_mb: Option<u64>,
     stop_grace_secs: Option<u64>,
     agent_user: Option<String>,
+    disk_reserve_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -266,6 +267,10 @@ pub struct Config {
     pub cache_bytes: u64,
     /// Time an agent's process tree gets between SIGTERM and SIGKILL when it is stopped.
     pub stop_grace_secs: u64,
+    /// The space reserve of the data directory's filesystem, in bytes (0: none). Below it, new
+    /// work is refused; a ballast file of this size keeps room for recording how the runs in
+    /// progress end (`store::space`).
+    pub disk_reserve_bytes: u64,
     /// Per-key request limit on `/api/v1`; `None` when `limits.rate_limit = false`.
     pub rate_limit: Option<RateLimit>,
     /// The first environment is the default.
@@ -680,6 +685,7 @@ fn resolve(
         data_dir,
         cache_bytes: cache_bytes(file.server.cache_mb)?,
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
+        disk_reserve_bytes: disk_reserve_bytes(file.server.disk_reserve_mb)?,
         rate_limit,
         environments,
         loaded_at,
@@ -763,6 +769,19 @@ fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {
         mb @ 1..=MAX_CACHE_MB => Ok(mb << 20),
         mb => Err(Error::Invalid(format!(
             "server.cache_mb: {mb} is not a cache size from 1 to {MAX_CACHE_MB} (MiB)"
+        ))),
+    }
+}
+
+/// The default space reserve: room for recording how many runs end and for sled's snapshot,
+/// small beside any disk a service runs on.
+pub const DEFAULT_DISK_RESERVE_MB: u64 = 64;
+
+fn disk_reserve_bytes(mb: Option<u64>) -> Result<u64, Error> {
+    match mb.unwrap_or(DEFAULT_DISK_RESERVE_MB) {
+        mb @ 0..=MAX_CACHE_MB => Ok(mb << 20),
+        mb => Err(Error::Invalid(format!(
+            "server.disk_reserve_mb: {mb} is not a size from 0 to {MAX_CACHE_MB} (MiB)"
         ))),
     }
 }

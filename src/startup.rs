@@ -186,11 +186,17 @@ impl Application {
             );
             println!("{secret}");
         }
-        let transcripts =
-            Transcripts::open(&config.data_dir).map_err(|source| Error::Transcripts {
+        // Agents' output stops being recorded while the store refuses writes, so that it
+        // cannot eat the room kept for recording how their runs end (`store::space`).
+        let gated = store.clone();
+        let transcripts = Transcripts::open(&config.data_dir)
+            .map_err(|source| Error::Transcripts {
                 path: config.data_dir.clone(),
                 source,
-            })?;
+            })?
+            .with_gate(Arc::new(move || {
+                gated.condition() != store::health::Condition::Writable
+            }));
         // The instance id marks this data directory's agent processes; any still alive now
         // were orphaned when an earlier server died, and nothing will ever collect them.
         // It includes the data directory's path, so a copy of the directory started elsewhere
@@ -222,6 +228,8 @@ impl Application {
                 secrets: Arc::new(config.secrets.clone()),
             },
         );
+        // Watched from here on: before this, a start on a full disk fails on its own writes.
+        store.watch_space(config.disk_reserve_bytes);
         let runs = Runs::new(store.clone(), index, executor);
         let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
@@ -277,6 +285,16 @@ impl Application {
                     }
                 }
                 Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
+            }
+        });
+        // Queued runs wait while the store refuses new work; they start when it writes again.
+        let (resume_runs, mut condition) = (runs.clone(), store.watch_condition());
+        actix_rt::spawn(async move {
+            while condition.changed().await.is_ok() {
+                let writable = *condition.borrow_and_update() == store::health::Condition::Writable;
+                if writable {
+                    resume_runs.executor().resume(&resume_runs);
+                }
             }
         });
         Ok(Application {

@@ -8,6 +8,9 @@
 //!   cancel is in it, nothing is in it that no client asked for, sequences are contiguous;
 //! - `runledger replay --verify` is clean and no server ever panicked.
 //!
+//! Every prompt is 60 KB (issue #27: a group commit racing sled's removal of blob files once
+//! refused every write after a few dozen such creates).
+//!
 //! Every request's outcome is one of: acknowledged (2xx), refused (4xx/503: the command was
 //! not applied), or unknown (the connection broke, typically by the kill) — unknown commands
 //! may or may not be in the history, but at most once.
@@ -45,6 +48,12 @@ max_concurrent = 4
 "#;
 
 const CLIENTS: usize = 6;
+
+/// The body of every create's prompt: 60 KB of log lines.
+static PASTED_LOG: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    "2026-11-25T12:00:00.000Z ERROR worker: request failed: connection reset by peer\n"
+        .repeat(60 * 1024 / 80)
+});
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Outcome {
@@ -125,7 +134,9 @@ async fn client(
                 let marker = format!("crashloop-{}", ulid::Ulid::new());
                 let idem = format!("k-{id}-{n}-{marker}");
                 let body = json!({
-                    "prompt": format!("task {marker}"),
+                    // 60 KB, as an issue with pasted logs: above sled's blob threshold once a
+                    // page holds a few, where blob files come and go under the group commit.
+                    "prompt": format!("task {marker}\n{}", PASTED_LOG.as_str()),
                     "config": {"environment_id": if slow { "slow" } else { "fast" }},
                 });
                 let result = send(
@@ -388,6 +399,10 @@ async fn acknowledged_work_survives_random_sigkills() {
     for log in &logs {
         let log = log.lock().expect("log").join("\n");
         assert!(!log.contains("panicked"), "a server panicked:\n{log}");
+        assert!(
+            !log.contains("refuses every write"),
+            "a server took a write for failed:\n{log}"
+        );
     }
     let acked = ledger
         .creates

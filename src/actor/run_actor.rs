@@ -115,8 +115,17 @@ impl Handler<Execute> for RunActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable))));
         }
         self.reset_idle(ctx);
+        // Recording how an execution ended is admitted while the store is only low on space;
+        // everything else adds work (or starts an agent that would add output).
+        let writer = match command {
+            Command::Finish { .. } => store::Writer::Internal,
+            _ => store::Writer::Client,
+        };
         let prepared = self.load().and_then(|current| {
             let decision = decide(current.as_ref(), command)?;
+            // Refused before anything is written: the client is told so, and nothing of the
+            // command reaches the log.
+            self.runs.inner.store.admit(writer)?;
             let at = match (&current, decision.events.first()) {
                 // A new run's creation time is the one its id encodes.
                 (None, _) => self.id.created_at(),

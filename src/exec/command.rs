@@ -489,7 +489,7 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
     if x.job.environment.harness == Harness::Gemini {
         // After the checkout, so a repository's own settings are kept and extended.
         if let Err(e) = write_gemini_settings(&x.workspace, &mcp_json(x.job), &x.sup.sandboxes) {
-            return Some(Err(internal(format!("cannot write the MCP config: {e}"))));
+            return Some(Err(io_failure("cannot write the MCP config", &e)));
         }
     }
     if x.needs_setup {
@@ -570,17 +570,17 @@ fn prepare<'a>(
         Ok(())
     });
     if let Err(e) = prepared {
-        return Err(internal(format!(
-            "cannot prepare the workspace {}: {e}",
-            workspace.display()
-        )));
+        return Err(io_failure(
+            &format!("cannot prepare the workspace {}", workspace.display()),
+            &e,
+        ));
     }
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
     let written = write_private(&mcp_path, mcp.to_string().as_bytes())
         .and_then(|()| sup.sandboxes.hand_over(&mcp_path));
     if let Err(e) = written {
-        return Err(internal(format!("cannot write the MCP config: {e}")));
+        return Err(io_failure("cannot write the MCP config", &e));
     }
     let vars = variables(job, sup, &mcp_path, &home);
     let leaf = sup
@@ -787,17 +787,18 @@ async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
             }
             Ok(Ended::TimedOut) => return Some(Some(Err(timed_out(env.max_runtime_secs)))),
             Err(e) => {
-                return Some(Some(Err(internal(format!(
-                    "lost track of setup command {}: {e}",
-                    i + 1
-                )))))
+                return Some(Some(Err(io_failure(
+                    &format!("lost track of setup command {}", i + 1),
+                    &e,
+                ))))
             }
         }
     }
     if let Err(e) = write_private(&x.setup_done, b"") {
-        return Some(Some(Err(internal(format!(
-            "cannot record that setup completed: {e}"
-        )))));
+        return Some(Some(Err(io_failure(
+            "cannot record that setup completed",
+            &e,
+        ))));
     }
     None
 }
@@ -898,7 +899,20 @@ fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Outpu
             x.system(outcome.message.clone());
             Some(Err(outcome))
         }
-        Err(e) => Some(Err(internal(format!("lost track of the agent: {e}")))),
+        Err(e) => Some(Err(io_failure("the agent was stopped", &e))),
+    }
+}
+
+/// A failure of the service's own I/O during an execution (the transcript, the workspace):
+/// a full or read-only data directory is said in words, so the run's status names it.
+fn io_failure(what: &str, e: &std::io::Error) -> StatusMessage {
+    use crate::store::health::Cause;
+    match Cause::of_io(e) {
+        cause @ (Cause::NoSpace | Cause::ReadOnly) => internal(format!(
+            "{}: the service could not write the run's transcript or workspace; {what}",
+            cause.words()
+        )),
+        Cause::Io => internal(format!("{what}: {e}")),
     }
 }
 

@@ -100,8 +100,17 @@ pub(super) async fn run(
 
 fn transcript_failure(e: std::io::Error) -> StatusMessage {
     tracing::error!(error = %e, "cannot write transcript");
+    let cause = crate::store::health::Cause::of_io(&e);
     StatusMessage {
-        message: "the service could not write the run's transcript".into(),
+        message: match cause {
+            crate::store::health::Cause::Io => {
+                "the service could not write the run's transcript".into()
+            }
+            _ => format!(
+                "{}: the service could not write the run's transcript",
+                cause.words()
+            ),
+        },
         error_code: Some("internal_error".into()),
         retryable: Some(true),
     }

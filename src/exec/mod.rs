@@ -33,9 +33,12 @@ pub use transcript::Transcripts;
 /// through the run's actor (`actor::Runs` implements this), so the executor never writes an
 /// event itself and never needs more of the service than these two calls.
 pub trait Report: Clone + 'static {
-    /// Starts a run that took a slot; `false` when the start was refused (the run was cancelled
-    /// meanwhile) and the slot is to be handed back.
-    fn start(&self, id: RunId) -> impl std::future::Future<Output = bool>;
+    /// Whether new work may start: `false` while the store refuses writes (it is low on space
+    /// or failed), when an agent would only add output to a filling disk and its start would be
+    /// refused anyway.
+    fn accepts_new_work(&self) -> bool;
+    /// Starts a run that took a slot.
+    fn start(&self, id: RunId) -> impl std::future::Future<Output = Started>;
     /// Records how an execution ended. A refusal (a cancel or a later execution came first)
     /// is expected and only logged.
     fn finish(
@@ -46,9 +49,29 @@ pub trait Report: Clone + 'static {
     ) -> impl std::future::Future<Output = ()>;
 }
 
+/// What became of a start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Started {
+    /// The run is in progress: its `Launch` effect holds the slot.
+    Yes,
+    /// Refused for good (the run was cancelled meanwhile): the slot is handed back.
+    Refused,
+    /// The store stopped writing since the check: the run stays first in line for when writes
+    /// resume, and the slot is handed back.
+    Deferred,
+}
+
 impl Report for crate::actor::Runs {
-    async fn start(&self, id: RunId) -> bool {
-        self.execute(id, Command::Start).await.is_ok()
+    fn accepts_new_work(&self) -> bool {
+        self.store().condition() == crate::store::health::Condition::Writable
+    }
+
+    async fn start(&self, id: RunId) -> Started {
+        match self.execute(id, Command::Start).await {
+            Ok(_) => Started::Yes,
+            Err(crate::actor::Error::Store(crate::store::Error::Refused(_))) => Started::Deferred,
+            Err(_) => Started::Refused,
+        }
     }
 
     async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
@@ -229,6 +252,12 @@ impl Executor {
                 if state.shutting_down {
                     return;
                 }
+                // A store that refuses new work leaves the queue as it is: starting an agent
+                // would add output to a filling disk, and its `Start` would be refused anyway.
+                // `resume` pumps again once the store writes again.
+                if !runs.accepts_new_work() {
+                    return;
+                }
                 let slot = state.envs.entry(env.id.clone()).or_default();
                 if slot.running >= env.max_concurrent {
                     return;
@@ -246,10 +275,31 @@ impl Executor {
             actix_rt::spawn(async move {
                 // The Launch effect of an accepted start hands the slot to the agent; a refused
                 // start (the run was cancelled meanwhile) gives it back at once.
-                if !runs.start(next).await {
-                    executor.release(&runs, &env);
+                match runs.start(next).await {
+                    Started::Yes => {}
+                    Started::Deferred => {
+                        executor.put_back(next, &env);
+                        executor.release(&runs, &env);
+                    }
+                    Started::Refused => executor.release(&runs, &env),
                 }
             });
+        }
+    }
+
+    /// Puts a run whose start the store refused back at the head of its queue.
+    fn put_back(&self, id: RunId, env: &Environment) {
+        let mut state = self.state();
+        let slot = state.envs.entry(env.id.clone()).or_default();
+        if slot.queued.insert(id) {
+            slot.queue.push_front(id);
+        }
+    }
+
+    /// Starts what waits in every queue, once the store writes again after refusing.
+    pub fn resume(&self, runs: &impl Report) {
+        for env in self.environments.iter() {
+            self.pump(runs, env);
         }
     }
 

@@ -37,15 +37,21 @@ pub struct Slice {
     pub more: bool,
 }
 
+/// Says whether appends must stop: the data directory's filesystem is low on space (or the
+/// store failed), and agents' output must not eat the room kept for recording how runs end.
+pub type Gate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
+
 #[derive(Clone)]
 pub struct Transcripts {
     dir: PathBuf,
+    gate: Option<Gate>,
 }
 
 /// An open transcript, appended to by one execution.
 pub struct Writer {
     file: File,
     redactor: Redactor,
+    gate: Option<Gate>,
 }
 
 /// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
@@ -104,8 +110,16 @@ impl Writer {
     }
 
     /// Appends one entry. Each entry is written whole with one `write`, so readers never see
-    /// half an entry except at the very end of a file being written.
+    /// half an entry except at the very end of a file being written. While the gate is closed,
+    /// nothing is written and the error is the one a full disk gives (`StorageFull`), so the
+    /// execution ends the same way.
     pub fn append(&mut self, entry: &Entry) -> std::io::Result<()> {
+        if self.gate.as_ref().is_some_and(|closed| closed()) {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::StorageFull,
+                "the data directory's filesystem is (almost) full; output is no longer recorded",
+            ));
+        }
         let redacted;
         let entry = match self.redactor.apply(&entry.text) {
             std::borrow::Cow::Borrowed(_) => entry,
@@ -132,7 +146,15 @@ impl Transcripts {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        Ok(Transcripts { dir })
+        Ok(Transcripts { dir, gate: None })
+    }
+
+    /// Transcripts whose appends fail while `gate` says so.
+    pub fn with_gate(self, gate: Gate) -> Transcripts {
+        Transcripts {
+            gate: Some(gate),
+            ..self
+        }
     }
 
     fn path(&self, id: RunId) -> PathBuf {
@@ -161,6 +183,7 @@ impl Transcripts {
         Ok(Writer {
             file,
             redactor: Redactor::default(),
+            gate: self.gate.clone(),
         })
     }
 
@@ -252,6 +275,26 @@ mod tests {
         let r = Redactor::new([("TOKEN", "tok-123456"), ("S", "secret")]);
         assert_eq!(r.apply("tok-123456 secret"), "[secret:TOKEN] [secret:S]");
         assert_eq!(Redactor::new([]).apply("x"), "x");
+    }
+
+    #[test]
+    fn a_closed_gate_refuses_appends_as_a_full_disk_would() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let closed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let gate = closed.clone();
+        let t = Transcripts::open(dir.path())
+            .expect("open")
+            .with_gate(std::sync::Arc::new(move || {
+                gate.load(std::sync::atomic::Ordering::Relaxed)
+            }));
+        let id = RunId::new(Timestamp(1), 1);
+        let mut w = t.writer(id).expect("writer");
+        w.append(&entry(1)).expect("open gate");
+        closed.store(true, std::sync::atomic::Ordering::Relaxed);
+        let refused = w.append(&entry(2)).expect_err("closed gate");
+        assert_eq!(refused.kind(), std::io::ErrorKind::StorageFull);
+        let slice = t.read(id, 0, 10, 1 << 20).expect("read");
+        assert_eq!(slice.entries.len(), 1);
     }
 
     fn entry(n: u32) -> Entry {

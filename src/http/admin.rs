@@ -4,7 +4,7 @@
 use actix_web::{web, HttpResponse};
 
 use super::openapi::{
-    BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
+    BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
 };
 use super::problem::ApiError;
 use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
@@ -67,6 +67,7 @@ pub async fn list(
         (status = 403, response = Forbidden),
         (status = 413, response = PayloadTooLarge),
         (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
     ),
     security(("bearerAuth" = []))
 )]
@@ -86,6 +87,7 @@ pub async fn create(
             .ok_or_else(|| ApiError::bad_request("kind must be personal or agent"))?,
     };
     let store = state.runs.store();
+    store.admit(crate::store::Writer::Client)?;
     let (record, secret) =
         store
             .keys()
@@ -111,6 +113,7 @@ pub async fn create(
         (status = 403, response = Forbidden),
         (status = 404, response = NotFound),
         (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
     ),
     security(("bearerAuth" = []))
 )]
@@ -121,6 +124,7 @@ pub async fn revoke(
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let store = state.runs.store();
+    store.admit(crate::store::Writer::Client)?;
     let record = store
         .keys()
         .revoke(&path, now())?

@@ -348,13 +348,20 @@ async fn health() -> HttpResponse {
     )
 )]
 async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
-    if state.ready.load(std::sync::atomic::Ordering::Acquire) {
-        Ok(HttpResponse::Ok().json(Ready {
-            status: ReadyStatus::Ready,
-        }))
-    } else {
-        Err(ApiError::unavailable("the service is still recovering"))
+    if !state.ready.load(std::sync::atomic::Ordering::Acquire) {
+        return Err(ApiError::unavailable("the service is still recovering"));
     }
+    // A store that cannot write takes no new work: a load balancer should send it elsewhere.
+    let condition = state.runs.store().condition();
+    if let Some(reason) = condition.reason() {
+        return Err(ApiError {
+            retryable: condition == crate::store::health::Condition::LowSpace,
+            ..ApiError::unavailable(format!("the store refuses writes: {reason}"))
+        });
+    }
+    Ok(HttpResponse::Ok().json(Ready {
+        status: ReadyStatus::Ready,
+    }))
 }
 
 /// Prometheus text exposition of the service's gauges and counters.
@@ -431,6 +438,29 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         out,
         "runledger_durable_sync_seconds_total {:.6}",
         sync_micros as f64 / 1e6
+    );
+    let condition = runs.store().condition();
+    family(
+        &mut out,
+        "runledger_store_writable",
+        "gauge",
+        "1 while the store accepts writes; 0 while it refuses them (/readyz names why).",
+    );
+    let _ = writeln!(
+        out,
+        "runledger_store_writable {}",
+        u8::from(condition == crate::store::health::Condition::Writable)
+    );
+    family(
+        &mut out,
+        "runledger_store_refused_writes_total",
+        "counter",
+        "Writes refused because the store could not durably write.",
+    );
+    let _ = writeln!(
+        out,
+        "runledger_store_refused_writes_total {}",
+        runs.store().refused_writes()
     );
     family(
         &mut out,

@@ -131,6 +131,73 @@ impl ApiError {
         )
     }
 
+    /// A write the store refused before writing anything: it cannot durably write (a full or
+    /// read-only filesystem, a failed write or sync). Retryable only while the condition can
+    /// clear without a restart (low on space).
+    pub fn refused(refusal: &crate::store::Refusal) -> ApiError {
+        let reason = refusal.condition.reason().unwrap_or_default();
+        let detail = if refusal.retryable() {
+            format!(
+                "{reason}; new work is refused until space is freed, and nothing of this \
+                 request was stored. Retry later"
+            )
+        } else {
+            format!(
+                "{reason}. Nothing of this request was stored; reads still work. The operator \
+                 must fix the storage and restart the server"
+            )
+        };
+        ApiError {
+            retryable: refusal.retryable(),
+            ..ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "resource_unavailable",
+                detail,
+            )
+        }
+    }
+
+    /// A write whose events reached the store but could not be made durable: whether it took
+    /// effect is unknown, and stays so until a restart recovers what is on disk.
+    pub fn outcome_unknown(
+        cause: crate::store::health::Cause,
+        error: &dyn std::fmt::Display,
+    ) -> ApiError {
+        let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        tracing::error!(%error, %trace_id, %path, "a write could not be made durable");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "resource_unavailable",
+            format!(
+                "{}: this request was written but could not be made durable, so its outcome is \
+                 unknown until the server is restarted. The store refuses writes until then. \
+                 Retry a create with the same Idempotency-Key once the service is back (it \
+                 answers the run if it was stored, and creates it once otherwise); look a \
+                 follow-up or cancel up in the run's events before sending it again",
+                cause.words()
+            ),
+        )
+    }
+
+    /// A storage operation that failed with an I/O error (a full or read-only filesystem, a
+    /// failing device), before or instead of writing: nothing of the request took effect.
+    pub fn storage_failed(
+        cause: crate::store::health::Cause,
+        error: &dyn std::fmt::Display,
+    ) -> ApiError {
+        let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
+        tracing::error!(%error, %trace_id, %path, "storage operation failed");
+        ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "resource_unavailable",
+            format!(
+                "{}; the store could not complete this request. The operator must fix the \
+                 storage and restart the server",
+                cause.words()
+            ),
+        )
+    }
+
     pub fn unavailable(detail: impl Into<String>) -> ApiError {
         ApiError {
             retryable: true,
@@ -245,8 +312,14 @@ impl From<crate::actor::Error> for ApiError {
 
 impl From<crate::store::Error> for ApiError {
     fn from(e: crate::store::Error) -> ApiError {
+        use crate::store::health::Cause;
         match e {
             crate::store::Error::Corrupt { .. } => ApiError::damaged(&e),
+            crate::store::Error::Refused(refusal) => ApiError::refused(&refusal),
+            crate::store::Error::Sync(ref sync) => ApiError::outcome_unknown(sync.cause, &e),
+            crate::store::Error::Sled(sled::Error::Io(ref io)) => {
+                ApiError::storage_failed(Cause::of_io(io), &e)
+            }
             other => ApiError::internal(&other),
         }
     }

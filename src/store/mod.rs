@@ -7,7 +7,9 @@
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
 
 pub mod codec;
+pub mod health;
 pub mod keys;
+pub mod space;
 pub mod sync;
 pub mod watermark;
 
@@ -18,6 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::domain::{Event, Run, RunId, Timestamp};
 pub use codec::Envelope;
+pub use health::{Refusal, Writer};
 pub use sync::SyncError;
 
 const EVENTS: &str = "events";
@@ -73,6 +76,8 @@ pub enum Error {
     CorruptRecord { tree: &'static str, detail: String },
     #[error(transparent)]
     Sync(#[from] SyncError),
+    #[error(transparent)]
+    Refused(#[from] Refusal),
     #[error(
         "the store in {dir} lost acknowledged writes: sled recovered up to commit {recovered}, but \
          commit {acknowledged} had been made durable. sled stops recovery at the first damaged \
@@ -133,6 +138,8 @@ struct Inner {
     commits: Arc<watermark::Commits>,
     lost: Option<LostWrites>,
     dir: PathBuf,
+    health: Arc<health::Health>,
+    space: std::sync::Mutex<Option<space::Monitor>>,
 }
 
 /// A store opened with `accept_lost_writes` that had lost some: the commit numbers recovered
@@ -314,7 +321,14 @@ impl Store {
         };
         let commits =
             Arc::new(watermark::Commits::open(data_dir, meta.clone(), start).map_err(io)?);
-        let syncer = sync::Syncer::start(db.clone(), data_file, dir.join("blobs"), commits.clone());
+        let health = Arc::new(health::Health::default());
+        let syncer = sync::Syncer::start(
+            db.clone(),
+            data_file,
+            dir.join("blobs"),
+            commits.clone(),
+            health.clone(),
+        );
         Ok(Store {
             inner: Arc::new(Inner {
                 events: db.open_tree(EVENTS)?,
@@ -327,6 +341,8 @@ impl Store {
                 lost,
                 dir: data_dir.to_path_buf(),
                 db,
+                health,
+                space: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -349,6 +365,42 @@ impl Store {
         &self.inner.dir
     }
 
+    /// Whether the store can write now (see `health`).
+    pub fn condition(&self) -> health::Condition {
+        self.inner.health.condition()
+    }
+
+    /// Refuses a write the store's condition does not admit, before anything is written: one
+    /// atomic load while the store is writable.
+    pub fn admit(&self, writer: Writer) -> Result<(), Error> {
+        Ok(self.inner.health.admit(writer)?)
+    }
+
+    /// Writes refused since the store was opened (for `/metrics`).
+    pub fn refused_writes(&self) -> u64 {
+        self.inner.health.refused()
+    }
+
+    /// Wakes on every change of the store's condition.
+    pub fn watch_condition(&self) -> tokio::sync::watch::Receiver<health::Condition> {
+        self.inner.health.subscribe()
+    }
+
+    /// Starts the space monitor with a reserve of `reserve` bytes (the server does; the
+    /// command line does not). See `space`.
+    pub fn watch_space(&self, reserve: u64) {
+        let monitor = space::Monitor::start(&self.inner.dir, reserve, self.inner.health.clone());
+        *self.inner.space.lock().unwrap_or_else(|p| p.into_inner()) = monitor;
+    }
+
+    /// Records a failed write to sled: the store refuses every write from now on.
+    fn failed(&self, e: &sled::Error) {
+        self.inner.health.fail(
+            health::Cause::of_sled(e),
+            &format_args!("storage write failed: {e}"),
+        );
+    }
+
     /// Waits until every write made before the call is durable (group commit).
     pub async fn sync(&self) -> Result<(), Error> {
         Ok(self.inner.syncer.sync().await?)
@@ -369,11 +421,20 @@ impl Store {
                 source,
             })
         });
-        match result {
-            Ok(()) => Ok(()),
-            Err(watermark::CommitError::Sled(e)) => Err(Error::Sled(e)),
-            Err(watermark::CommitError::Sync(e)) => Err(e),
-        }
+        let error = match result {
+            Ok(()) => return Ok(()),
+            Err(watermark::CommitError::Sled(e)) => Error::Sled(e),
+            Err(watermark::CommitError::Sync(e)) => e,
+        };
+        let cause = match &error {
+            Error::Sled(e) => health::Cause::of_sled(e),
+            Error::Io { source, .. } => health::Cause::of_io(source),
+            _ => health::Cause::Io,
+        };
+        self.inner
+            .health
+            .fail(cause, &format_args!("durable sync failed: {error}"));
+        Err(error)
     }
 
     /// Whether a run is marked dirty (its index entry may lag its log).
@@ -396,6 +457,9 @@ impl Store {
     }
 
     fn append_inner(&self, envelopes: &[Envelope]) -> Result<(), Error> {
+        // Once a write or sync has failed, nothing more reaches the log: a later request must
+        // not leave events behind that its client is told failed.
+        self.inner.health.admit(Writer::Internal)?;
         for envelope in envelopes {
             let record = codec::encode(envelope).map_err(|source| Error::Encode {
                 run_id: envelope.run_id,
@@ -403,12 +467,12 @@ impl Store {
                 source,
             })?;
             let key = event_key(envelope.run_id, envelope.seq);
-            if self
+            let swapped = self
                 .inner
                 .events
-                .compare_and_swap(key, None as Option<&[u8]>, Some(record))?
-                .is_err()
-            {
+                .compare_and_swap(key, None as Option<&[u8]>, Some(record))
+                .inspect_err(|e| self.failed(e))?;
+            if swapped.is_err() {
                 return Err(Error::Conflict {
                     run_id: envelope.run_id,
                     seq: envelope.seq,
@@ -566,11 +630,15 @@ impl Store {
     }
 
     pub fn idempotency_put(&self, key: &[u8; 32], record: &IdempotencyRecord) -> Result<(), Error> {
+        self.admit(Writer::Client)?;
         let bytes = postcard::to_allocvec(record).map_err(|e| Error::CorruptRecord {
             tree: IDEMPOTENCY,
             detail: e.to_string(),
         })?;
-        self.inner.idempotency.insert(key, bytes)?;
+        self.inner
+            .idempotency
+            .insert(key, bytes)
+            .inspect_err(|e| self.failed(e))?;
         Ok(())
     }
 
@@ -665,4 +733,26 @@ pub fn envelopes(
             event,
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A snapshot whose writing a full disk cut short must not make the store look damaged
+    /// (issue #27: sled read the leftover `.generating` file as its newest snapshot).
+    #[test]
+    fn an_unfinished_snapshot_file_is_not_read_as_a_snapshot() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        drop(Store::open(dir.path(), &Options::default()).expect("open"));
+        refresh_snapshot(dir.path()).expect("snapshot");
+        std::fs::write(
+            dir.path()
+                .join(SLED_DIR)
+                .join("snap.FFFFFFFFFFFFFFFF.generating"),
+            b"",
+        )
+        .expect("write");
+        drop(Store::open(dir.path(), &Options::default()).expect("a leftover is no damage"));
+    }
 }

@@ -26,11 +26,25 @@ use std::time::Instant;
 
 use tokio::sync::watch;
 
-use super::watermark::Commits;
+use super::health::{Cause, Condition, Health};
+use super::watermark::{CommitError, Commits};
 
+/// A group commit that failed: what was written before it may or may not be on disk.
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("durable sync failed: {0}")]
-pub struct SyncError(pub Arc<str>);
+#[error("durable sync failed: {message}")]
+pub struct SyncError {
+    pub cause: Cause,
+    pub message: Arc<str>,
+}
+
+impl SyncError {
+    fn new(cause: Cause, message: impl Into<Arc<str>>) -> SyncError {
+        SyncError {
+            cause,
+            message: message.into(),
+        }
+    }
+}
 
 struct State {
     requested: u64,
@@ -53,6 +67,7 @@ type Published = Result<u64, SyncError>;
 
 pub struct Syncer {
     shared: Arc<Shared>,
+    health: Arc<Health>,
     done: watch::Receiver<Published>,
     thread: Option<JoinHandle<()>>,
 }
@@ -63,6 +78,7 @@ impl Syncer {
         data_file: File,
         blobs_dir: PathBuf,
         commits: Arc<Commits>,
+        health: Arc<Health>,
     ) -> Syncer {
         let shared = Arc::new(Shared {
             state: Mutex::new(State {
@@ -76,12 +92,24 @@ impl Syncer {
         });
         let (tx, done) = watch::channel(Ok(0));
         let thread_shared = shared.clone();
+        let thread_health = health.clone();
         let thread = std::thread::Builder::new()
             .name("runledger-sync".into())
-            .spawn(move || run(thread_shared, db, data_file, blobs_dir, commits, tx))
+            .spawn(move || {
+                run(
+                    thread_shared,
+                    db,
+                    data_file,
+                    blobs_dir,
+                    commits,
+                    thread_health,
+                    tx,
+                )
+            })
             .ok();
         Syncer {
             shared,
+            health,
             done,
             thread,
         }
@@ -100,18 +128,36 @@ impl Syncer {
     /// Returns once everything written before the call is on disk.
     pub async fn sync(&self) -> Result<(), SyncError> {
         if self.thread.is_none() {
-            return Err(SyncError("the sync thread could not be started".into()));
+            return Err(SyncError::new(
+                Cause::Io,
+                "the sync thread could not be started",
+            ));
         }
         let asked = Instant::now();
         let ticket = self.ticket();
         let mut rx = self.done.clone();
-        let outcome = rx
-            .wait_for(|published| match published {
+        let mut condition = self.health.subscribe();
+        // A write that failed elsewhere (sled's own flusher, an append) ends the wait too: the
+        // sync thread may be stuck in a flush that cannot complete.
+        let failed = async {
+            match condition
+                .wait_for(|c| matches!(c, Condition::Failed(_)))
+                .await
+                .map(|c| *c)
+            {
+                Ok(Condition::Failed(cause)) => {
+                    SyncError::new(cause, "a write to the store failed")
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        let outcome = tokio::select! {
+            outcome = rx.wait_for(|published| match published {
                 Ok(done) => *done >= ticket,
                 Err(_) => true,
-            })
-            .await
-            .map_err(|_| SyncError("the sync thread stopped".into()))?;
+            }) => outcome.map_err(|_| SyncError::new(Cause::Io, "the sync thread stopped"))?,
+            e = failed => return Err(e),
+        };
         match &*outcome {
             Ok(_) => {
                 crate::metrics::METRICS.sync_wait.observe(asked.elapsed());
@@ -138,7 +184,12 @@ impl Drop for Syncer {
             self.shared.wake.notify_one();
         }
         if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
+            // A store that failed may have left the thread in a flush that never returns;
+            // the process is about to stop or restart, so it is left behind rather than
+            // awaited.
+            if !matches!(self.health.condition(), Condition::Failed(_)) {
+                let _ = thread.join();
+            }
         }
     }
 }
@@ -148,27 +199,60 @@ type BlobState = (u64, Option<std::time::SystemTime>);
 
 /// Fsyncs blob files that are new or have changed since they were last synced (sled may still
 /// be writing a blob a sync sees first), and the directory if any file was new.
+///
+/// sled removes a blob file once the value in it has been superseded (rewritten, or merged
+/// into a newer page) and its segment reclaimed, and it does so from its own threads while a
+/// sync runs. A blob that disappears between the listing and its fsync is therefore no failure:
+/// sled removes a blob only after the message that replaced it is in its log, so the removed
+/// file holds nothing any recovery will read, and nothing in it needs to be durable. Such a
+/// blob is simply not synced (and forgotten). Every other error is a real failure.
 pub fn sync_new_blobs(
     dir: &Path,
     synced: &mut HashMap<OsString, BlobState>,
 ) -> std::io::Result<()> {
-    let entries = match std::fs::read_dir(dir) {
-        Ok(entries) => entries,
+    let names = match list_blobs(dir) {
+        Ok(names) => names,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
         Err(e) => return Err(e),
     };
+    sync_listed(dir, names, synced)
+}
+
+/// The names in the blob directory.
+fn list_blobs(dir: &Path) -> std::io::Result<Vec<OsString>> {
+    std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| e.file_name()))
+        .collect()
+}
+
+/// Fsyncs, of the `names` listed in `dir`, those new or changed since `synced` saw them; a
+/// name whose file is gone by the time it is looked at is skipped (see `sync_new_blobs`).
+fn sync_listed(
+    dir: &Path,
+    names: Vec<OsString>,
+    synced: &mut HashMap<OsString, BlobState>,
+) -> std::io::Result<()> {
+    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
     let mut present = HashMap::new();
     let mut new = false;
-    for entry in entries {
-        let entry = entry?;
-        let name = entry.file_name();
-        let meta = entry.metadata()?;
+    for name in names {
+        let path = dir.join(&name);
+        let meta = match std::fs::metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if gone(&e) => continue,
+            Err(e) => return Err(e),
+        };
         let state = (meta.len(), meta.modified().ok());
         match synced.get(&name) {
             Some(seen) if *seen == state => {}
             seen => {
+                // Once open, the file can be synced even if sled unlinks it meanwhile.
+                match File::open(&path) {
+                    Ok(file) => file.sync_all()?,
+                    Err(e) if gone(&e) => continue,
+                    Err(e) => return Err(e),
+                }
                 new |= seen.is_none();
-                File::open(entry.path())?.sync_all()?;
             }
         }
         present.insert(name, state);
@@ -187,6 +271,7 @@ fn run(
     data_file: File,
     blobs_dir: PathBuf,
     commits: Arc<Commits>,
+    health: Arc<Health>,
     tx: watch::Sender<Published>,
 ) {
     let mut done = 0u64;
@@ -209,13 +294,17 @@ fn run(
         let outcome = commits
             .commit(|| {
                 db.flush()
-                    .map_err(|e| e.to_string())
-                    .and_then(|_| data_file.sync_data().map_err(|e| e.to_string()))
-                    .and_then(|_| {
-                        sync_new_blobs(&blobs_dir, &mut synced_blobs).map_err(|e| e.to_string())
-                    })
+                    .map_err(|e| (Cause::of_sled(&e), e.to_string()))?;
+                data_file
+                    .sync_data()
+                    .map_err(|e| (Cause::of_io(&e), e.to_string()))?;
+                sync_new_blobs(&blobs_dir, &mut synced_blobs)
+                    .map_err(|e| (Cause::of_io(&e), e.to_string()))
             })
-            .map_err(|e| e.to_string());
+            .map_err(|e| match e {
+                CommitError::Sled(e) => (Cause::of_sled(&e), e.to_string()),
+                CommitError::Sync(e) => e,
+            });
         let took = started.elapsed();
         crate::metrics::METRICS.sync.observe(took);
         shared.syncs.fetch_add(1, Ordering::Relaxed);
@@ -227,9 +316,11 @@ fn run(
                 done = target;
                 let _previous = tx.send_replace(Ok(done));
             }
-            Err(e) => {
-                tracing::error!(error = %e, "durable sync failed; refusing further acknowledgements");
-                let _previous = tx.send_replace(Err(SyncError(e.into())));
+            Err((cause, e)) => {
+                // Never retried: after a failed fsync the kernel may have dropped the pages it
+                // could not write, and a second fsync would report success without them.
+                health.fail(cause, &format_args!("durable sync failed: {e}"));
+                let _previous = tx.send_replace(Err(SyncError::new(cause, e)));
                 return;
             }
         }
@@ -258,5 +349,55 @@ mod tests {
         std::fs::write(blobs.join("200"), b"blob, now complete").expect("write");
         sync_new_blobs(&blobs, &mut synced).expect("sync");
         assert_eq!(synced.get(&OsString::from("200")).map(|s| s.0), Some(18));
+    }
+
+    /// sled removes superseded blobs from its own threads: one listed and then removed before
+    /// its fsync is skipped, not a failed sync (issue #27: this bricked the store).
+    #[test]
+    fn a_blob_removed_between_listing_and_sync_is_not_a_failure() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        for name in ["1", "2", "3"] {
+            std::fs::write(blobs.join(name), b"blob").expect("write");
+        }
+        let mut synced = HashMap::new();
+        let names = list_blobs(&blobs).expect("list");
+        assert_eq!(names.len(), 3);
+        std::fs::remove_file(blobs.join("2")).expect("rm");
+        sync_listed(&blobs, names, &mut synced).expect("a removed blob is no failure");
+        let mut kept: Vec<_> = synced.keys().cloned().collect();
+        kept.sort();
+        assert_eq!(kept, [OsString::from("1"), OsString::from("3")]);
+    }
+
+    /// The same race, unstaged: one thread keeps writing and removing blob files the way sled
+    /// does while syncs run; no sync may fail.
+    #[test]
+    fn syncs_racing_blob_removal_never_fail() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let blobs = dir.path().join("blobs");
+        std::fs::create_dir(&blobs).expect("mkdir");
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let churn = {
+            let blobs = blobs.clone();
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut n = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    std::fs::write(blobs.join(n.to_string()), [7u8; 4096]).expect("write");
+                    if n >= 2 {
+                        std::fs::remove_file(blobs.join((n - 2).to_string())).expect("rm");
+                    }
+                    n += 1;
+                }
+            })
+        };
+        let mut synced = HashMap::new();
+        for _ in 0..2_000 {
+            sync_new_blobs(&blobs, &mut synced).expect("no false sync failure");
+        }
+        stop.store(true, Ordering::Relaxed);
+        churn.join().expect("churn thread");
     }
 }

@@ -84,6 +84,11 @@ fn run(
             Err(e) => {
                 error!("failed to flush from periodic flush thread: {}", e);
 
+                // runledger: record the error for everyone. This thread is
+                // about to stop; without it a buffer whose write failed here
+                // is never made stable, and every later flush waited for it.
+                pagecache.config.set_global_error(e.clone());
+
                 #[cfg(feature = "failpoints")]
                 pagecache.set_failpoint(e);
 
@@ -113,6 +118,9 @@ fn run(
                         "failed to clean file from periodic flush thread: {}",
                         e
                     );
+
+                    // runledger: as above.
+                    pagecache.config.set_global_error(e.clone());
 
                     #[cfg(feature = "failpoints")]
                     pagecache.set_failpoint(e);

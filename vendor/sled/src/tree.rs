@@ -1670,7 +1670,16 @@ impl Tree {
                 retry!();
             }
 
-            if view.should_split() {
+            // runledger: a split (or merge) found on the way is helped along
+            // by whoever passes, readers included, and it writes to the log.
+            // Once a write has failed (a full disk: sled's global error),
+            // every such write fails too; the node is still whole and can be
+            // read, so the traversal goes on without it and reads keep
+            // working. (`healthy` is false only after a failure.)
+            let healthy =
+                self.context.pagecache.config.global_error().is_ok();
+
+            if view.should_split() && healthy {
                 self.split_node(&view, &parent_view, root_pid, guard)?;
                 retry!();
             }
@@ -1683,7 +1692,8 @@ impl Tree {
                 ).get();
                 if unsplit_parent.is_none() && parent_view.is_some() {
                     unsplit_parent = parent_view.clone();
-                } else if parent_view.is_none() && view.lo.is_empty() {
+                } else if parent_view.is_none() && view.lo.is_empty() && healthy
+                {
                     assert!(unsplit_parent.is_none());
                     assert_eq!(view.pid, root_pid);
                     // we have found a partially-split root
@@ -1698,7 +1708,9 @@ impl Tree {
                     }
                 }
                 continue;
-            } else if let Some(unsplit_parent) = unsplit_parent.take() {
+            } else if let Some(unsplit_parent) =
+                unsplit_parent.take().filter(|_| healthy)
+            {
                 // we have found the proper page for
                 // our cooperative parent split
                 let mut parent: Node = unsplit_parent.deref().clone();
@@ -1732,7 +1744,7 @@ impl Tree {
             // would be merged into a different index, which
             // would add considerable complexity to this already
             // fairly complex implementation.
-            if view.should_merge() && !took_leftmost_branch {
+            if view.should_merge() && !took_leftmost_branch && healthy {
                 if let Some(ref mut parent) = parent_view {
                     assert!(parent.merging_child.is_none());
                     if parent.can_merge_child() {

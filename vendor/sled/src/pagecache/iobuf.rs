@@ -994,7 +994,16 @@ pub(in crate::pagecache) fn make_stable_inner(
                     );
                 }
             } else {
-                iobufs.interval_updated.wait(&mut waiter);
+                // runledger: a bounded wait, after which the loop checks
+                // the global error again. Some writers that fail (a full
+                // disk) set the global error without waking this condvar
+                // (`logger.rs`, `reservation.rs`), and a flush waiting here
+                // then never returned, which hung every later sync and the
+                // server's shutdown.
+                let _ = iobufs.interval_updated.wait_for(
+                    &mut waiter,
+                    std::time::Duration::from_millis(100),
+                );
             }
         } else {
             debug!("make_stable({}) returning", lsn);

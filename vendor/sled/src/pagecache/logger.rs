@@ -361,12 +361,23 @@ impl Log {
             let blob_id =
                 if over_blob_threshold { Some(reservation_lsn) } else { None };
 
-            self.iobufs.encapsulate(
+            if let Err(e) = self.iobufs.encapsulate(
                 item,
                 message_header,
                 destination,
                 blob_id,
-            )?;
+            ) {
+                // runledger: the blob write failed (a full disk) after this
+                // reservation claimed its place in the IO buffer, which it
+                // never leaves: that buffer can never be written, so no
+                // flush would ever return. Recording the error makes every
+                // waiter and every later operation fail instead of hang.
+                self.iobufs.config.set_global_error(e.clone());
+                let intervals = self.iobufs.intervals.lock();
+                drop(intervals);
+                let _notified = self.iobufs.interval_updated.notify_all();
+                return Err(e);
+            }
 
             M.log_reservation_success();
 

@@ -457,6 +457,13 @@ pub fn read_snapshot_or_default(config: &RunningConfig) -> Result<Snapshot> {
 /// Returns `Ok(Some(snapshot))` if there was nothing written.
 fn read_snapshot(config: &RunningConfig) -> Result<Option<Snapshot>> {
     let mut candidates = config.get_snapshot_files()?;
+    // runledger: a `.generating` file is a snapshot whose writing never
+    // finished (a full disk, a crash before the rename); it sorts after the
+    // finished snapshot of the same LSN, so without this it was read, found
+    // empty or torn, and reported as corruption. It is never a snapshot.
+    candidates.retain(|path| {
+        !path.to_string_lossy().ends_with(".generating")
+    });
     if candidates.is_empty() {
         debug!("no previous snapshot found");
         return Ok(None);
@@ -542,18 +549,31 @@ fn write_snapshot(config: &RunningConfig, snapshot: &Snapshot) -> Result<()> {
 
     let parent = path_1.parent().unwrap();
     std::fs::create_dir_all(parent)?;
-    let mut f =
-        std::fs::OpenOptions::new().write(true).create(true).open(&path_1)?;
+    // runledger: truncate, so that a leftover of an earlier attempt cannot
+    // trail the new bytes, and remove the file when writing it fails (a full
+    // disk), so that no partial snapshot is left behind.
+    let written = (|| -> Result<()> {
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path_1)?;
 
-    // write the snapshot bytes, followed by a crc64 checksum at the end
-    io_fail!(config, "snap write");
-    f.write_all(&*bytes)?;
-    io_fail!(config, "snap write len");
-    f.write_all(&len_bytes)?;
-    io_fail!(config, "snap write crc");
-    f.write_all(&crc32)?;
-    io_fail!(config, "snap write post");
-    f.sync_all()?;
+        // write the snapshot bytes, followed by a crc64 checksum at the end
+        io_fail!(config, "snap write");
+        f.write_all(&*bytes)?;
+        io_fail!(config, "snap write len");
+        f.write_all(&len_bytes)?;
+        io_fail!(config, "snap write crc");
+        f.write_all(&crc32)?;
+        io_fail!(config, "snap write post");
+        f.sync_all()?;
+        Ok(())
+    })();
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&path_1);
+        return Err(e);
+    }
 
     trace!("wrote snapshot to {}", path_1.to_string_lossy());
 
