@@ -75,6 +75,27 @@ struct EnvironmentFile {
     memory_mb: Option<u64>,
     pids_max: Option<u64>,
     cpu_percent: Option<u64>,
+    #[serde(default)]
+    repos: Vec<RepoFile>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RepoFile {
+    url: String,
+    #[serde(rename = "ref")]
+    reference: Option<String>,
+    path: Option<PathBuf>,
+}
+
+/// A repository every run of an environment starts with, checked out in its workspace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Repo {
+    pub url: String,
+    /// A branch, tag or commit; `None`: the remote's default branch.
+    pub reference: Option<String>,
+    /// Relative to the workspace, without `..`; `.` is the workspace itself.
+    pub path: PathBuf,
 }
 
 /// Where a secret's value comes from; the file never holds the value itself.
@@ -184,6 +205,8 @@ pub struct Environment {
     pub secrets: Vec<String>,
     /// Per-execution resource limits, enforced with cgroups.
     pub limits: crate::exec::cgroup::Limits,
+    /// Checked out in every new workspace, before setup.
+    pub repos: Vec<Repo>,
 }
 
 impl Environment {
@@ -207,6 +230,7 @@ impl Environment {
             inherit_env: Vec::new(),
             secrets: Vec::new(),
             limits: crate::exec::cgroup::Limits::default(),
+            repos: Vec::new(),
         }
     }
 }
@@ -516,6 +540,7 @@ fn resolve(
             ("memory_mb", env.memory_mb.is_some()),
             ("pids_max", env.pids_max.is_some()),
             ("cpu_percent", env.cpu_percent.is_some()),
+            ("repos", !env.repos.is_empty()),
         ] {
             if env.harness == Harness::Demo && set {
                 return Err(Error::Invalid(format!(
@@ -557,6 +582,55 @@ fn resolve(
                 "{at}.cpu_percent: at most 102400 (1024 cores)"
             )));
         }
+        let mut repos: Vec<Repo> = Vec::new();
+        for repo in env.repos {
+            let path = repo.path.unwrap_or_else(|| PathBuf::from("."));
+            let inside = path.is_relative()
+                && path.components().all(|c| {
+                    matches!(
+                        c,
+                        std::path::Component::Normal(_) | std::path::Component::CurDir
+                    )
+                });
+            if repo.url.trim().is_empty() || repo.url.starts_with('-') {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: {:?} is not a repository URL",
+                    repo.url
+                )));
+            }
+            if !inside {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: path {:?} must be relative to the workspace, without '..'",
+                    path.display().to_string()
+                )));
+            }
+            if repo
+                .reference
+                .as_deref()
+                .is_some_and(|r| r.is_empty() || r.starts_with('-'))
+            {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: ref {:?} is not a branch, tag or commit",
+                    repo.reference.unwrap_or_default()
+                )));
+            }
+            let normal = |p: &Path| {
+                p.components()
+                    .filter(|c| !matches!(c, std::path::Component::CurDir))
+                    .collect::<PathBuf>()
+            };
+            if repos.iter().any(|r| normal(&r.path) == normal(&path)) {
+                return Err(Error::Invalid(format!(
+                    "{at}.repos: two repositories are checked out at {:?}",
+                    path.display().to_string()
+                )));
+            }
+            repos.push(Repo {
+                url: repo.url,
+                reference: repo.reference,
+                path,
+            });
+        }
         let max_concurrent = env.max_concurrent.unwrap_or(64);
         if max_concurrent == 0 {
             return Err(Error::Invalid(format!(
@@ -592,6 +666,7 @@ fn resolve(
                 pids_max: env.pids_max,
                 cpu_percent: env.cpu_percent,
             },
+            repos,
         });
     }
     if environments.is_empty() {

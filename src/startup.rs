@@ -208,6 +208,7 @@ impl Application {
                 grace: std::time::Duration::from_secs(config.stop_grace_secs),
                 sandboxes,
                 cgroups,
+                mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
                 secrets: Arc::new(config.secrets.clone()),
             },
         );

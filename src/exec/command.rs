@@ -505,6 +505,17 @@ pub(super) async fn run(
 /// Setup (until it has succeeded once), then the agent, to its end.
 async fn execute(x: &mut Execution<'_>) -> Outcome {
     if x.needs_setup {
+        if let Err(message) = checkout(x).await {
+            return Some(Err(message));
+        }
+    }
+    if x.job.environment.harness == Harness::Gemini {
+        // After the checkout, so a repository's own settings are kept and extended.
+        if let Err(e) = write_gemini_settings(&x.workspace, &mcp_json(x.job), &x.sup.sandboxes) {
+            return Some(Err(internal(format!("cannot write the MCP config: {e}"))));
+        }
+    }
+    if x.needs_setup {
         if let Some(ended) = setup(x).await {
             return ended;
         }
@@ -589,13 +600,8 @@ fn prepare<'a>(
     }
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
-    let written = write_private(&mcp_path, mcp.to_string().as_bytes()).and_then(|()| {
-        sup.sandboxes.hand_over(&mcp_path)?;
-        if env.harness == Harness::Gemini {
-            write_gemini_settings(&workspace, &mcp, &sup.sandboxes)?;
-        }
-        Ok(())
-    });
+    let written = write_private(&mcp_path, mcp.to_string().as_bytes())
+        .and_then(|()| sup.sandboxes.hand_over(&mcp_path));
     if let Err(e) = written {
         return Err(internal(format!("cannot write the MCP config: {e}")));
     }
@@ -694,6 +700,53 @@ async fn settle(
         );
     }
     (ended, process.output)
+}
+
+/// Fills the fresh workspace with the environment's repositories (outer paths first, so a
+/// repository can be checked out inside another), and hands them to the agent user.
+async fn checkout(x: &mut Execution<'_>) -> Result<(), StatusMessage> {
+    let mut repos: Vec<&crate::config::Repo> = x.job.environment.repos.iter().collect();
+    repos.sort_by_key(|r| {
+        r.path
+            .components()
+            .filter(|c| !matches!(c, std::path::Component::CurDir))
+            .count()
+    });
+    let count = repos.len();
+    for (i, repo) in repos.into_iter().enumerate() {
+        let wanted = repo.reference.as_deref().unwrap_or("default branch");
+        x.system(format!(
+            "repository {}/{count}: {} ({wanted}) at {}",
+            i + 1,
+            repo.url,
+            repo.path.display()
+        ));
+        let started = std::time::Instant::now();
+        if let Err(failure) = x.sup.mirrors.checkout(repo, &x.workspace, x.deadline).await {
+            x.system(failure.message.clone());
+            return Err(StatusMessage {
+                message: failure.message,
+                error_code: Some("environment_setup_failed".into()),
+                retryable: Some(failure.retryable),
+            });
+        }
+        x.system(format!(
+            "repository {}/{count} checked out in {} ms",
+            i + 1,
+            started.elapsed().as_millis()
+        ));
+    }
+    if x.sup.sandboxes.agent_user().is_some() {
+        let root = x.workspace.clone();
+        let sandboxes = x.sup.sandboxes.clone();
+        let handed = tokio::task::spawn_blocking(move || sandboxes.hand_over_tree(&root)).await;
+        if let Err(e) = handed.map_err(std::io::Error::other).and_then(|r| r) {
+            return Err(internal(format!(
+                "cannot hand the checked-out repositories to the agent user: {e}"
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// Runs the environment's setup commands in order; `Some` ends the execution there.

@@ -15,6 +15,7 @@ mod command;
 mod demo;
 pub mod presets;
 pub mod process;
+pub mod repos;
 pub mod sandbox;
 pub mod transcript;
 
@@ -99,6 +100,8 @@ pub struct Supervision {
     pub sandboxes: sandbox::Sandboxes,
     /// Where executions' cgroups are made, for environments with limits.
     pub cgroups: cgroup::Cgroups,
+    /// The mirrors of the environments' repositories.
+    pub mirrors: repos::Mirrors,
     /// `[secrets]`, for the environments that list them.
     pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
 }

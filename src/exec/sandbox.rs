@@ -371,6 +371,25 @@ impl Sandboxes {
     }
 }
 
+impl Sandboxes {
+    /// `hand_over` for a whole tree (symbolic links themselves, never what they point to).
+    pub fn hand_over_tree(&self, root: &Path) -> std::io::Result<()> {
+        let Some(user) = &self.user else {
+            return Ok(());
+        };
+        let mut stack = vec![root.to_path_buf()];
+        while let Some(path) = stack.pop() {
+            std::os::unix::fs::lchown(&path, Some(user.uid), Some(user.gid))?;
+            if std::fs::symlink_metadata(&path)?.is_dir() {
+                for entry in std::fs::read_dir(&path)? {
+                    stack.push(entry?.path());
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What no agent may see: the data directory (the store, the secrets that sign links, every
 /// run's transcript, workspace and MCP file), every workspace root, the configuration file (every
 /// environment's `env`), the secret files, and, for a server that is not root (whose agents run

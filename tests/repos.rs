@@ -1,0 +1,134 @@
+//! Repositories: each new workspace starts with the environment's repositories checked out
+//! from a mirror the server keeps and refreshes, and a fetch or checkout that fails ends the
+//! run as a setup failure that says why. The remotes are local bare repositories (`file://`).
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::{agent_visible_dir, script, Server};
+use serde_json::json;
+
+fn git(dir: &Path, args: &[&str]) {
+    let out = Command::new("git")
+        .args(args)
+        .current_dir(dir)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Commits `text` as `a.txt` on main and pushes it.
+fn commit(work: &Path, text: &str) {
+    std::fs::write(work.join("a.txt"), text).expect("write");
+    git(work, &["add", "a.txt"]);
+    git(work, &["commit", "-q", "-m", text]);
+    git(work, &["push", "-q", "origin", "main"]);
+}
+
+async fn transcript(s: &Server, id: &str) -> String {
+    let (_, t) = s
+        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
+        .await;
+    t["entries"]
+        .as_array()
+        .expect("entries")
+        .iter()
+        .filter_map(|e| e["text"].as_str())
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[tokio::test]
+async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror() {
+    let f = agent_visible_dir();
+    let dir = f.path();
+    let origin = dir.join("origin.git");
+    let work = dir.join("work");
+    git(dir, &["init", "-q", "--bare", "-b", "main", "origin.git"]);
+    git(
+        dir,
+        &["clone", "-q", origin.to_str().expect("utf-8"), "work"],
+    );
+    git(&work, &["checkout", "-q", "-b", "main"]);
+    commit(&work, "v1");
+    git(&work, &["tag", "v1-tag"]);
+    git(&work, &["push", "-q", "origin", "v1-tag"]);
+    let url = format!("file://{}", origin.display());
+    let agent = dir.join("agent.sh");
+    script(
+        &agent,
+        "echo \"top=$(cat a.txt) branch=$(git rev-parse --abbrev-ref HEAD)\"\n\
+         echo \"lib=$(cat vendor/lib/a.txt) head=$(git -C vendor/lib rev-parse --abbrev-ref HEAD)\"\n\
+         echo \"origin=$(git remote get-url origin)\"\n\
+         echo \"setup=$(cat prepared)\"\n\
+         touch mine && echo writable",
+    );
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\n\
+         [[environments]]\nid = \"repo\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+         setup = [\"cat a.txt > prepared\"]\n\
+         repos = [{{ url = \"{url}\", path = \"vendor/lib\", ref = \"v1-tag\" }}, {{ url = \"{url}\", ref = \"main\" }}]\n\n\
+         [[environments]]\nid = \"badref\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+         repos = [{{ url = \"{url}\", ref = \"no-such-branch\" }}]\n\n\
+         [[environments]]\nid = \"badurl\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+         repos = [{{ url = \"file://{missing}\" }}]\n",
+        agent = agent.display(),
+        missing = dir.join("missing.git").display(),
+    );
+    let s = Server::start_with(dir, &config, &[]);
+    s.wait_ready().await;
+
+    let first = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "repo"}}))
+        .await;
+    s.wait_state(&first, "SUCCEEDED").await;
+    let text = transcript(&s, &first).await;
+    for want in [
+        "top=v1 branch=main",
+        "lib=v1 head=HEAD",
+        &format!("origin={url}"),
+        "setup=v1",
+        "writable",
+    ] {
+        assert!(text.contains(want), "missing {want:?}:\n{text}");
+    }
+
+    // A new commit upstream: the next run fetches it into the same mirror.
+    commit(&work, "v2");
+    let second = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "repo"}}))
+        .await;
+    s.wait_state(&second, "SUCCEEDED").await;
+    let text = transcript(&s, &second).await;
+    assert!(text.contains("top=v2 branch=main"), "{text}");
+    let mirrors = std::fs::read_dir(s.data_dir.join("repos"))
+        .expect("mirrors")
+        .count();
+    assert_eq!(mirrors, 1);
+
+    for (environment, want) in [
+        ("badref", "no branch, tag or commit \"no-such-branch\""),
+        ("badurl", "cannot fetch file://"),
+    ] {
+        let id = s
+            .create(json!({"prompt": "x", "config": {"environment_id": environment}}))
+            .await;
+        let run = s.wait_state(&id, "FAILED").await;
+        assert_eq!(
+            run["status_message"]["error_code"], "environment_setup_failed",
+            "{run}"
+        );
+        let message = run["status_message"]["message"].as_str().expect("message");
+        assert!(message.contains(want), "{message}");
+    }
+}
