@@ -338,17 +338,39 @@ def responses_conversation(body):
 
 
 def responses_tools(body):
+    """Tools by name: the request's `tools`, and those Codex lists in `additional_tools` input
+    items (its "code mode" models get a namespaced custom `exec` tool there instead)."""
     out = {}
-    for t in body.get("tools") or []:
-        if not isinstance(t, dict):
-            continue
-        name = t.get("name") or (t.get("function") or {}).get("name") or t.get("type")
-        out[name] = t
+
+    def add(tools, namespace=None):
+        for t in tools or []:
+            if not isinstance(t, dict):
+                continue
+            if t.get("type") == "namespace":
+                add(t.get("tools"), t.get("name"))
+                continue
+            name = t.get("name") or (t.get("function") or {}).get("name") or t.get("type")
+            out.setdefault(name, {**t, "_namespace": namespace})
+
+    add(body.get("tools"))
+    items = body.get("input")
+    if isinstance(items, list):
+        for it in items:
+            if isinstance(it, dict) and it.get("type") == "additional_tools":
+                add(it.get("tools"))
     return out
+
+
+def code_mode_call(js):
+    """A call of Codex's code-mode `exec` tool: JavaScript that calls the nested tools."""
+    return {"type": "custom_tool_call", "id": new_id("ctc_"), "call_id": new_id("call_"), "name": "exec", "input": js}
 
 
 def shell_call_item(command, tools):
     call_id = new_id("call_")
+    if "exec" in tools and tools["exec"].get("type") == "custom" and "exec_command" not in tools:
+        js = f"const r = await tools.exec_command({{cmd: {json.dumps(command)}}});\ntext(r.output);\n"
+        return code_mode_call(js)
     if "shell" in tools and tools["shell"].get("type") == "function":
         args = {"command": ["bash", "-lc", command]}
         return {"type": "function_call", "id": new_id("fc_"), "call_id": call_id, "name": "shell", "arguments": json.dumps(args)}
@@ -376,7 +398,9 @@ def responses_items(turn, body, cwd):
             turn["path"], "".join("+" + line + "\n" for line in turn["content"].split("\n")[: -1 if turn["content"].endswith("\n") else None])
         )
         ap = tools.get("apply_patch")
-        if ap is not None and ap.get("type") == "custom":
+        if ap is None and "exec" in tools and tools["exec"].get("type") == "custom":
+            items.append(code_mode_call(f"text(await tools.apply_patch({json.dumps(patch)}));\n"))
+        elif ap is not None and ap.get("type") == "custom":
             items.append({"type": "custom_tool_call", "id": new_id("ctc_"), "call_id": new_id("call_"), "name": "apply_patch", "input": patch})
         elif ap is not None:
             items.append(
@@ -708,7 +732,7 @@ class Handler(BaseHTTPRequestHandler):
             self.record(body, api="responses", kind="unauthorized")
             status, text = openai_error(401, "invalid_api_key", "Incorrect API key provided.")
             return self.send(status, "application/json", text)
-        if not body.get("tools"):
+        if not responses_tools(body):
             self.record(body, api="responses", kind="side")
             side = {"text": "ok", "usage": {"input_tokens": 10, "output_tokens": 1}}
             ctype, text = responses_response(side, body, None, stream)

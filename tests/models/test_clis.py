@@ -1,0 +1,209 @@
+"""The real claude, codex and gemini CLIs complete tool-using tasks against the scripted server.
+
+Each test runs a CLI directly (not through runledger) as the current user (root in CI) in a
+fresh workspace, and checks both sides: what the CLI did and printed, and what reached the model.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import MODELS
+
+TOOL_TASK = [
+    {"tool": "write_file", "path": "hello.txt", "content": "hello from the model\n"},
+    {"tool": "shell", "command": "echo shell-ok > second.txt"},
+    {"text": "Done: wrote both files.", "usage": {"input_tokens": 1234, "output_tokens": 56}},
+]
+# The server's default usage for a turn without "usage" is 100 input / 20 output tokens.
+TOOL_TASK_INPUT_TOKENS = 100 + 100 + 1234
+TOOL_TASK_OUTPUT_TOKENS = 20 + 20 + 56
+
+
+def tool_results(req):
+    """The tool results a request sends back to the model, as strings."""
+    body = req["body"]
+    out = []
+    if req["api"] == "anthropic":
+        for m in body.get("messages", []):
+            if isinstance(m.get("content"), list):
+                for b in m["content"]:
+                    if isinstance(b, dict) and b.get("type") == "tool_result":
+                        out.append(json.dumps(b.get("content")))
+    elif req["api"] == "responses":
+        for it in body.get("input", []):
+            if isinstance(it, dict) and it.get("type") in ("function_call_output", "custom_tool_call_output"):
+                out.append(json.dumps(it.get("output")))
+    elif req["api"] == "gemini":
+        for c in body.get("contents", []):
+            for p in c.get("parts", []):
+                if "functionResponse" in p:
+                    out.append(json.dumps(p["functionResponse"]))
+    return out
+
+
+def user_prompts(req):
+    """Every user prompt in a request's conversation (not tool results), as text."""
+    body = req["body"]
+    out = []
+
+    def texts(v):
+        if isinstance(v, str):
+            return [v]
+        res = []
+        if isinstance(v, list):
+            for x in v:
+                res += texts(x)
+        elif isinstance(v, dict):
+            for k, x in v.items():
+                if k == "text" and isinstance(x, str):
+                    res.append(x)
+                elif isinstance(x, (list, dict)):
+                    res += texts(x)
+        return res
+
+    if req["api"] == "anthropic":
+        for m in body.get("messages", []):
+            if m.get("role") == "user":
+                c = m.get("content")
+                if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in c):
+                    continue
+                out.append("\n".join(texts(c)))
+    elif req["api"] == "responses":
+        for it in body.get("input", []):
+            if isinstance(it, dict) and it.get("role") == "user":
+                out.append("\n".join(texts(it.get("content"))))
+    elif req["api"] == "gemini":
+        for c in body.get("contents", []):
+            if c.get("role") == "user" and not any("functionResponse" in p for p in c.get("parts", [])):
+                out.append("\n".join(texts(c.get("parts"))))
+    return out
+
+
+def assistant_texts(req):
+    body = req["body"]
+    out = []
+    if req["api"] == "anthropic":
+        for m in body.get("messages", []):
+            if m.get("role") == "assistant":
+                c = m.get("content")
+                out += [c] if isinstance(c, str) else [b.get("text", "") for b in c if isinstance(b, dict)]
+    elif req["api"] == "responses":
+        for it in body.get("input", []):
+            if isinstance(it, dict) and it.get("role") == "assistant":
+                out += [p.get("text", "") for p in it.get("content", []) if isinstance(p, dict)]
+    elif req["api"] == "gemini":
+        for c in body.get("contents", []):
+            if c.get("role") == "model":
+                out += [p.get("text", "") for p in c.get("parts", []) if "text" in p]
+    return out
+
+
+def reported_usage(name, res):
+    """(input tokens, output tokens, cost or None) as the CLI reports them on stdout."""
+    if name == "claude":
+        final = [e for e in res.events if e.get("type") == "result"][-1]
+        return final["usage"]["input_tokens"], final["usage"]["output_tokens"], final.get("total_cost_usd")
+    if name == "codex":
+        done = [e for e in res.events if e.get("type") == "turn.completed"][-1]
+        return done["usage"]["input_tokens"], done["usage"]["output_tokens"], None
+    final = [e for e in res.events if e.get("type") == "result"][-1]
+    return final["stats"]["input_tokens"], final["stats"]["output_tokens"], None
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def test_tool_task_writes_files_and_runs_a_command(agent, server):
+    server.script(TOOL_TASK)
+    res = agent.run("Create hello.txt, then run a command that writes second.txt.")
+    assert res.rc == 0, res.describe()
+    assert (agent.workspace / "hello.txt").read_text() == "hello from the model\n", res.describe()
+    assert (agent.workspace / "second.txt").read_text() == "shell-ok\n", res.describe()
+
+    main = server.main_requests()
+    assert [r["step"] for r in main] == [0, 1, 2], [(r["path"], r["step"]) for r in main]
+    # The model saw both tool results before its final answer.
+    results = tool_results(main[-1])
+    assert len(results) == 2, results
+    # The session id the CLI reports on stdout, used to resume.
+    assert res.session_id(), res.describe()
+    # Token usage as the model reported it reaches the CLI's structured output.
+    inp, outp, cost = reported_usage(agent.name, res)
+    assert (inp, outp) == (TOOL_TASK_INPUT_TOKENS, TOOL_TASK_OUTPUT_TOKENS)
+    if agent.name == "claude":
+        assert cost and cost > 0
+
+
+def test_resume_by_session_id_sends_the_earlier_conversation(agent, server):
+    server.script(
+        {
+            "replies": [
+                {"when": "second task", "turns": [{"text": "Second answer."}]},
+                {"turns": [{"text": "First answer: PAPAYA noted."}]},
+            ]
+        }
+    )
+    first = agent.run("first task: remember the word PAPAYA")
+    assert first.rc == 0, first.describe()
+    sid = first.session_id()
+    assert sid, first.describe()
+
+    server.clear()
+    second = agent.run("second task: which word?", resume=sid)
+    assert second.rc == 0, second.describe()
+    assert second.session_id() == sid, second.describe()
+
+    main = server.main_requests()
+    assert main, second.describe()
+    last = main[-1]
+    prompts = user_prompts(last)
+    assert any("first task: remember the word PAPAYA" in p for p in prompts), prompts
+    assert any("second task: which word?" in p for p in prompts), prompts
+    assert any("First answer: PAPAYA noted." in t for t in assistant_texts(last)), assistant_texts(last)
+
+
+@pytest.mark.parametrize("prompt", ["--version", "- fix the typo"])
+def test_prompt_that_looks_like_an_option_reaches_the_model(agent, server, prompt):
+    server.script([{"text": "ok"}])
+    res = agent.run(prompt)
+    assert res.rc == 0, res.describe()
+    main = server.main_requests()
+    assert main, res.describe()
+    assert any(prompt in p.splitlines() for p in user_prompts(main[-1])), user_prompts(main[-1])
+
+
+def test_without_model_flag_the_cli_default_model_does_the_task(agent, server):
+    server.script(TOOL_TASK)
+    res = agent.run("Create hello.txt, then run a command that writes second.txt.", model=False)
+    assert res.rc == 0, res.describe()
+    assert (agent.workspace / "hello.txt").read_text() == "hello from the model\n", res.describe()
+    assert (agent.workspace / "second.txt").read_text() == "shell-ok\n", res.describe()
+    assert "Done: wrote both files." in res.stdout
+
+
+def test_unauthorized_endpoint_fails_with_the_cli_message(agent, server):
+    server.unauthorized(True)
+    res = agent.run("hello")
+    assert res.rc != 0, res.describe()
+    assert any(r["kind"] == "unauthorized" for r in server.requests())
+    # Where each CLI puts the API's own error message.
+    where = {"claude": res.stdout, "codex": res.stderr + res.stdout, "gemini": res.stderr}[agent.name]
+    expected = {"claude": "Invalid API key", "codex": "Incorrect API key", "gemini": "API key not valid"}[agent.name]
+    assert expected in where, res.describe()
+
+
+def test_missing_key_fails_with_the_cli_message(agent, server):
+    server.script([{"text": "should not be reached"}])
+    res = agent.run("hello", key=False)
+    assert res.rc != 0, res.describe()
+    assert not server.main_requests(), res.describe()
+    assert (res.stdout + res.stderr).strip(), res.describe()
+
+
+def test_read_only_mode_refuses_the_write(agent, server):
+    server.script(TOOL_TASK[:1] + [{"text": "Finished."}])
+    res = agent.run("Create hello.txt.", write=False)
+    assert not (agent.workspace / "hello.txt").exists(), res.describe()
