@@ -220,6 +220,26 @@ class Claude(Agent):
         return argv + ["--", prompt]
 
 
+    def start_streaming(self):
+        """Claude Code with streaming JSON input: user messages arrive on stdin, one JSON per line,
+        also while a turn runs."""
+        argv = [str(BIN_DIR / "claude"), "-p", "--input-format", "stream-json", "--output-format", "stream-json"]
+        argv += ["--verbose", "--permission-mode", "bypassPermissions", "--model", MODELS["claude"]]
+        return subprocess.Popen(
+            argv,
+            cwd=self.workspace,
+            env=self.env(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
+        )
+
+
+def stream_user_message(text):
+    return json.dumps({"type": "user", "message": {"role": "user", "content": text}}) + "\n"
+
+
 class Codex(Agent):
     name = "codex"
 

@@ -7,10 +7,11 @@ fresh workspace, and checks both sides: what the CLI did and printed, and what r
 from __future__ import annotations
 
 import json
+import threading
 
 import pytest
 
-from conftest import MODELS
+from conftest import MODELS, parse_events, stream_user_message, wait_for
 
 TOOL_TASK = [
     {"tool": "write_file", "path": "hello.txt", "content": "hello from the model\n"},
@@ -204,6 +205,65 @@ def test_missing_key_fails_with_the_cli_message(agent, server):
 
 
 def test_read_only_mode_refuses_the_write(agent, server):
+    """Without the write flags each CLI refuses the write, exits 0, and says so in its own way."""
     server.script(TOOL_TASK[:1] + [{"text": "Finished."}])
     res = agent.run("Create hello.txt.", write=False)
     assert not (agent.workspace / "hello.txt").exists(), res.describe()
+    assert res.rc == 0, res.describe()
+    main = server.main_requests()
+    if agent.name == "claude":
+        # Print mode's default permission mode denies Write: a system event, an error tool
+        # result to the model, and the final result's permission_denials.
+        final = [e for e in res.events if e.get("type") == "result"][-1]
+        assert [d["tool_name"] for d in final["permission_denials"]] == ["Write"], final
+        assert any(e.get("subtype") == "permission_denied" for e in res.events)
+        assert "haven't granted it" in tool_results(main[-1])[0]
+    elif agent.name == "codex":
+        # --sandbox read-only: the patch is rejected; only the model (and a stderr log line) hear of it.
+        assert "read-only sandbox" in tool_results(main[-1])[0]
+        assert "read-only sandbox" in res.stderr
+    else:
+        # The default approval mode in headless runs offers no write or shell tool at all.
+        names = {fd["name"] for t in main[0]["body"]["tools"] for fd in t.get("functionDeclarations", [])}
+        assert "write_file" not in names and "run_shell_command" not in names, names
+
+
+def test_claude_follow_up_during_a_turn_reaches_the_model(agent_factory, server):
+    """Claude Code's streaming JSON input takes a user message while a turn runs and hands it to
+    the model with the next tool result (codex exec and gemini -p read no input mid-turn)."""
+    agent = agent_factory("claude")
+    server.script([{"tool": "shell", "command": "sleep 2; echo slept"}, {"text": "Turn done."}])
+    proc = agent.start_streaming()
+    watchdog = threading.Timer(60, proc.kill)  # a hung CLI ends the blocking reads below
+    watchdog.start()
+    try:
+        proc.stdin.write(stream_user_message("original task: sleep a little"))
+        proc.stdin.flush()
+        # The model has asked for the slow command: the turn is in progress.
+        assert wait_for(lambda: any(r["step"] == 0 for r in server.main_requests()), timeout=30)
+        proc.stdin.write(stream_user_message("FOLLOW-UP while busy: also mention the weather"))
+        proc.stdin.flush()
+        lines = []
+        while True:  # bounded by the CLI's own end of turn; the timeout below guards a hang
+            line = proc.stdout.readline()
+            if not line:
+                break
+            lines.append(line)
+            if line.startswith('{"') and '"type":"result"' in line:
+                break
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    events = parse_events("".join(lines))
+    final = [e for e in events if e.get("type") == "result"]
+    assert final and final[-1]["is_error"] is False, lines[-3:]
+    assert proc.returncode == 0
+    # Both the original task and the follow-up reached the model within the same turn.
+    last = server.main_requests()[-1]
+    body = json.dumps(last["body"])
+    assert "original task: sleep a little" in body
+    assert "FOLLOW-UP while busy: also mention the weather" in " ".join(tool_results(last)), tool_results(last)
