@@ -242,6 +242,9 @@ def stream_user_message(text):
 
 class Codex(Agent):
     name = "codex"
+    # Full access: the caller's sandbox is the boundary. "workspace-write" uses Codex's own
+    # bubblewrap sandbox instead.
+    sandbox = "danger-full-access"
 
     def setup(self):
         # CODEX_HOME lives under target/, never under TMPDIR (its sandbox helper refuses that).
@@ -274,7 +277,7 @@ class Codex(Agent):
 
     def argv(self, prompt, resume=None, write=True, model=True):
         argv = [str(BIN_DIR / "codex"), "exec", "--json", "--skip-git-repo-check"]
-        argv += ["--sandbox", "danger-full-access" if write else "read-only"]
+        argv += ["--sandbox", self.sandbox if write else "read-only"]
         if model:
             argv += ["--model", MODELS["codex"]]
         if resume:

@@ -267,3 +267,15 @@ def test_claude_follow_up_during_a_turn_reaches_the_model(agent_factory, server)
     body = json.dumps(last["body"])
     assert "original task: sleep a little" in body
     assert "FOLLOW-UP while busy: also mention the weather" in " ".join(tool_results(last)), tool_results(last)
+
+
+def test_codex_own_workspace_write_sandbox_allows_workspace_edits(agent_factory, server):
+    """Codex's own sandbox (for runs without an outer sandbox) lets it edit the workspace, as
+    long as CODEX_HOME is outside TMPDIR (there its sandbox helper cannot be started)."""
+    agent = agent_factory("codex")
+    agent.sandbox = "workspace-write"
+    server.script(TOOL_TASK)
+    res = agent.run("Create hello.txt, then run a command that writes second.txt.")
+    assert res.rc == 0, res.describe()
+    assert (agent.workspace / "hello.txt").read_text() == "hello from the model\n", res.describe()
+    assert (agent.workspace / "second.txt").read_text() == "shell-ok\n", res.describe()
