@@ -186,6 +186,7 @@ class Agent:
         base.with_suffix(".argv.json").write_text(json.dumps(argv, indent=1))
         base.with_suffix(".stdout").write_text(proc.stdout)
         base.with_suffix(".stderr").write_text(proc.stderr)
+        base.with_suffix(".rc").write_text(f"{proc.returncode}\n")
         return Result(proc.returncode, proc.stdout, proc.stderr, parse_events(proc.stdout))
 
 
@@ -341,6 +342,10 @@ def agent_factory(server, tmp_path, request):
         return agent
 
     yield make
+    # A CLI that sent a request the server does not know (a new probe or API) fails the test,
+    # so an upgrade that changes what the CLIs send is noticed.
+    strays = [f"{r['method']} {r['path']}" for r in server.requests() if r["kind"] in ("unknown", "bad-request")]
+    assert not strays, f"requests the scripted server does not understand: {strays}"
     failed = getattr(request.node, "rep_call", None) is not None and request.node.rep_call.failed
     for agent in made:
         if not failed and not os.environ.get("MODEL_TESTS_KEEP"):

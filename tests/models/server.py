@@ -615,12 +615,14 @@ class Handler(BaseHTTPRequestHandler):
             return self.send(200, "application/json", data)
         if path == "/_health":
             return self.send(200, "application/json", '{"ok": true}')
-        self.record(None, api="unknown", kind="unknown")
         if path in ("/", ""):
+            self.record(None, api="probe", kind="probe")
             return self.send(200, "text/plain", "scripted model server\n")
-        if re.fullmatch(r"(/v1)?/models", path):
-            # Codex asks for a model list; an empty one makes it use its built-in defaults.
+        if re.fullmatch(r"(/v1|/v1beta)?/models", path):
+            # A model list, if a CLI asks: an empty one leaves it with its built-in defaults.
+            self.record(None, api="probe", kind="probe")
             return self.send(200, "application/json", json.dumps({"object": "list", "data": [], "models": []}))
+        self.record(None, api="unknown", kind="unknown")
         return self.send(404, "application/json", json.dumps({"error": {"message": f"scripted model server: no route for GET {path}"}}))
 
     def record(self, body, api, kind, **extra):
