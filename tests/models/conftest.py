@@ -167,6 +167,15 @@ class Agent:
     def env(self, key=True):
         raise NotImplementedError
 
+    def base_env(self):
+        env = base_env(self.home)
+        # Each run's temporary files (Gemini CLI's error reports, Claude Code's task output)
+        # stay in its private root; CODEX_HOME is next to this directory, never inside it.
+        tmp = self.root / "tmp"
+        tmp.mkdir(exist_ok=True)
+        env["TMPDIR"] = str(tmp)
+        return env
+
     def argv(self, prompt, resume=None, write=True, model=True):
         raise NotImplementedError
 
@@ -194,7 +203,7 @@ class Claude(Agent):
     name = "claude"
 
     def env(self, key=True):
-        env = base_env(self.home)
+        env = self.base_env()
         env.update(
             {
                 "ANTHROPIC_BASE_URL": self.server.url,
@@ -270,7 +279,7 @@ class Codex(Agent):
         )
 
     def env(self, key=True):
-        env = base_env(self.home)
+        env = self.base_env()
         env["CODEX_HOME"] = str(self.codex_home)
         if key:
             env["OPENAI_API_KEY"] = "scripted-test-key"
@@ -301,7 +310,7 @@ class Gemini(Agent):
         (self.gemini_home / ".gemini" / "settings.json").write_text(json.dumps(settings, indent=2))
 
     def env(self, key=True):
-        env = base_env(self.home)
+        env = self.base_env()
         env.update({"GEMINI_CLI_HOME": str(self.gemini_home), "GOOGLE_GEMINI_BASE_URL": self.server.url})
         if key:
             env["GEMINI_API_KEY"] = "scripted-test-key"

@@ -190,10 +190,18 @@ def test_unauthorized_endpoint_fails_with_the_cli_message(agent, server):
     res = agent.run("hello")
     assert res.rc != 0, res.describe()
     assert any(r["kind"] == "unauthorized" for r in server.requests())
-    # Where each CLI puts the API's own error message.
-    where = {"claude": res.stdout, "codex": res.stderr + res.stdout, "gemini": res.stderr}[agent.name]
-    expected = {"claude": "Invalid API key", "codex": "Incorrect API key", "gemini": "API key not valid"}[agent.name]
-    assert expected in where, res.describe()
+    # Where each CLI puts the error: its structured stdout, with its own wording.
+    if agent.name == "claude":
+        final = [e for e in res.events if e.get("type") == "result"][-1]
+        assert final["is_error"] is True and final["api_error_status"] == 401, final
+        assert final["result"].startswith("Invalid API key"), final
+    elif agent.name == "codex":
+        failed = [e for e in res.events if e.get("type") == "turn.failed"][-1]
+        assert "401 Unauthorized: Incorrect API key provided." in failed["error"]["message"], failed
+    else:
+        final = [e for e in res.events if e.get("type") == "result"][-1]
+        assert final["status"] == "error" and "API key not valid" in final["error"]["message"], final
+        assert "API key not valid" in res.stderr
 
 
 def test_missing_key_fails_with_the_cli_message(agent, server):
@@ -201,7 +209,16 @@ def test_missing_key_fails_with_the_cli_message(agent, server):
     res = agent.run("hello", key=False)
     assert res.rc != 0, res.describe()
     assert not server.main_requests(), res.describe()
-    assert (res.stdout + res.stderr).strip(), res.describe()
+    if agent.name == "claude":
+        final = [e for e in res.events if e.get("type") == "result"][-1]
+        assert final["is_error"] is True and final["result"].startswith("Not logged in"), final
+    elif agent.name == "codex":
+        failed = [e for e in res.events if e.get("type") == "turn.failed"][-1]
+        assert "Missing environment variable: `OPENAI_API_KEY`" in failed["error"]["message"], failed
+    else:
+        # Exit 41 before any JSON: the message is on stderr only.
+        assert res.rc == 41 and not res.events, res.describe()
+        assert "GEMINI_API_KEY" in res.stderr, res.describe()
 
 
 def test_read_only_mode_refuses_the_write(agent, server):
