@@ -159,6 +159,7 @@ class Agent:
         self.home.mkdir(parents=True, exist_ok=True)
         self.workspace = workspace
         self.runs = 0
+        self.extra_args = []
         self.setup()
 
     def setup(self):
@@ -177,6 +178,10 @@ class Agent:
         return env
 
     def argv(self, prompt, resume=None, write=True, model=True):
+        raise NotImplementedError
+
+    def add_mcp_server(self, name, command, args):
+        """Give the CLI a stdio MCP server, in the CLI's own configuration format."""
         raise NotImplementedError
 
     def run(self, prompt, resume=None, write=True, key=True, model=True, stdin=None, timeout=CLI_TIMEOUT):
@@ -227,7 +232,15 @@ class Claude(Agent):
             argv += ["--model", MODELS["claude"]]
         if resume:
             argv += ["--resume", resume]
-        return argv + ["--", prompt]
+        return argv + self.extra_args + ["--", prompt]
+
+    def add_mcp_server(self, name, command, args):
+        path = self.root / "mcp.json"
+        config = json.loads(path.read_text()) if path.exists() else {"mcpServers": {}}
+        config["mcpServers"][name] = {"command": command, "args": args}
+        path.write_text(json.dumps(config, indent=2))
+        if "--mcp-config" not in self.extra_args:
+            self.extra_args += ["--mcp-config", str(path)]
 
 
     def start_streaming(self):
@@ -296,6 +309,11 @@ class Codex(Agent):
             argv += ["--", prompt]
         return argv
 
+    def add_mcp_server(self, name, command, args):
+        config = self.codex_home / "config.toml"
+        block = f"\n[mcp_servers.{name}]\ncommand = {json.dumps(command)}\nargs = {json.dumps(args)}\n"
+        config.write_text(config.read_text() + block)
+
 
 class Gemini(Agent):
     name = "gemini"
@@ -324,6 +342,12 @@ class Gemini(Agent):
         if resume:
             argv += [f"--resume={resume}"]
         return argv + [f"--prompt={prompt}"]
+
+    def add_mcp_server(self, name, command, args):
+        path = self.gemini_home / ".gemini" / "settings.json"
+        settings = json.loads(path.read_text())
+        settings.setdefault("mcpServers", {})[name] = {"command": command, "args": args}
+        path.write_text(json.dumps(settings, indent=2))
 
 
 ADAPTERS = {"claude": Claude, "codex": Codex, "gemini": Gemini}

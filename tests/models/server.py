@@ -60,8 +60,10 @@ def normalise_script(script):
         for turn in reply["turns"]:
             if not isinstance(turn, dict):
                 raise ValueError("each turn must be an object")
-            if "tool" in turn and turn["tool"] not in ("write_file", "shell"):
-                raise ValueError(f"unknown tool {turn['tool']!r} (write_file or shell)")
+            if "tool" in turn and turn["tool"] not in ("write_file", "shell", "mcp"):
+                raise ValueError(f"unknown tool {turn['tool']!r} (write_file, shell or mcp)")
+            if turn.get("tool") == "mcp" and not (turn.get("server") and turn.get("name")):
+                raise ValueError('an "mcp" turn needs "server" and "name"')
             if "tool" not in turn and "text" not in turn and "error" not in turn:
                 raise ValueError('a turn needs "tool", "text" or "error"')
     out = dict(script) if isinstance(script, dict) else {}
@@ -196,8 +198,17 @@ def anthropic_conversation(body):
     if last_prompt_idx is None:
         return None, 0
     prompt = prompt_text(messages[last_prompt_idx].get("content"))
-    step = sum(1 for m in messages[last_prompt_idx + 1 :] if m.get("role") == "assistant")
+    step = sum(1 for m in messages[last_prompt_idx + 1 :] if m.get("role") == "assistant" and not is_tool_search_only(m))
     return prompt, step
+
+
+def is_tool_search_only(message):
+    """An assistant message that only loads deferred tools (the server's own ToolSearch step)."""
+    content = message.get("content")
+    if not isinstance(content, list):
+        return False
+    uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+    return bool(uses) and all(b.get("name") == "ToolSearch" for b in uses)
 
 
 def anthropic_blocks(turn, body, cwd):
@@ -231,6 +242,17 @@ def anthropic_blocks(turn, body, cwd):
             )
         else:
             blocks.append({"type": "text", "text": "(the request offers no Bash tool)"})
+    elif tool == "mcp":
+        name = f"mcp__{turn['server']}__{turn['name']}"
+        if name in tools:
+            blocks.append({"type": "tool_use", "id": new_id("toolu_"), "name": name, "input": turn.get("arguments", {})})
+        elif "ToolSearch" in tools:
+            # Claude Code defers MCP tools behind ToolSearch: load the tool first; the same turn
+            # is answered again once the tool is listed.
+            query = {"query": f"select:{name}", "max_results": 1}
+            blocks.append({"type": "tool_use", "id": new_id("toolu_"), "name": "ToolSearch", "input": query})
+        else:
+            blocks.append({"type": "text", "text": f"(the request offers no {name} tool)"})
     else:
         blocks.append({"type": "text", "text": turn.get("text", "")})
     return blocks
@@ -356,7 +378,8 @@ def responses_tools(body):
     items = body.get("input")
     if isinstance(items, list):
         for it in items:
-            if isinstance(it, dict) and it.get("type") == "additional_tools":
+            # Code-mode tool lists, and deferred tools a client-side tool search has loaded.
+            if isinstance(it, dict) and it.get("type") in ("additional_tools", "tool_search_output"):
                 add(it.get("tools"))
     return out
 
@@ -412,6 +435,25 @@ def responses_items(turn, body, cwd):
     elif tool == "shell":
         item = shell_call_item(turn["command"], tools)
         items.append(item or message_item("(the request offers no shell tool)"))
+    elif tool == "mcp":
+        namespace = f"mcp__{turn['server']}"
+        args = json.dumps(turn.get("arguments", {}))
+        t = tools.get(turn["name"])
+        if t is not None and t.get("_namespace") == namespace:
+            call = {"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"), "name": turn["name"], "namespace": namespace, "arguments": args}
+            items.append(call)
+        elif f"{namespace}__{turn['name']}" in tools:
+            name = f"{namespace}__{turn['name']}"
+            items.append({"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"), "name": name, "arguments": args})
+        elif "tool_search" in tools and tools["tool_search"].get("execution") == "client":
+            # Codex defers MCP tools behind its client-side tool search: search first; the same
+            # turn is answered again once the search output has loaded the tool.
+            items.append(
+                {"type": "tool_search_call", "id": new_id("ts_"), "call_id": new_id("call_"), "status": "completed",
+                 "execution": "client", "arguments": {"query": turn["name"]}}
+            )
+        else:
+            items.append(message_item(f"(the request offers no {namespace}__{turn['name']} tool)"))
     else:
         items.append(message_item(turn.get("text", "")))
     return items
@@ -527,6 +569,12 @@ def gemini_parts(turn, body, cwd):
             parts.append({"functionCall": {"name": "run_shell_command", "args": args}})
         else:
             parts.append({"text": "(the request offers no run_shell_command tool)"})
+    elif tool == "mcp":
+        name = next((n for n in (f"mcp_{turn['server']}_{turn['name']}", turn["name"]) if n in tools), None)
+        if name:
+            parts.append({"functionCall": {"name": name, "args": turn.get("arguments", {})}})
+        else:
+            parts.append({"text": f"(the request offers no mcp_{turn['server']}_{turn['name']} tool)"})
     else:
         parts.append({"text": turn.get("text", "")})
     return parts

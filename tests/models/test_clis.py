@@ -7,7 +7,9 @@ fresh workspace, and checks both sides: what the CLI did and printed, and what r
 from __future__ import annotations
 
 import json
+import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -296,3 +298,28 @@ def test_codex_own_workspace_write_sandbox_allows_workspace_edits(agent_factory,
     assert res.rc == 0, res.describe()
     assert (agent.workspace / "hello.txt").read_text() == "hello from the model\n", res.describe()
     assert (agent.workspace / "second.txt").read_text() == "shell-ok\n", res.describe()
+
+
+def test_mcp_server_tool_is_called(agent, server):
+    """A stdio MCP server given in the CLI's own format reaches the model as a tool, and the
+    model's call reaches the MCP server (Claude Code and Codex load MCP tools through their tool
+    search first; the scripted server does that step)."""
+    calls = agent.root / "mcp-calls.txt"
+    agent.add_mcp_server("probe", sys.executable, [str(Path(__file__).with_name("mcp_server.py")), str(calls)])
+    server.script(
+        [{"tool": "mcp", "server": "probe", "name": "record_marker", "arguments": {"text": "MARKER-1"}}, {"text": "Recorded."}]
+    )
+    res = agent.run("Record the marker.")
+    assert res.rc == 0, res.describe()
+    assert calls.exists() and calls.read_text() == "MARKER-1\n", res.describe()
+    if agent.name == "claude":
+        init = res.events[0]
+        assert {"name": "probe", "status": "connected"}.items() <= init["mcp_servers"][0].items(), init
+        names = [b.get("name") for e in res.events if e.get("type") == "assistant" for b in e["message"]["content"]]
+        assert "mcp__probe__record_marker" in names, names
+    elif agent.name == "codex":
+        done = [e["item"] for e in res.events if e.get("type") == "item.completed" and e["item"]["type"] == "mcp_tool_call"]
+        assert done and done[0]["server"] == "probe" and done[0]["status"] == "completed", res.describe()
+    else:
+        uses = [e["tool_name"] for e in res.events if e.get("type") == "tool_use"]
+        assert uses == ["mcp_probe_record_marker"], res.describe()
