@@ -445,6 +445,10 @@ def responses_items(turn, body, cwd):
         elif f"{namespace}__{turn['name']}" in tools:
             name = f"{namespace}__{turn['name']}"
             items.append({"type": "function_call", "id": new_id("fc_"), "call_id": new_id("call_"), "name": name, "arguments": args})
+        elif "exec" in tools and tools["exec"].get("type") == "custom" and "exec_command" not in tools:
+            # Code mode: nested tools, MCP ones included, are methods of `tools` in the script.
+            ident = re.sub(r"[^A-Za-z0-9_$]", "_", f"{namespace}__{turn['name']}")
+            items.append(code_mode_call(f"text(await tools.{ident}({args}));\n"))
         elif "tool_search" in tools and tools["tool_search"].get("execution") == "client":
             # Codex defers MCP tools behind its client-side tool search: search first; the same
             # turn is answered again once the search output has loaded the tool.

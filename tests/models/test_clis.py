@@ -300,7 +300,8 @@ def test_codex_own_workspace_write_sandbox_allows_workspace_edits(agent_factory,
     assert (agent.workspace / "second.txt").read_text() == "shell-ok\n", res.describe()
 
 
-def test_mcp_server_tool_is_called(agent, server):
+@pytest.mark.parametrize("model", [True, False], ids=["model", "default-model"])
+def test_mcp_server_tool_is_called(agent, server, model):
     """A stdio MCP server given in the CLI's own format reaches the model as a tool, and the
     model's call reaches the MCP server (Claude Code and Codex load MCP tools through their tool
     search first; the scripted server does that step)."""
@@ -309,7 +310,7 @@ def test_mcp_server_tool_is_called(agent, server):
     server.script(
         [{"tool": "mcp", "server": "probe", "name": "record_marker", "arguments": {"text": "MARKER-1"}}, {"text": "Recorded."}]
     )
-    res = agent.run("Record the marker.")
+    res = agent.run("Record the marker.", model=model)
     assert res.rc == 0, res.describe()
     assert calls.exists() and calls.read_text() == "MARKER-1\n", res.describe()
     if agent.name == "claude":
