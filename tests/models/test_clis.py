@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import MODELS, parse_events, stream_user_message, wait_for
+from conftest import parse_events, stream_user_message, wait_for
 
 TOOL_TASK = [
     {"tool": "write_file", "path": "hello.txt", "content": "hello from the model\n"},
