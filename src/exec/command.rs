@@ -8,7 +8,7 @@
 //! speed of the transcript file instead of filling memory. The exit status decides the outcome;
 //! cancellation and `max_runtime_secs` stop the whole process tree.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
@@ -18,6 +18,7 @@ use tokio::process::{Child, ChildStdin, Command};
 use tokio::sync::mpsc;
 
 use super::cgroup::Leaf;
+use super::lines::{Piece, Splitter, Tail};
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::sandbox::{Launcher, Plan, Sandboxes};
@@ -26,10 +27,8 @@ use super::{Assignment, Control, Supervision};
 use crate::config::Harness;
 use crate::domain::{Followup, StatusMessage};
 
+/// Bytes asked for per read of an agent's stdout or stderr.
 const CHUNK: usize = 8 * 1024;
-/// Lines of stderr kept for the failure message.
-const STDERR_TAIL_LINES: usize = 8;
-const STDERR_TAIL_LINE_CHARS: usize = 300;
 /// How long writing one follow-up to an agent's stdin may take.
 const STDIN_WRITE_LIMIT: Duration = Duration::from_secs(5);
 
@@ -153,40 +152,34 @@ fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
 
 /// Streams a child's output to the transcript, keeping the tail of stderr.
 struct Output {
-    rx: mpsc::Receiver<(&'static str, Vec<u8>)>,
-    stderr_tail: VecDeque<String>,
-    partial_stderr: String,
+    rx: mpsc::Receiver<(&'static str, Piece)>,
+    stderr_tail: Tail,
 }
 
+/// Reads one stream and hands its pieces (`lines.rs`) to the supervising loop.
 fn pump(
     stream: &'static str,
     mut reader: impl AsyncRead + Unpin + Send + 'static,
-    tx: mpsc::Sender<(&'static str, Vec<u8>)>,
+    tx: mpsc::Sender<(&'static str, Piece)>,
 ) {
     tokio::spawn(async move {
-        let mut carry: Vec<u8> = Vec::new();
+        let mut splitter = Splitter::default();
         let mut buf = vec![0u8; CHUNK];
+        let mut pieces = Vec::new();
         loop {
             let n = match reader.read(&mut buf).await {
                 Ok(0) | Err(_) => break,
                 Ok(n) => n,
             };
-            carry.extend_from_slice(&buf[..n]);
-            // Cut at the last newline so entries hold whole lines, unless a line outgrows the
-            // chunk size (then it is cut where it stands).
-            let cut = match carry.iter().rposition(|b| *b == b'\n') {
-                Some(i) => i + 1,
-                None if carry.len() >= CHUNK => carry.len(),
-                None => continue,
-            };
-            let rest = carry.split_off(cut);
-            let chunk = std::mem::replace(&mut carry, rest);
-            if tx.send((stream, chunk)).await.is_err() {
-                return;
+            splitter.push(&buf[..n], &mut pieces);
+            for piece in pieces.drain(..) {
+                if tx.send((stream, piece)).await.is_err() {
+                    return;
+                }
             }
         }
-        if !carry.is_empty() {
-            let _ = tx.send((stream, carry)).await;
+        if let Some(piece) = splitter.finish() {
+            let _ = tx.send((stream, piece)).await;
         }
     });
 }
@@ -203,8 +196,7 @@ impl Output {
         }
         Output {
             rx,
-            stderr_tail: VecDeque::new(),
-            partial_stderr: String::new(),
+            stderr_tail: Tail::default(),
         }
     }
 
@@ -213,34 +205,17 @@ impl Output {
         writer: &mut Writer,
         execution: u32,
         stream: &'static str,
-        bytes: Vec<u8>,
+        piece: Piece,
     ) -> std::io::Result<()> {
-        let text = String::from_utf8_lossy(&bytes);
         if stream == "stderr" {
-            self.partial_stderr.push_str(&text);
-            while let Some(i) = self.partial_stderr.find('\n') {
-                let line: String = self.partial_stderr[..i]
-                    .chars()
-                    .take(STDERR_TAIL_LINE_CHARS)
-                    .collect();
-                self.partial_stderr.drain(..=i);
-                if !line.trim().is_empty() {
-                    self.stderr_tail.push_back(line);
-                    if self.stderr_tail.len() > STDERR_TAIL_LINES {
-                        self.stderr_tail.pop_front();
-                    }
-                }
-            }
-            if self.partial_stderr.len() > STDERR_TAIL_LINE_CHARS * 4 {
-                self.partial_stderr.clear();
-            }
+            self.stderr_tail.push(&piece);
         }
-        let text = text.strip_suffix('\n').unwrap_or(&text).to_string();
         writer.append(&Entry {
             at: crate::actor::now(),
             execution,
             stream: stream.into(),
-            text,
+            text: piece.text,
+            continued: piece.continued,
         })
     }
 
@@ -252,7 +227,7 @@ impl Output {
         loop {
             tokio::select! {
                 item = self.rx.recv() => match item {
-                    Some((stream, bytes)) => self.record(writer, execution, stream, bytes)?,
+                    Some((stream, piece)) => self.record(writer, execution, stream, piece)?,
                     None => return Ok(()),
                 },
                 _ = &mut deadline => return Ok(()),
@@ -261,12 +236,7 @@ impl Output {
     }
 
     fn tail(&self) -> String {
-        let mut lines: Vec<&str> = self.stderr_tail.iter().map(String::as_str).collect();
-        if !self.partial_stderr.trim().is_empty() {
-            lines.push(self.partial_stderr.trim_end());
-        }
-        let skip = lines.len().saturating_sub(STDERR_TAIL_LINES);
-        lines[skip..].join("\n")
+        self.stderr_tail.text()
     }
 }
 
@@ -347,7 +317,7 @@ async fn supervise(
     loop {
         tokio::select! {
             status = child.wait() => return Ok(Ended::Exited(status?)),
-            Some((stream, bytes)) = output.rx.recv() => output.record(w.writer, job.execution, stream, bytes)?,
+            Some((stream, piece)) = output.rx.recv() => output.record(w.writer, job.execution, stream, piece)?,
             message = w.control.recv() => match message {
                 Some(Control::Followup(f)) => {
                     w.writer.append(&Entry {
@@ -355,6 +325,7 @@ async fn supervise(
                         execution: job.execution,
                         stream: "followup".into(),
                         text: format!("({}) {}", f.mode.as_str(), f.message),
+                        continued: false,
                     })?;
                     if stdin.is_some() {
                         write_followup(stdin, &f).await;
@@ -469,6 +440,7 @@ impl Execution<'_> {
             execution: self.job.execution,
             stream: "system".into(),
             text,
+            continued: false,
         });
     }
 

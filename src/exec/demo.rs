@@ -32,6 +32,7 @@ pub(super) async fn run(
             execution: job.execution,
             stream: stream.into(),
             text,
+            continued: false,
         };
         writer.append(&entry)
     };

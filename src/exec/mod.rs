@@ -13,6 +13,7 @@
 pub mod cgroup;
 mod command;
 mod demo;
+pub mod lines;
 pub mod presets;
 pub mod process;
 pub mod repos;

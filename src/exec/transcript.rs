@@ -20,6 +20,11 @@ pub struct Entry {
     /// or `followup`.
     pub stream: String,
     pub text: String,
+    /// The last line of `text` goes on in the next entry of the same stream and execution
+    /// (`exec/lines.rs`). Written only when true, so entries of older transcripts read as
+    /// whole lines.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub continued: bool,
 }
 
 /// A slice of a transcript and where the next one starts.
@@ -236,6 +241,7 @@ mod tests {
             execution: 1,
             stream: "stdout".into(),
             text: format!("line {n}"),
+            continued: false,
         }
     }
 

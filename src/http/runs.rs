@@ -452,6 +452,7 @@ pub async fn transcript(
                 execution: e.execution,
                 stream: &e.stream,
                 text: &e.text,
+                continued: e.continued,
             })
             .collect(),
         next_offset: slice.next_offset,

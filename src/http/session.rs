@@ -2,6 +2,8 @@
 //! its capability token. Without the right token the page does not exist (404), so a link that
 //! was never shared reveals nothing — not even that the run exists.
 
+use std::collections::HashMap;
+
 use actix_web::{web, HttpResponse};
 use serde::Deserialize;
 use subtle::ConstantTimeEq;
@@ -10,13 +12,18 @@ use super::openapi::{InternalError, NotFound};
 use super::problem::ApiError;
 use super::wire::{format_time, session_token};
 use super::AppState;
-use crate::domain::RunId;
+use crate::domain::{RunId, Timestamp};
+use crate::exec::transcript::Entry;
 
 #[derive(Deserialize)]
 pub struct TokenQuery {
     token: Option<String>,
 }
 
+/// Text as HTML: the markup characters escaped, and control characters (which HTML does not
+/// allow in a document, and which a terminal would act on) shown as the Unicode symbols for
+/// them (`␀` for NUL, `␛` for ESC, `␡` for DEL). Tab and newline stay; C1 controls, which
+/// have no symbol, are dropped.
 fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -26,10 +33,41 @@ fn escape(s: &str) -> String {
             '>' => out.push_str("&gt;"),
             '"' => out.push_str("&quot;"),
             '\'' => out.push_str("&#39;"),
+            '\t' | '\n' => out.push(c),
+            '\u{0}'..='\u{1f}' => {
+                out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'))
+            }
+            '\u{7f}' => out.push('\u{2421}'),
+            '\u{80}'..='\u{9f}' => {}
             c => out.push(c),
         }
     }
     out
+}
+
+/// The entries as blocks of text: a piece of a long line (`continued`) is joined to the next
+/// entry of its stream and execution, so the page shows the line whole.
+fn blocks(entries: &[(u64, Entry)]) -> Vec<(&str, Timestamp, String)> {
+    let mut blocks: Vec<(&str, Timestamp, String)> = Vec::new();
+    // The block a stream's next entry continues, by (execution, stream).
+    let mut open: HashMap<(u32, &str), usize> = HashMap::new();
+    for (_, e) in entries {
+        let key = (e.execution, e.stream.as_str());
+        let index = match open.remove(&key) {
+            Some(i) => {
+                blocks[i].2.push_str(&e.text);
+                i
+            }
+            None => {
+                blocks.push((&e.stream, e.at, e.text.clone()));
+                blocks.len() - 1
+            }
+        };
+        if e.continued {
+            open.insert(key, index);
+        }
+    }
+    blocks
 }
 
 /// A run's transcript as an HTML page (the `session_link`), reachable without an API key
@@ -87,12 +125,12 @@ pub async fn page(
     if slice.entries.first().is_some_and(|(offset, _)| *offset > 0) {
         html.push_str("<p><em>Earlier output is in the transcript API.</em></p>");
     }
-    for (_, e) in &slice.entries {
+    for (stream, at, text) in blocks(&slice.entries) {
         html.push_str(&format!(
             "<pre class=\"{}\">[{}] {}</pre>",
-            escape(&e.stream),
-            format_time(e.at),
-            escape(&e.text)
+            escape(stream),
+            format_time(at),
+            escape(&text)
         ));
     }
     html.push_str("</div></body></html>");
@@ -101,4 +139,52 @@ pub async fn page(
         .insert_header(("Cache-Control", "no-store"))
         .insert_header(("Referrer-Policy", "no-referrer"))
         .body(html))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn control_characters_are_shown_as_symbols_or_dropped() {
+        assert_eq!(
+            escape("a\u{0}\u{1b}[1m\r\u{7f}\u{85}\t\n<&>\"'é"),
+            "a␀␛[1m␍␡\t\n&lt;&amp;&gt;&quot;&#39;é"
+        );
+    }
+
+    #[test]
+    fn pieces_of_a_long_line_are_joined_per_stream() {
+        let entry = |stream: &str, text: &str, continued: bool| {
+            (
+                0,
+                Entry {
+                    at: Timestamp(1),
+                    execution: 1,
+                    stream: stream.into(),
+                    text: text.into(),
+                    continued,
+                },
+            )
+        };
+        let entries = [
+            entry("stdout", "ab", true),
+            entry("stderr", "warning", false),
+            entry("stdout", "cd", true),
+            entry("stdout", "e\nnext", false),
+            entry("stdout", "last", false),
+        ];
+        let texts: Vec<(&str, String)> = blocks(&entries)
+            .into_iter()
+            .map(|(stream, _, text)| (stream, text))
+            .collect();
+        assert_eq!(
+            texts,
+            [
+                ("stdout", "abcde\nnext".to_string()),
+                ("stderr", "warning".to_string()),
+                ("stdout", "last".to_string()),
+            ]
+        );
+    }
 }

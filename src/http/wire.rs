@@ -950,6 +950,9 @@ pub struct TranscriptEntry<'a> {
     pub stream: &'a str,
     #[schema(value_type = String)]
     pub text: &'a str,
+    /// The last line of `text` goes on in the next entry of the same stream and execution:
+    /// join the two texts without a newline. Lines longer than 16 KiB are split this way.
+    pub continued: bool,
 }
 
 /// One page of a run's transcript.
