@@ -536,22 +536,36 @@ async fn presets_run_the_agent_clis_with_their_argv_templates() {
     let f = Fixture::new();
     let bin = f.path("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    // Each fake CLI records what it got in its workspace.
-    for cli in ["claude", "codex", "gemini"] {
+    // Each fake CLI records what it got in its workspace, and reports a session id the way
+    // the real one does.
+    for (cli, session) in [
+        (
+            "claude",
+            r#"{"type":"system","subtype":"init","session_id":"sess-claude-1"}"#,
+        ),
+        (
+            "codex",
+            r#"{"type":"thread.started","thread_id":"thread-codex-1"}"#,
+        ),
+        ("gemini", r#"{"type":"init","session_id":"sess-gemini-1"}"#),
+    ] {
         script(
             &bin.join(cli),
             &format!(
                 r#"mkdir -p .record; out=.record/{cli}-$RUNLEDGER_EXECUTION; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
-[ -f .gemini/settings.json ] && cp .gemini/settings.json $out.settings
+[ -n "$GEMINI_CLI_HOME" ] && cp "$GEMINI_CLI_HOME/.gemini/settings.json" $out.settings
+[ -n "$CODEX_HOME" ] && cp "$CODEX_HOME/config.toml" $out.config
+echo "IS_SANDBOX=$IS_SANDBOX" > $out.env
 # Like the real CLIs, read a piped stdin to its end before working.
 cat > $out.stdin
+echo '{session}'
 exit 0"#,
             ),
         );
     }
     let config = f.config(
         "[[environments]]\nid = \"claude\"\nharness = \"claude\"\nmodel_id = \"sonnet\"\n\n\
-         [[environments]]\nid = \"codex\"\nharness = \"codex\"\n\n\
+         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_base_url = \"http://127.0.0.1:9/v1\"\n\n\
          [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\nmodel_id = \"gemini-pro\"\n",
     );
     let path = format!(
@@ -594,17 +608,23 @@ exit 0"#,
         claude_argv,
         [
             "-p",
-            "fix it",
             "--output-format",
             "stream-json",
             "--verbose",
-            "--model",
-            "sonnet",
-            "--append-system-prompt",
-            "be brief",
-            "--mcp-config",
-            &mcp_path.display().to_string()
+            "--permission-mode=bypassPermissions",
+            "--model=sonnet",
+            "--append-system-prompt=be brief",
+            &format!("--mcp-config={}", mcp_path.display()),
+            "--",
+            "fix it"
         ]
+    );
+    // Inside runledger's sandbox Claude Code may skip its permission prompts.
+    assert_eq!(
+        std::fs::read_to_string(record(&claude).join("claude-1.env"))
+            .expect("env")
+            .trim(),
+        "IS_SANDBOX=1"
     );
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
@@ -613,21 +633,46 @@ exit 0"#,
         argv(&codex, "codex-1"),
         [
             "exec",
+            "--json",
             "--skip-git-repo-check",
-            "--model",
-            "o4",
+            "--sandbox=danger-full-access",
+            "--model=o4",
+            "--",
             "be brief\n\nfix it"
         ]
     );
+    // The endpoint reaches Codex as a provider block in its private home.
+    let codex_config: toml::Table = std::fs::read_to_string(record(&codex).join("codex-1.config"))
+        .expect("config.toml")
+        .parse()
+        .expect("toml");
+    assert_eq!(codex_config["model_provider"].as_str(), Some("runledger"));
+    assert_eq!(
+        codex_config["model_providers"]["runledger"]["base_url"].as_str(),
+        Some("http://127.0.0.1:9/v1")
+    );
     assert_eq!(
         argv(&gemini, "gemini-1"),
-        ["--model", "gemini-pro", "-p", "fix it"]
+        [
+            "--skip-trust",
+            "--output-format",
+            "stream-json",
+            "--approval-mode=yolo",
+            "--model=gemini-pro",
+            "--prompt=fix it"
+        ]
     );
+    // Gemini's settings live in the run's home, never in the workspace.
+    assert!(!workspace(&s, &gemini).join(".gemini").exists());
     let settings: Value = serde_json::from_str(
         &std::fs::read_to_string(record(&gemini).join("gemini-1.settings")).expect("settings"),
     )
     .expect("json");
     assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
     assert_eq!(
         std::fs::read_to_string(record(&claude).join("claude-1.run"))
             .expect("run")
@@ -635,7 +680,7 @@ exit 0"#,
         claude
     );
 
-    // A resumed run continues the CLI's conversation with the follow-up as the prompt.
+    // A resumed run continues the session the CLI reported, with the follow-up as the prompt.
     let (st, _) = s
         .post(
             &s.key,
@@ -650,9 +695,27 @@ exit 0"#,
     .await;
     s.wait_state(&claude, "SUCCEEDED").await;
     let resumed = argv(&claude, "claude-2");
+    assert!(
+        resumed.contains(&"--resume=sess-claude-1".to_string()),
+        "{resumed:?}"
+    );
+    assert_eq!(resumed[resumed.len() - 2..], ["--", "now the tests"]);
+    // Codex: options before `resume`, the thread id and the prompt after `--`.
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{codex}/followups"),
+        json!({"message": "-v"}),
+    )
+    .await;
+    eventually(10, "codex resumed", || {
+        record(&codex).join("codex-2.run").exists()
+    })
+    .await;
+    s.wait_state(&codex, "SUCCEEDED").await;
+    let resumed = argv(&codex, "codex-2");
     assert_eq!(
-        &resumed[..3],
-        ["-p", "now the tests", "--continue"],
+        resumed[resumed.len() - 4..],
+        ["resume", "--", "thread-codex-1", "-v"],
         "{resumed:?}"
     );
 

@@ -1,0 +1,409 @@
+//! Reads what a preset's agent CLI reports about its own work: its structured output (Claude
+//! Code's and Gemini CLI's stream-json, Codex's `--json` events) and, where a CLI says nothing
+//! structured, its stderr. From whole output lines it keeps the CLI's session id, the tools it
+//! was denied, its error results, its token usage and cost, and decides how an execution ended.
+//!
+//! Pure: it is handed whole, reassembled lines (never a piece of one cut by `lines.rs`) and an
+//! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
+//! except the error text the CLI itself marks as its error.
+
+use crate::config::Harness;
+use crate::domain::StatusMessage;
+
+/// Longest `status_message` taken from a CLI, in characters.
+const MESSAGE_LIMIT: usize = 600;
+
+/// Tokens and cost the CLI reported for one execution.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub struct Usage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// The CLI's own cost figure (Claude Code's `total_cost_usd`), when it gives one.
+    pub cost_usd: Option<f64>,
+}
+
+/// A failure the CLI reported in its own words.
+#[derive(Debug, Clone, PartialEq)]
+struct Reported {
+    message: String,
+    code: Option<&'static str>,
+}
+
+/// What one execution's CLI has reported so far.
+#[derive(Debug)]
+pub struct Observer {
+    harness: Harness,
+    session: Option<String>,
+    error: Option<Reported>,
+    denials: Vec<String>,
+    usage: Usage,
+    /// The last stderr line that says something, for a CLI that fails without JSON.
+    last_stderr: Option<String>,
+}
+
+impl Observer {
+    pub fn new(harness: Harness) -> Observer {
+        Observer {
+            harness,
+            session: None,
+            error: None,
+            denials: Vec::new(),
+            usage: Usage::default(),
+            last_stderr: None,
+        }
+    }
+
+    /// The session id the CLI reported (Claude's `session_id`, Codex's `thread_id`, Gemini's
+    /// `session_id`), if it looks like one.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    pub fn usage(&self) -> &Usage {
+        &self.usage
+    }
+
+    /// One whole line of the CLI's stdout.
+    pub fn stdout_line(&mut self, line: &str) {
+        let line = line.trim();
+        if !line.starts_with('{') {
+            return;
+        }
+        let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
+            return;
+        };
+        match self.harness {
+            Harness::Claude => self.claude(&event),
+            Harness::Codex => self.codex(&event),
+            Harness::Gemini => self.gemini(&event),
+            Harness::Command | Harness::Demo => {}
+        }
+    }
+
+    /// One whole line of the CLI's stderr.
+    pub fn stderr_line(&mut self, line: &str) {
+        let clean = one_line(line);
+        if clean.is_empty() {
+            return;
+        }
+        // Codex's own sandbox rejects a write only in the tool result and in this log line.
+        if self.harness == Harness::Codex && clean.contains("read-only sandbox") {
+            let denial = "a write (blocked by Codex's read-only sandbox)".to_string();
+            if !self.denials.contains(&denial) {
+                self.denials.push(denial);
+            }
+        }
+        self.last_stderr = Some(clean);
+    }
+
+    fn set_session(&mut self, id: Option<&str>) {
+        if let Some(id) = id.filter(|id| is_session_id(id)) {
+            if self.session.is_none() {
+                self.session = Some(id.to_string());
+            }
+        }
+    }
+
+    fn report(&mut self, message: &str, status: Option<u64>) {
+        let message = one_line(message);
+        if message.is_empty() {
+            return;
+        }
+        let code = auth_code(&message, status);
+        // The first error names the cause; later ones (a final result repeating it) add nothing.
+        if self.error.is_none() {
+            self.error = Some(Reported { message, code });
+        }
+    }
+
+    fn claude(&mut self, e: &serde_json::Value) {
+        self.set_session(e["session_id"].as_str());
+        match e["type"].as_str() {
+            Some("result") => {
+                if let Some(denials) = e["permission_denials"].as_array() {
+                    for d in denials {
+                        let tool = d["tool_name"].as_str().unwrap_or("a tool");
+                        let input = &d["tool_input"];
+                        let what = input["file_path"]
+                            .as_str()
+                            .or_else(|| input["command"].as_str())
+                            .map(|w| format!("{tool} ({w})"))
+                            .unwrap_or_else(|| tool.to_string());
+                        self.denials.push(what);
+                    }
+                }
+                if e["is_error"].as_bool() == Some(true) {
+                    let text = e["result"]
+                        .as_str()
+                        .or_else(|| e["subtype"].as_str())
+                        .unwrap_or("the CLI reported an error");
+                    self.report(text, e["api_error_status"].as_u64());
+                }
+                let usage = &e["usage"];
+                self.usage.input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0)
+                    + usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
+                self.usage.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
+                self.usage.cost_usd = e["total_cost_usd"].as_f64();
+            }
+            Some("assistant") if e["error"].is_string() => {
+                // `"error": "authentication_failed"` with the reason as the message's text.
+                let text = e["message"]["content"]
+                    .as_array()
+                    .and_then(|c| c.iter().find_map(|b| b["text"].as_str()))
+                    .unwrap_or_default()
+                    .to_string();
+                let status = (e["error"] == "authentication_failed").then_some(401);
+                self.report(&text, status);
+            }
+            _ => {}
+        }
+    }
+
+    fn codex(&mut self, e: &serde_json::Value) {
+        match e["type"].as_str() {
+            Some("thread.started") => self.set_session(e["thread_id"].as_str()),
+            Some("turn.failed") => {
+                let message = e["error"]["message"].as_str().unwrap_or("the turn failed");
+                self.report(message, None);
+            }
+            Some("error") => {
+                if let Some(message) = e["message"].as_str() {
+                    self.report(message, None);
+                }
+            }
+            Some("turn.completed") => {
+                let usage = &e["usage"];
+                self.usage.input_tokens += usage["input_tokens"].as_u64().unwrap_or(0);
+                self.usage.output_tokens += usage["output_tokens"].as_u64().unwrap_or(0);
+            }
+            _ => {}
+        }
+    }
+
+    fn gemini(&mut self, e: &serde_json::Value) {
+        self.set_session(e["session_id"].as_str());
+        if e["type"] == "result" {
+            if e["status"] == "error" {
+                let message = e["error"]["message"].as_str().unwrap_or("the CLI failed");
+                self.report(message, None);
+            }
+            let stats = &e["stats"];
+            self.usage.input_tokens = stats["input_tokens"].as_u64().unwrap_or(0);
+            self.usage.output_tokens = stats["output_tokens"].as_u64().unwrap_or(0);
+        }
+    }
+
+    /// How the execution ended, given the CLI's exit (`Some(code)`, or `None` for a signal)
+    /// and a description of it ("exit code 1").
+    pub fn verdict(&self, code: Option<i32>, exit: &str) -> Result<(), StatusMessage> {
+        let cli = match self.harness {
+            Harness::Claude => "Claude Code",
+            Harness::Codex => "Codex",
+            Harness::Gemini => "Gemini CLI",
+            Harness::Command | Harness::Demo => "the agent",
+        };
+        if let Some(reported) = &self.error {
+            return Err(StatusMessage {
+                message: clip(&format!("{cli} failed ({exit}): {}", reported.message)),
+                error_code: reported.code.map(str::to_string),
+                retryable: Some(false),
+            });
+        }
+        if !self.denials.is_empty() {
+            return Err(StatusMessage {
+                message: clip(&format!(
+                    "{cli} was denied the tools it needed: {} (agent_permissions = \"read-only\" \
+                     or the CLI's own permission mode)",
+                    self.denials.join(", ")
+                )),
+                error_code: Some("not_authorized".into()),
+                retryable: Some(false),
+            });
+        }
+        if code == Some(0) {
+            return Ok(());
+        }
+        let reason = self
+            .last_stderr
+            .as_deref()
+            .unwrap_or("it printed no reason");
+        Err(StatusMessage {
+            message: clip(&format!("{cli} exited with {exit}: {reason}")),
+            error_code: auth_code(reason, None).map(str::to_string),
+            retryable: Some(false),
+        })
+    }
+}
+
+/// An authentication failure gets the platform's code, so a client can tell it apart.
+fn auth_code(message: &str, status: Option<u64>) -> Option<&'static str> {
+    let lower = message.to_lowercase();
+    let auth = status == Some(401)
+        || [
+            "not logged in",
+            "api key",
+            "api_key",
+            "unauthorized",
+            "authentication",
+        ]
+        .iter()
+        .any(|w| lower.contains(w))
+        || (lower.contains("missing environment variable") && lower.contains("key"));
+    auth.then_some("authentication_required")
+}
+
+/// A session id as the CLIs print them (UUIDs, thread ids): short and plain, so it can never
+/// be taken for an option or a path.
+pub fn is_session_id(id: &str) -> bool {
+    (1..=128).contains(&id.len())
+        && !id.starts_with('-')
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+}
+
+/// One clean line: ANSI escapes removed, whitespace runs (newlines included) made one space.
+pub fn one_line(text: &str) -> String {
+    let plain = strip_ansi_escapes::strip_str(text);
+    plain
+        .split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|w| !w.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// At most `MESSAGE_LIMIT` characters, cut at a word boundary and marked with "…".
+pub fn clip(text: &str) -> String {
+    if text.chars().count() <= MESSAGE_LIMIT {
+        return text.to_string();
+    }
+    let cut: String = text.chars().take(MESSAGE_LIMIT).collect();
+    let at = cut
+        .rfind(' ')
+        .filter(|&i| i > MESSAGE_LIMIT / 2)
+        .unwrap_or(cut.len());
+    format!("{}…", cut[..at].trim_end())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn observe(harness: Harness, stdout: &[&str], stderr: &[&str]) -> Observer {
+        let mut o = Observer::new(harness);
+        for l in stdout {
+            o.stdout_line(l);
+        }
+        for l in stderr {
+            o.stderr_line(l);
+        }
+        o
+    }
+
+    #[test]
+    fn claude_denials_fail_an_exit_0_with_the_tool_and_file() {
+        let o = observe(
+            Harness::Claude,
+            &[
+                r#"{"type":"system","subtype":"init","session_id":"3f1e-ab"}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"3f1e-ab","total_cost_usd":0.0123,"usage":{"input_tokens":10,"cache_read_input_tokens":5,"output_tokens":7},"permission_denials":[{"tool_name":"Write","tool_input":{"file_path":"/w/hello.txt","content":"x"}}]}"#,
+            ],
+            &[],
+        );
+        assert_eq!(o.session(), Some("3f1e-ab"));
+        assert_eq!(o.usage().input_tokens, 15);
+        assert_eq!(o.usage().cost_usd, Some(0.0123));
+        let err = o.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(
+            err.message.contains("Write (/w/hello.txt)"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.error_code.as_deref(), Some("not_authorized"));
+    }
+
+    #[test]
+    fn claude_not_logged_in_is_authentication_required() {
+        let o = observe(
+            Harness::Claude,
+            &[
+                r#"{"type":"result","subtype":"success","is_error":true,"result":"Not logged in · Please run /login","session_id":"s1"}"#,
+            ],
+            &[],
+        );
+        let err = o.verdict(Some(1), "exit code 1").expect_err("failed");
+        assert_eq!(
+            err.message,
+            "Claude Code failed (exit code 1): Not logged in · Please run /login"
+        );
+        assert_eq!(err.error_code.as_deref(), Some("authentication_required"));
+    }
+
+    #[test]
+    fn codex_turn_failed_and_thread_id() {
+        let o = observe(
+            Harness::Codex,
+            &[
+                r#"{"type":"thread.started","thread_id":"0199-aa"}"#,
+                r#"{"type":"turn.failed","error":{"message":"Missing environment variable: `OPENAI_API_KEY`."}}"#,
+            ],
+            &["Reading additional input from stdin..."],
+        );
+        assert_eq!(o.session(), Some("0199-aa"));
+        let err = o.verdict(Some(1), "exit code 1").expect_err("failed");
+        assert!(err.message.contains("OPENAI_API_KEY"), "{}", err.message);
+        assert_eq!(err.error_code.as_deref(), Some("authentication_required"));
+    }
+
+    #[test]
+    fn codex_read_only_sandbox_rejection_on_stderr_is_a_denial() {
+        let o = observe(
+            Harness::Codex,
+            &[r#"{"type":"turn.completed","usage":{"input_tokens":3,"output_tokens":4}}"#],
+            &["\u{1b}[2m2026\u{1b}[0m ERROR codex_core: patch rejected: writing is blocked by read-only sandbox"],
+        );
+        assert_eq!(o.usage().output_tokens, 4);
+        let err = o.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(err.message.contains("read-only sandbox"), "{}", err.message);
+    }
+
+    #[test]
+    fn gemini_without_json_takes_stderr_as_one_clean_line() {
+        let o = observe(
+            Harness::Gemini,
+            &["not json"],
+            &[
+                "\u{1b}[31mWhen using Gemini API, you must specify the GEMINI_API_KEY environment variable.\u{1b}[0m",
+                "   ",
+            ],
+        );
+        let err = o.verdict(Some(41), "exit code 41").expect_err("failed");
+        assert_eq!(
+            err.message,
+            "Gemini CLI exited with exit code 41: When using Gemini API, you must specify the GEMINI_API_KEY environment variable."
+        );
+        assert_eq!(err.error_code.as_deref(), Some("authentication_required"));
+        assert!(observe(Harness::Gemini, &[], &[])
+            .verdict(Some(0), "")
+            .is_ok());
+    }
+
+    #[test]
+    fn hostile_session_ids_are_ignored_and_messages_are_clipped_at_words() {
+        let o = observe(
+            Harness::Gemini,
+            &[
+                r#"{"type":"init","session_id":"--version"}"#,
+                r#"{"type":"init","session_id":"../x"}"#,
+            ],
+            &[],
+        );
+        assert_eq!(o.session(), None);
+        let long = "word ".repeat(400);
+        let clipped = clip(&long);
+        assert!(clipped.ends_with("word…"), "{clipped}");
+        assert!(clipped.chars().count() <= MESSAGE_LIMIT + 1);
+        assert_eq!(one_line("a\n\tb\r\n\u{1b}[1mc\u{1b}[0m"), "a b c");
+    }
+}
