@@ -12,6 +12,10 @@ use crate::domain::StatusMessage;
 
 /// Longest `status_message` taken from a CLI, in characters.
 const MESSAGE_LIMIT: usize = 600;
+/// Stderr lines kept for a failure without a structured reason.
+const STDERR_LINES: usize = 3;
+/// Tool calls remembered to name a later denial.
+const CALLS_KEPT: usize = 64;
 
 /// Tokens and cost the CLI reported for one execution.
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -37,8 +41,11 @@ pub struct Observer {
     error: Option<Reported>,
     denials: Vec<String>,
     usage: Usage,
-    /// The last stderr line that says something, for a CLI that fails without JSON.
-    last_stderr: Option<String>,
+    /// The last stderr lines that say something, for a CLI that fails without JSON (its
+    /// message can span lines: Gemini CLI's missing-key message is two).
+    last_stderr: std::collections::VecDeque<String>,
+    /// Gemini CLI's recent tool calls by id, to name the one a denial refers to.
+    calls: std::collections::VecDeque<(String, String)>,
 }
 
 impl Observer {
@@ -49,7 +56,8 @@ impl Observer {
             error: None,
             denials: Vec::new(),
             usage: Usage::default(),
-            last_stderr: None,
+            last_stderr: std::collections::VecDeque::new(),
+            calls: std::collections::VecDeque::new(),
         }
     }
 
@@ -93,7 +101,10 @@ impl Observer {
                 self.denials.push(denial);
             }
         }
-        self.last_stderr = Some(clean);
+        if self.last_stderr.len() == STDERR_LINES {
+            self.last_stderr.pop_front();
+        }
+        self.last_stderr.push_back(clean);
     }
 
     fn set_session(&mut self, id: Option<&str>) {
@@ -183,6 +194,34 @@ impl Observer {
 
     fn gemini(&mut self, e: &serde_json::Value) {
         self.set_session(e["session_id"].as_str());
+        if e["type"] == "tool_use" {
+            // Kept until its result names a denial; a tool call without a result is dropped
+            // with the oldest once there are many.
+            if self.calls.len() == CALLS_KEPT {
+                self.calls.pop_front();
+            }
+            let tool = e["tool_name"].as_str().unwrap_or("a tool");
+            let input = &e["parameters"];
+            let what = input["file_path"]
+                .as_str()
+                .or_else(|| input["command"].as_str())
+                .map(|w| format!("{tool} ({w})"))
+                .unwrap_or_else(|| tool.to_string());
+            let id = e["tool_id"].as_str().unwrap_or_default().to_string();
+            self.calls.push_back((id, what));
+        }
+        // Plan mode (read-only) answers a write with a policy violation; the turn goes on and
+        // the CLI exits 0.
+        if e["type"] == "tool_result" && e["error"]["type"] == "policy_violation" {
+            let id = e["tool_id"].as_str().unwrap_or_default();
+            let what = self
+                .calls
+                .iter()
+                .find(|(call, _)| call == id)
+                .map(|(_, what)| what.clone())
+                .unwrap_or_else(|| "a tool".into());
+            self.denials.push(what);
+        }
         if e["type"] == "result" {
             if e["status"] == "error" {
                 let message = e["error"]["message"].as_str().unwrap_or("the CLI failed");
@@ -224,10 +263,12 @@ impl Observer {
         if code == Some(0) {
             return Ok(());
         }
-        let reason = self
-            .last_stderr
-            .as_deref()
-            .unwrap_or("it printed no reason");
+        let reason = if self.last_stderr.is_empty() {
+            "it printed no reason".to_string()
+        } else {
+            Vec::from(self.last_stderr.clone()).join(" ")
+        };
+        let reason = reason.as_str();
         Err(StatusMessage {
             message: clip(&format!("{cli} exited with {exit}: {reason}")),
             error_code: auth_code(reason, None).map(str::to_string),
@@ -376,17 +417,39 @@ mod tests {
             &[
                 "\u{1b}[31mWhen using Gemini API, you must specify the GEMINI_API_KEY environment variable.\u{1b}[0m",
                 "   ",
+                "Update your environment and try again.",
             ],
         );
         let err = o.verdict(Some(41), "exit code 41").expect_err("failed");
         assert_eq!(
             err.message,
-            "Gemini CLI exited with exit code 41: When using Gemini API, you must specify the GEMINI_API_KEY environment variable."
+            "Gemini CLI exited with exit code 41: When using Gemini API, you must specify the GEMINI_API_KEY environment variable. Update your environment and try again."
         );
         assert_eq!(err.error_code.as_deref(), Some("authentication_required"));
         assert!(observe(Harness::Gemini, &[], &[])
             .verdict(Some(0), "")
             .is_ok());
+    }
+
+    #[test]
+    fn gemini_plan_mode_policy_violation_is_a_denial() {
+        let o = observe(
+            Harness::Gemini,
+            &[
+                r#"{"type":"init","session_id":"d388-aa"}"#,
+                r#"{"type":"tool_use","tool_name":"write_file","tool_id":"w1","parameters":{"file_path":"hello.txt"}}"#,
+                r#"{"type":"tool_result","tool_id":"w1","status":"error","error":{"type":"policy_violation","message":"denied"}}"#,
+                r#"{"type":"result","status":"success","stats":{"input_tokens":200,"output_tokens":40}}"#,
+            ],
+            &[],
+        );
+        let err = o.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(
+            err.message.contains("write_file (hello.txt)"),
+            "{}",
+            err.message
+        );
+        assert_eq!(o.usage().input_tokens, 200);
     }
 
     #[test]

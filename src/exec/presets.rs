@@ -66,8 +66,8 @@ fn mode(harness: Harness, turn: &Turn<'_>) -> &'static str {
         (Harness::Gemini, Edit, true) => "yolo",
         // Offers file edits but no shell tool.
         (Harness::Gemini, Edit, false) => "auto_edit",
-        // Headless default mode offers no write or shell tool at all.
-        (Harness::Gemini, ReadOnly, _) => "default",
+        // Gemini CLI's own read-only mode.
+        (Harness::Gemini, ReadOnly, _) => "plan",
         (Harness::Command | Harness::Demo, _, _) => "",
     }
 }
@@ -345,7 +345,7 @@ mod tests {
             &unconfined,
             "--sandbox=workspace-write"
         ));
-        assert!(has(Harness::Gemini, &read_only, "--approval-mode=default"));
+        assert!(has(Harness::Gemini, &read_only, "--approval-mode=plan"));
         assert!(has(
             Harness::Gemini,
             &unconfined,
