@@ -158,6 +158,17 @@ class Runledger:
         except urllib.error.HTTPError as e:
             return f"(transcript: {e.code})"
 
+    def entries(self, run_id):
+        """Every transcript entry, paging through the transcript API."""
+        out, offset = [], 0
+        while True:
+            status, page = self.call("GET", f"/agent/runs/{run_id}/transcript?offset={offset}")
+            assert status == 200, page
+            out += page["entries"]
+            if not page["has_more"]:
+                return out
+            offset = page["next_offset"]
+
     def workspace(self, run_id):
         return self.data / "workspaces" / run_id
 
@@ -255,3 +266,29 @@ def test_a_cli_without_credentials_fails_with_its_own_message(runledger, server,
     assert own in status["message"], status
     assert "\x1b" not in status["message"] and "\n" not in status["message"], status
     assert status.get("error_code") == "authentication_required", status
+
+
+def test_mcp_servers_reach_each_cli_and_an_unusable_entry_is_named(runledger, server, cli):
+    """The run's stdio MCP server reaches the model as a tool and the model's call reaches the
+    server; a `warp_id` entry, which no CLI can use, is named in a `system` transcript entry."""
+    # python3 from the agent's PATH: the suite's own interpreter may live where the agent user
+    # cannot reach (a pyenv under /root).
+    mcp = {
+        "probe": {"command": "python3", "args": [str(Path(__file__).with_name("mcp_server.py")), "mcp-calls.txt"]},
+        "elsewhere": {"warp_id": "mcp-123"},
+    }
+    server.script(
+        [{"tool": "mcp", "server": "probe", "name": "record_marker", "arguments": {"text": "MARKER-1"}}, {"text": "Recorded."}]
+    )
+    status, body = runledger.call(
+        "POST", "/agent/runs", {"prompt": "Record the marker.", "config": {"environment_id": cli, "mcp_servers": mcp}}
+    )
+    assert status == 200, body
+    run_id = body["run_id"]
+    run = runledger.finished(run_id)
+    transcript = runledger.transcript(run_id)
+    assert run["state"] == "SUCCEEDED", (run, transcript)
+    calls = runledger.workspace(run_id) / "mcp-calls.txt"
+    assert calls.exists() and calls.read_text() == "MARKER-1\n", transcript
+    system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
+    assert any(t.startswith('MCP server "elsewhere" is left out') for t in system), system
