@@ -315,20 +315,34 @@ impl Output {
         if stream == "stderr" {
             self.stderr_tail.push(&piece);
         }
+        let mut readable = Vec::new();
         if let Some(observer) = self.observer.as_mut() {
             if stream == "stdout" {
-                self.stdout_line.feed(&piece, |l| observer.stdout_line(l));
+                self.stdout_line
+                    .feed(&piece, |l| readable.extend(observer.stdout_line(l)));
             } else {
                 self.stderr_line.feed(&piece, |l| observer.stderr_line(l));
             }
         }
+        let at = crate::actor::now();
         writer.append(&Entry {
-            at: crate::actor::now(),
+            at,
             execution,
             stream: stream.into(),
             text: piece.text,
             continued: piece.continued,
-        })
+        })?;
+        // After the raw line it was read from, so a reader sees both in order.
+        for text in readable {
+            writer.append(&Entry {
+                at,
+                execution,
+                stream: "agent".into(),
+                text,
+                continued: false,
+            })?;
+        }
+        Ok(())
     }
 
     /// Drains what is left after the process exited (bounded in time: a background child may

@@ -71,14 +71,16 @@ impl Observer {
         &self.usage
     }
 
-    /// One whole line of the CLI's stdout.
-    pub fn stdout_line(&mut self, line: &str) {
+    /// One whole line of the CLI's stdout. Returns what a person reading the transcript wants
+    /// of it (assistant text, a tool call with its command or file, a tool's result), each a
+    /// readable entry; the raw line stays in the transcript too.
+    pub fn stdout_line(&mut self, line: &str) -> Vec<String> {
         let line = line.trim();
         if !line.starts_with('{') {
-            return;
+            return Vec::new();
         }
         let Ok(event) = serde_json::from_str::<serde_json::Value>(line) else {
-            return;
+            return Vec::new();
         };
         match self.harness {
             Harness::Claude => self.claude(&event),
@@ -86,6 +88,7 @@ impl Observer {
             Harness::Gemini => self.gemini(&event),
             Harness::Command | Harness::Demo => {}
         }
+        readable(self.harness, &event)
     }
 
     /// One whole line of the CLI's stderr.
@@ -277,6 +280,141 @@ impl Observer {
     }
 }
 
+/// Longest readable entry, in characters.
+const READABLE_LIMIT: usize = 2000;
+
+/// The readable entries of one CLI event.
+fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
+    let short = |text: &str| {
+        let text = text.trim();
+        if text.chars().count() <= READABLE_LIMIT {
+            text.to_string()
+        } else {
+            let cut: String = text.chars().take(READABLE_LIMIT).collect();
+            format!("{cut}…")
+        }
+    };
+    let target = |input: &serde_json::Value| {
+        ["file_path", "command", "path", "pattern", "query", "url"]
+            .iter()
+            .find_map(|k| input[*k].as_str())
+            .map(|v| format!(": {}", short(v)))
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    match (harness, e["type"].as_str().unwrap_or_default()) {
+        (Harness::Claude, "assistant") => {
+            for block in e["message"]["content"].as_array().into_iter().flatten() {
+                match block["type"].as_str() {
+                    Some("text") => out.push(format!(
+                        "assistant: {}",
+                        short(block["text"].as_str().unwrap_or_default())
+                    )),
+                    Some("tool_use") => out.push(format!(
+                        "tool call {}{}",
+                        block["name"].as_str().unwrap_or("?"),
+                        target(&block["input"])
+                    )),
+                    _ => {}
+                }
+            }
+        }
+        (Harness::Claude, "user") => {
+            for block in e["message"]["content"].as_array().into_iter().flatten() {
+                if block["type"] == "tool_result" {
+                    let text = match &block["content"] {
+                        serde_json::Value::String(s) => s.clone(),
+                        serde_json::Value::Array(parts) => parts
+                            .iter()
+                            .filter_map(|p| p["text"].as_str())
+                            .collect::<Vec<_>>()
+                            .join("\n"),
+                        _ => String::new(),
+                    };
+                    let error = if block["is_error"] == true {
+                        " (error)"
+                    } else {
+                        ""
+                    };
+                    out.push(format!("tool result{error}: {}", short(&text)));
+                }
+            }
+        }
+        (Harness::Claude, "result") => {
+            out.push(format!(
+                "result: {}",
+                short(e["result"].as_str().unwrap_or_default())
+            ));
+        }
+        (Harness::Codex, "item.completed") => {
+            let item = &e["item"];
+            match item["type"].as_str().unwrap_or_default() {
+                "agent_message" => out.push(format!(
+                    "assistant: {}",
+                    short(item["text"].as_str().unwrap_or_default())
+                )),
+                "command_execution" => out.push(format!(
+                    "command (exit {}): {}\n{}",
+                    item["exit_code"]
+                        .as_i64()
+                        .map_or("?".to_string(), |c| c.to_string()),
+                    short(item["command"].as_str().unwrap_or_default()),
+                    short(item["aggregated_output"].as_str().unwrap_or_default())
+                )),
+                "file_change" => {
+                    for change in item["changes"].as_array().into_iter().flatten() {
+                        out.push(format!(
+                            "file {} ({}): {}",
+                            change["kind"].as_str().unwrap_or("change"),
+                            item["status"].as_str().unwrap_or("?"),
+                            change["path"].as_str().unwrap_or("?")
+                        ));
+                    }
+                }
+                "mcp_tool_call" => out.push(format!(
+                    "MCP tool {}.{} ({})",
+                    item["server"].as_str().unwrap_or("?"),
+                    item["tool"].as_str().unwrap_or("?"),
+                    item["status"].as_str().unwrap_or("?")
+                )),
+                _ => {}
+            }
+        }
+        (Harness::Codex, "turn.failed") => {
+            out.push(format!(
+                "error: {}",
+                short(e["error"]["message"].as_str().unwrap_or_default())
+            ));
+        }
+        (Harness::Gemini, "message") if e["role"] == "assistant" => {
+            // Gemini CLI streams the text in deltas: one entry per delta keeps them in order.
+            out.push(format!(
+                "assistant: {}",
+                short(e["content"].as_str().unwrap_or_default())
+            ));
+        }
+        (Harness::Gemini, "tool_use") => out.push(format!(
+            "tool call {}{}",
+            e["tool_name"].as_str().unwrap_or("?"),
+            target(&e["parameters"])
+        )),
+        (Harness::Gemini, "tool_result") => {
+            let text = e["output"]
+                .as_str()
+                .or_else(|| e["error"]["message"].as_str())
+                .unwrap_or_default();
+            out.push(format!(
+                "tool result ({}): {}",
+                e["status"].as_str().unwrap_or("?"),
+                short(text)
+            ));
+        }
+        _ => {}
+    }
+    out.retain(|t| !t.ends_with(": "));
+    out
+}
+
 /// An authentication failure gets the platform's code, so a client can tell it apart.
 fn auth_code(message: &str, status: Option<u64>) -> Option<&'static str> {
     let lower = message.to_lowercase();
@@ -334,7 +472,7 @@ mod tests {
     fn observe(harness: Harness, stdout: &[&str], stderr: &[&str]) -> Observer {
         let mut o = Observer::new(harness);
         for l in stdout {
-            o.stdout_line(l);
+            let _ = o.stdout_line(l);
         }
         for l in stderr {
             o.stderr_line(l);
@@ -450,6 +588,40 @@ mod tests {
             err.message
         );
         assert_eq!(o.usage().input_tokens, 200);
+    }
+
+    #[test]
+    fn readable_entries_name_text_tool_calls_and_results() {
+        let mut claude = Observer::new(Harness::Claude);
+        assert_eq!(
+            claude.stdout_line(r#"{"type":"assistant","message":{"content":[{"type":"text","text":"I'll write it."},{"type":"tool_use","name":"Write","input":{"file_path":"/w/a.txt","content":"x"}}]}}"#),
+            ["assistant: I'll write it.", "tool call Write: /w/a.txt"]
+        );
+        assert_eq!(
+            claude.stdout_line(r#"{"type":"user","message":{"content":[{"type":"tool_result","content":[{"type":"text","text":"ok"}],"is_error":true}]}}"#),
+            ["tool result (error): ok"]
+        );
+        let mut codex = Observer::new(Harness::Codex);
+        assert_eq!(
+            codex.stdout_line(r#"{"type":"item.completed","item":{"type":"command_execution","command":"bash -lc 'ls'","aggregated_output":"a\n","exit_code":0}}"#),
+            ["command (exit 0): bash -lc 'ls'\na"]
+        );
+        let mut gemini = Observer::new(Harness::Gemini);
+        assert_eq!(
+            gemini.stdout_line(r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"t","parameters":{"command":"make"}}"#),
+            ["tool call run_shell_command: make"]
+        );
+        // Not JSON, or JSON of no interest: nothing.
+        assert!(gemini.stdout_line("plain text").is_empty());
+        assert!(gemini
+            .stdout_line(r#"{"type":"init","session_id":"s"}"#)
+            .is_empty());
+        // A huge tool output is cut.
+        let big = format!(
+            r#"{{"type":"tool_result","tool_id":"t","status":"success","output":"{}"}}"#,
+            "x".repeat(100_000)
+        );
+        assert!(gemini.stdout_line(&big)[0].chars().count() < READABLE_LIMIT + 40);
     }
 
     #[test]

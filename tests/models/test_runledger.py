@@ -208,6 +208,15 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     ws = runledger.workspace(run_id)
     assert (ws / "hello.txt").read_text() == "hello from the model\n"
     assert (ws / "second.txt").read_text().strip() == "shell-ok"
+    # Readable entries beside the raw JSON lines: the assistant's text, the write, the command.
+    readable = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "agent"]
+    assert any("hello.txt" in t for t in readable), readable
+    assert any("second.txt" in t for t in readable), readable
+    assert any(t.startswith("assistant: ") for t in readable), readable
+    with urllib.request.urlopen(run["session_link"], timeout=10) as page:
+        html = page.read().decode()
+    assert "hello.txt" in html and "raw JSON output is in the transcript API" in html
+    assert "&quot;type&quot;" not in html, html[-3000:]
 
     status, body = runledger.call("POST", f"/agent/runs/{run_id}/followups", {"message": "the second task"})
     assert status == 200, body
