@@ -78,24 +78,35 @@ class Runledger:
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNLEDGER_")}
         env.update({"PATH": path, "RUST_LOG": "warn"})
         env.update({f"RL_TEST_{KEYS[c]}": f"test-key-{c}" for c in CLIS})
+        self.argv = [str(BIN), "serve", "--config", str(config), "--data-dir", str(self.data)]
+        self.env = env
+        self._start()
+        # The first start on an empty data directory prints the admin key alone on stdout.
+        self.key = self._wait(lambda: self.stdout[0] if self.stdout else None, "the admin key")
+
+    def _start(self):
         self.proc = subprocess.Popen(
-            [str(BIN), "serve", "--config", str(config), "--data-dir", str(self.data)],
+            self.argv,
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            env=env,
+            env=self.env,
             start_new_session=True,
         )
         self.stdout, self.stderr = [], []
         self.cond = threading.Condition()
         for stream, sink in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
             threading.Thread(target=self._drain, args=(stream, sink), daemon=True).start()
-        self.key = self._wait(lambda: self.stdout[0] if self.stdout else None, "the admin key")
         listening = re.compile(r"runledger listening on (http://\S+)")
         self.url = self._wait(
             lambda: next((m.group(1) for l in self.stderr if (m := listening.search(l))), None), "the address"
         )
+
+    def restart(self):
+        """Stops the server (SIGTERM) and starts it again on the same data directory."""
+        self.stop()
+        self._start()
 
     def _drain(self, stream, sink):
         for line in stream:
@@ -226,6 +237,9 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     # The CLI's own session continued: the follow-up reached the model with the original task.
     followup = prompts_of(server, "second task")[-1]
     assert any(task in p for p in user_prompts(followup)), user_prompts(followup)
+    # By the session id the CLI reported (not a new session that repeats the task).
+    system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
+    assert any(t.startswith("resuming the CLI's session ") for t in system), system
 
 
 @pytest.mark.parametrize("prompt", ["--version", "- fix the typo"])
@@ -301,3 +315,20 @@ def test_mcp_servers_reach_each_cli_and_an_unusable_entry_is_named(runledger, se
     assert calls.exists() and calls.read_text() == "MARKER-1\n", transcript
     system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
     assert any(t.startswith('MCP server "elsewhere" is left out') for t in system), system
+
+
+def test_a_follow_up_after_a_server_restart_continues_the_session(runledger, server, cli):
+    """The CLI's session id and state are kept per run on disk: a restarted server resumes it."""
+    task = "Remember the word PELICAN."
+    server.script({"replies": [{"when": "which word", "turns": [{"text": "PELICAN."}]}, {"turns": [{"text": "Noted."}]}]})
+    run_id = runledger.create(cli, task)
+    assert runledger.finished(run_id)["state"] == "SUCCEEDED", runledger.transcript(run_id)
+    runledger.restart()
+    status, body = runledger.call("POST", f"/agent/runs/{run_id}/followups", {"message": "which word was it?"})
+    assert status == 200, body
+    runledger.wait(run_id, lambda r: r["state"] in TERMINAL and prompts_of(server, "which word"), "the follow-up")
+    assert runledger.finished(run_id)["state"] == "SUCCEEDED", runledger.transcript(run_id)
+    followup = prompts_of(server, "which word")[-1]
+    assert any(task in p for p in user_prompts(followup)), user_prompts(followup)
+    system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
+    assert any(t.startswith("resuming the CLI's session ") for t in system), system
