@@ -181,14 +181,14 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
     let f = Fixture::new();
     let agent = f.agent(
         "chat.sh",
-        r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP"
+        r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP prompt=$1"
 while read -r line; do
   echo "got: $line"
   case "$line" in *done*) exit 0;; esac
 done"#,
     );
     let config = f.config(&format!(
-        "[[environments]]\nid = \"chat\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 1\n"
+        "[[environments]]\nid = \"chat\"\nharness = \"command\"\ncommand = [\"{agent}\", \"{{prompt}}\"]\nmax_concurrent = 1\n"
     ));
     let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
@@ -257,7 +257,12 @@ done"#,
     .await;
     s.wait_state(&first, "SUCCEEDED").await;
     let text = transcript_text(&s, &first).await;
-    assert!(text.contains("execution=2 followup=again"), "{text}");
+    // A command agent's argv is the run's as before: the follow-up is in RUNLEDGER_FOLLOWUP.
+    assert!(
+        text.contains("execution=2 followup=again prompt=talk\n"),
+        "{text}"
+    );
+    assert!(!text.contains("Follow-up: again"), "{text}");
     let kinds: Vec<String> = s
         .events(&first)
         .await

@@ -642,6 +642,8 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
         run.prompt.clone()
     };
     match (&job.resumed_by, session) {
+        // A command agent reads its follow-up from RUNLEDGER_FOLLOWUP; its argv is the run's.
+        _ if !is_preset(job.environment.harness) => (prompt, None),
         (Some(f), Some(id)) => (f.message.clone(), Some(id)),
         (Some(f), None) => (format!("{prompt}\n\nFollow-up: {}", f.message), None),
         (None, _) => (prompt, None),
