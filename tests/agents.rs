@@ -736,6 +736,50 @@ exit 0"#,
 }
 
 #[tokio::test]
+async fn a_preset_resume_without_a_session_fits_the_largest_task_and_follow_up_in_one_argument() {
+    let f = Fixture::new();
+    let bin = f.path("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    // A CLI that never reports a session: the follow-up starts a new session with the task.
+    script(
+        &bin.join("gemini"),
+        r#"for a; do last="$a"; done; printf '%s' "$last" > "prompt-$RUNLEDGER_EXECUTION"; exit 0"#,
+    );
+    let config = f.config("[[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
+    s.wait_ready().await;
+    // The largest prompt and follow-up the API takes (64 KiB each): together more than one
+    // argument may hold.
+    let task = "t".repeat(64 * 1024);
+    let message = format!("-{}", "f".repeat(64 * 1024 - 1));
+    let id = s.create(json!({"prompt": task})).await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    let (st, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{id}/followups"),
+            json!({"message": message}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    eventually(10, "the resumed execution", || {
+        workspace(&s, &id).join("prompt-2").exists()
+    })
+    .await;
+    let run = s.wait_state(&id, "SUCCEEDED").await;
+    assert_eq!(run["state"], "SUCCEEDED", "{run}");
+    let prompt = std::fs::read_to_string(workspace(&s, &id).join("prompt-2")).expect("prompt");
+    assert!(prompt.len() < 128 * 1024, "{}", prompt.len());
+    assert!(prompt.starts_with("--prompt=tttt"), "{}", &prompt[..40]);
+    assert!(prompt.ends_with(&format!("\n\nFollow-up: {message}")));
+}
+
+#[tokio::test]
 async fn a_failed_setup_is_retried_in_a_fresh_workspace_when_the_run_resumes() {
     let f = Fixture::new();
     // The agent's HOME lives as long as the run; its workspace is fresh for every setup.

@@ -28,6 +28,9 @@ use super::{Assignment, Control, Supervision};
 use crate::config::{Harness, Sandbox};
 use crate::domain::{Followup, StatusMessage};
 
+/// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
+/// (`MAX_ARG_STRLEN`), with room for an option name in front.
+const ARG_BYTES: usize = 120 * 1024;
 /// Bytes asked for per read of an agent's stdout or stderr.
 const CHUNK: usize = 8 * 1024;
 /// How long writing one follow-up to an agent's stdin may take.
@@ -645,7 +648,21 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
         // A command agent reads its follow-up from RUNLEDGER_FOLLOWUP; its argv is the run's.
         _ if !is_preset(job.environment.harness) => (prompt, None),
         (Some(f), Some(id)) => (f.message.clone(), Some(id)),
-        (Some(f), None) => (format!("{prompt}\n\nFollow-up: {}", f.message), None),
+        (Some(f), None) => {
+            // One argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a task and a
+            // follow-up of the largest sizes would not fit, so the task gives way.
+            let room = ARG_BYTES.saturating_sub(f.message.len() + 64);
+            let task = if prompt.len() > room {
+                let mut end = room;
+                while !prompt.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!("{}…", &prompt[..end])
+            } else {
+                prompt
+            };
+            (format!("{task}\n\nFollow-up: {}", f.message), None)
+        }
         (None, _) => (prompt, None),
     }
 }
@@ -757,17 +774,14 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
         let outcome = finish(x, ended);
         let resumable = is_preset(harness) && saved_session(x).is_some();
         if matches!(outcome, Some(Ok(()))) && resumable && !x.pending.is_empty() {
-            let followups = std::mem::take(&mut x.pending);
+            // One turn per follow-up: each fits one argument, and the transcript shows when
+            // each was delivered.
+            let followup = x.pending.remove(0);
             x.system(format!(
-                "{} follow-up(s) sent during the turn are delivered now, as the next turn",
-                followups.len()
+                "the follow-up sent during the turn is delivered now, as the next turn: {}",
+                observe::clip(&observe::one_line(&followup.message))
             ));
-            let text = followups
-                .iter()
-                .map(|f| f.message.as_str())
-                .collect::<Vec<_>>()
-                .join("\n\n");
-            next_turn = Some(text);
+            next_turn = Some(followup.message);
             continue;
         }
         if !takes_stdin && !x.pending.is_empty() {
