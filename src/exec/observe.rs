@@ -14,6 +14,14 @@ use crate::domain::StatusMessage;
 const MESSAGE_LIMIT: usize = 600;
 /// Stderr lines kept for a failure without a structured reason.
 const STDERR_LINES: usize = 3;
+/// Stderr lines the CLIs print on every start (Gemini CLI's mode and terminal notes, Codex's
+/// stdin note), left out of a failure message.
+const NOISE: &[&str] = &[
+    "YOLO mode is enabled",
+    "Warning: 256-color support not detected",
+    "Ripgrep is not available",
+    "Reading additional input from stdin",
+];
 /// Tool calls remembered to name a later denial.
 const CALLS_KEPT: usize = 64;
 
@@ -94,7 +102,8 @@ impl Observer {
     /// One whole line of the CLI's stderr.
     pub fn stderr_line(&mut self, line: &str) {
         let clean = one_line(line);
-        if clean.is_empty() {
+        // What the CLIs print on every start says nothing about a failure.
+        if clean.is_empty() || NOISE.iter().any(|n| clean.starts_with(n)) {
             return;
         }
         // Codex's own sandbox rejects a write only in the tool result and in this log line.
@@ -553,6 +562,7 @@ mod tests {
             Harness::Gemini,
             &["not json"],
             &[
+                "YOLO mode is enabled. All tool calls will be automatically approved.",
                 "\u{1b}[31mWhen using Gemini API, you must specify the GEMINI_API_KEY environment variable.\u{1b}[0m",
                 "   ",
                 "Update your environment and try again.",

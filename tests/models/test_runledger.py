@@ -288,6 +288,7 @@ def test_a_cli_without_credentials_fails_with_its_own_message(runledger, server,
     own = {"claude": "Not logged in", "codex": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}[cli]
     assert own in status["message"], status
     assert "\x1b" not in status["message"] and "\n" not in status["message"], status
+    assert "YOLO mode" not in status["message"], status  # start-up noise is left out
     assert status.get("error_code") == "authentication_required", status
 
 
