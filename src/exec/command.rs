@@ -239,7 +239,7 @@ impl Line {
         if let Some(whole) = whole {
             let mut lines = whole.split('\n');
             if let Some(first) = lines.next() {
-                if !self.overflow {
+                if !self.overflow && self.carry.len() + first.len() <= LINE_LIMIT {
                     self.carry.push_str(first);
                     each(&self.carry);
                 }
@@ -1220,5 +1220,56 @@ fn timed_out(limit: u64) -> StatusMessage {
         message: format!("the run exceeded its environment's max_runtime_secs ({limit} s); its processes were stopped"),
         error_code: None,
         retryable: Some(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `bytes` through the transcript's splitter in reads of `read` bytes and returns the
+    /// lines `Line` hands on.
+    fn lines_of(bytes: &[u8], read: usize) -> Vec<String> {
+        let mut splitter = Splitter::default();
+        let mut line = Line::default();
+        let mut pieces = Vec::new();
+        let mut out = Vec::new();
+        for chunk in bytes.chunks(read) {
+            splitter.push(chunk, &mut pieces);
+        }
+        pieces.extend(splitter.finish());
+        for piece in &pieces {
+            line.feed(piece, |l| out.push(l.to_string()));
+        }
+        out
+    }
+
+    #[test]
+    fn long_json_lines_reach_the_observer_whole_whatever_the_reads() {
+        // A final result far longer than one transcript entry, between two short lines.
+        let long = format!(
+            r#"{{"type":"result","is_error":true,"result":"{}","session_id":"s-1"}}"#,
+            "é".repeat(60_000)
+        );
+        let text = format!("{{\"type\":\"init\"}}\n{long}\nlast");
+        for read in [1, 7, 4096, 100_000] {
+            let lines = lines_of(text.as_bytes(), read);
+            assert_eq!(lines.len(), 3, "read {read}");
+            assert_eq!(lines[1], long, "read {read}");
+            assert_eq!(lines[2], "last");
+            let mut observer = Observer::new(Harness::Claude);
+            for l in &lines {
+                let _ = observer.stdout_line(l);
+            }
+            assert_eq!(observer.session(), Some("s-1"));
+        }
+    }
+
+    #[test]
+    fn a_line_beyond_the_limit_is_skipped_and_the_next_one_is_whole() {
+        let huge = "x".repeat(LINE_LIMIT + 10);
+        let text = format!("{huge}\n{{\"type\":\"init\",\"session_id\":\"g-2\"}}\n");
+        let lines = lines_of(text.as_bytes(), 65_536);
+        assert_eq!(lines, [r#"{"type":"init","session_id":"g-2"}"#]);
     }
 }
