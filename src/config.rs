@@ -77,6 +77,28 @@ struct EnvironmentFile {
     cpu_percent: Option<u64>,
     #[serde(default)]
     repos: Vec<RepoFile>,
+    agent_permissions: Option<AgentPermissions>,
+    model_base_url: Option<String>,
+}
+
+/// What a preset's agent may do in its workspace (`agent_permissions`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentPermissions {
+    /// Edit files and run commands without asking: runledger's sandbox is the boundary.
+    #[default]
+    Edit,
+    /// Read and answer only, for plan and review runs: a write attempt ends the run `FAILED`.
+    ReadOnly,
+}
+
+impl AgentPermissions {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentPermissions::Edit => "edit",
+            AgentPermissions::ReadOnly => "read-only",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -208,6 +230,10 @@ pub struct Environment {
     pub limits: crate::exec::cgroup::Limits,
     /// Checked out in every new workspace, before setup.
     pub repos: Vec<Repo>,
+    /// What a preset's agent may do (`command` agents get it as `RUNLEDGER_AGENT_PERMISSIONS`).
+    pub agent_permissions: AgentPermissions,
+    /// The model endpoint a preset's CLI is pointed at; `None`: the CLI's own default.
+    pub model_base_url: Option<String>,
 }
 
 impl Environment {
@@ -232,6 +258,8 @@ impl Environment {
             secrets: Vec::new(),
             limits: crate::exec::cgroup::Limits::default(),
             repos: Vec::new(),
+            agent_permissions: AgentPermissions::Edit,
+            model_base_url: None,
         }
     }
 }
@@ -513,6 +541,40 @@ fn resolve(
                  {{model_id}}, {{base_prompt}}, {{mcp_config}}, {{workspace}}"
             )));
         }
+        let preset = matches!(
+            env.harness,
+            Harness::Claude | Harness::Codex | Harness::Gemini
+        );
+        if preset {
+            if let Some(arg) = env.command.iter().find(|a| {
+                a.contains("{prompt}") || a.contains("{full_prompt}") || a.contains("{base_prompt}")
+            }) {
+                return Err(Error::Invalid(format!(
+                    "{at}.command: {arg:?}: a preset's command replaces only the CLI program (and \
+                     arguments of its own, e.g. [\"npx\", \"-y\", \"@openai/codex@0.169.0\"]); \
+                     the preset adds the prompt, the session to resume and its flags itself"
+                )));
+            }
+        }
+        if let Some(url) = &env.model_base_url {
+            if !preset {
+                return Err(Error::Invalid(format!(
+                    "{at}.model_base_url: only the claude, codex and gemini presets take a model \
+                     endpoint; a command agent reads its own configuration"
+                )));
+            }
+            let parsed = url::Url::parse(url).ok();
+            if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
+                return Err(Error::Invalid(format!(
+                    "{at}.model_base_url: {url:?} is not an http:// or https:// URL"
+                )));
+            }
+        }
+        if env.agent_permissions.is_some() && env.harness == Harness::Demo {
+            return Err(Error::Invalid(format!(
+                "{at}.agent_permissions: the 'demo' harness runs in-process and uses no tools"
+            )));
+        }
         if env.max_runtime_secs == Some(0) {
             return Err(Error::Invalid(format!(
                 "{at}.max_runtime_secs: must be at least 1"
@@ -650,7 +712,13 @@ fn resolve(
             harness: env.harness,
             command: env.command,
             setup: env.setup,
-            model_id: env.model_id.unwrap_or(demo.model_id),
+            // The built-in `demo` model is the demo agent's; a CLI without a configured model
+            // uses its own default (no `--model` flag at all).
+            model_id: env.model_id.unwrap_or(if env.harness == Harness::Demo {
+                demo.model_id
+            } else {
+                String::new()
+            }),
             max_concurrent,
             max_runtime_secs: env.max_runtime_secs.unwrap_or(demo.max_runtime_secs),
             env: env.env,
@@ -672,6 +740,8 @@ fn resolve(
                 cpu_percent: env.cpu_percent,
             },
             repos,
+            agent_permissions: env.agent_permissions.unwrap_or_default(),
+            model_base_url: env.model_base_url,
         });
     }
     if environments.is_empty() {
@@ -1093,12 +1163,55 @@ mod tests {
                 "harness = \"command\"\ncommand = [\"a\"]\nsandbox = \"docker\"",
                 "unknown variant",
             ),
+            (
+                "harness = \"claude\"\ncommand = [\"claude\", \"-p\", \"{prompt}\"]",
+                "environments[0].command: \"{prompt}\": a preset's command replaces only the CLI program",
+            ),
+            (
+                "harness = \"codex\"\nmodel_base_url = \"127.0.0.1:8080\"",
+                "environments[0].model_base_url: \"127.0.0.1:8080\" is not an http:// or https:// URL",
+            ),
+            (
+                "harness = \"command\"\ncommand = [\"a\"]\nmodel_base_url = \"http://x\"",
+                "environments[0].model_base_url: only the claude, codex and gemini presets",
+            ),
+            (
+                "harness = \"gemini\"\nagent_permissions = \"write\"",
+                "unknown variant `write`",
+            ),
+            (
+                "harness = \"demo\"\nagent_permissions = \"edit\"",
+                "environments[0].agent_permissions",
+            ),
         ] {
             let err = load_text(&format!("[[environments]]\nid = \"x\"\n{text}\n"))
                 .expect_err(text)
                 .to_string();
             assert!(err.contains(want), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn presets_default_to_edit_permissions_and_no_model() {
+        let config = load_text(
+            "[[environments]]\nid = \"c\"\nharness = \"claude\"\n\n\
+             [[environments]]\nid = \"g\"\nharness = \"gemini\"\nagent_permissions = \"read-only\"\n\
+             model_base_url = \"http://127.0.0.1:9\"\n",
+        )
+        .expect("valid");
+        let claude = config.environment("c").expect("c");
+        assert_eq!(claude.model_id, "");
+        assert_eq!(claude.agent_permissions, AgentPermissions::Edit);
+        let gemini = config.environment("g").expect("g");
+        assert_eq!(gemini.agent_permissions, AgentPermissions::ReadOnly);
+        assert_eq!(gemini.model_base_url.as_deref(), Some("http://127.0.0.1:9"));
+        assert_eq!(
+            Config::load(None, &Overrides::default())
+                .expect("defaults")
+                .default_environment()
+                .model_id,
+            "demo"
+        );
     }
 
     #[test]

@@ -213,14 +213,14 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
     let f = Fixture::new();
     let agent = f.agent(
         "chat.sh",
-        r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP"
+        r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP prompt=$1"
 while read -r line; do
   echo "got: $line"
   case "$line" in *done*) exit 0;; esac
 done"#,
     );
     let config = f.config(&format!(
-        "[[environments]]\nid = \"chat\"\nharness = \"command\"\ncommand = [\"{agent}\"]\nmax_concurrent = 1\n"
+        "[[environments]]\nid = \"chat\"\nharness = \"command\"\ncommand = [\"{agent}\", \"{{prompt}}\"]\nmax_concurrent = 1\n"
     ));
     let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
@@ -289,7 +289,12 @@ done"#,
     .await;
     s.wait_state(&first, "SUCCEEDED").await;
     let text = transcript_text(&s, &first).await;
-    assert!(text.contains("execution=2 followup=again"), "{text}");
+    // A command agent's argv is the run's as before: the follow-up is in RUNLEDGER_FOLLOWUP.
+    assert!(
+        text.contains("execution=2 followup=again prompt=talk\n"),
+        "{text}"
+    );
+    assert!(!text.contains("Follow-up: again"), "{text}");
     let kinds: Vec<String> = s
         .events(&first)
         .await
@@ -587,22 +592,36 @@ async fn presets_run_the_agent_clis_with_their_argv_templates() {
     let f = Fixture::new();
     let bin = f.path("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    // Each fake CLI records what it got in its workspace.
-    for cli in ["claude", "codex", "gemini"] {
+    // Each fake CLI records what it got in its workspace, and reports a session id the way
+    // the real one does.
+    for (cli, session) in [
+        (
+            "claude",
+            r#"{"type":"system","subtype":"init","session_id":"sess-claude-1"}"#,
+        ),
+        (
+            "codex",
+            r#"{"type":"thread.started","thread_id":"thread-codex-1"}"#,
+        ),
+        ("gemini", r#"{"type":"init","session_id":"sess-gemini-1"}"#),
+    ] {
         script(
             &bin.join(cli),
             &format!(
                 r#"mkdir -p .record; out=.record/{cli}-$RUNLEDGER_EXECUTION; printf '%s\0' "$@" > $out.argv; echo "$RUNLEDGER_RUN_ID" > $out.run
-[ -f .gemini/settings.json ] && cp .gemini/settings.json $out.settings
+[ -n "$GEMINI_CLI_HOME" ] && cp "$GEMINI_CLI_HOME/.gemini/settings.json" $out.settings
+[ -n "$CODEX_HOME" ] && cp "$CODEX_HOME/config.toml" $out.config
+echo "IS_SANDBOX=$IS_SANDBOX" > $out.env
 # Like the real CLIs, read a piped stdin to its end before working.
 cat > $out.stdin
+echo '{session}'
 exit 0"#,
             ),
         );
     }
     let config = f.config(
         "[[environments]]\nid = \"claude\"\nharness = \"claude\"\nmodel_id = \"sonnet\"\n\n\
-         [[environments]]\nid = \"codex\"\nharness = \"codex\"\n\n\
+         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_base_url = \"http://127.0.0.1:9/v1\"\n\n\
          [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\nmodel_id = \"gemini-pro\"\n",
     );
     let path = format!(
@@ -645,17 +664,23 @@ exit 0"#,
         claude_argv,
         [
             "-p",
-            "fix it",
             "--output-format",
             "stream-json",
             "--verbose",
-            "--model",
-            "sonnet",
-            "--append-system-prompt",
-            "be brief",
-            "--mcp-config",
-            &mcp_path.display().to_string()
+            "--permission-mode=bypassPermissions",
+            "--model=sonnet",
+            "--append-system-prompt=be brief",
+            &format!("--mcp-config={}", mcp_path.display()),
+            "--",
+            "fix it"
         ]
+    );
+    // Inside runledger's sandbox Claude Code may skip its permission prompts.
+    assert_eq!(
+        std::fs::read_to_string(record(&claude).join("claude-1.env"))
+            .expect("env")
+            .trim(),
+        "IS_SANDBOX=1"
     );
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
@@ -664,21 +689,46 @@ exit 0"#,
         argv(&codex, "codex-1"),
         [
             "exec",
+            "--json",
             "--skip-git-repo-check",
-            "--model",
-            "o4",
+            "--sandbox=danger-full-access",
+            "--model=o4",
+            "--",
             "be brief\n\nfix it"
         ]
     );
+    // The endpoint reaches Codex as a provider block in its private home.
+    let codex_config: toml::Table = std::fs::read_to_string(record(&codex).join("codex-1.config"))
+        .expect("config.toml")
+        .parse()
+        .expect("toml");
+    assert_eq!(codex_config["model_provider"].as_str(), Some("runledger"));
+    assert_eq!(
+        codex_config["model_providers"]["runledger"]["base_url"].as_str(),
+        Some("http://127.0.0.1:9/v1")
+    );
     assert_eq!(
         argv(&gemini, "gemini-1"),
-        ["--model", "gemini-pro", "-p", "fix it"]
+        [
+            "--skip-trust",
+            "--output-format",
+            "stream-json",
+            "--approval-mode=yolo",
+            "--model=gemini-pro",
+            "--prompt=fix it"
+        ]
     );
+    // Gemini's settings live in the run's home, never in the workspace.
+    assert!(!workspace(&s, &gemini).join(".gemini").exists());
     let settings: Value = serde_json::from_str(
         &std::fs::read_to_string(record(&gemini).join("gemini-1.settings")).expect("settings"),
     )
     .expect("json");
     assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
     assert_eq!(
         std::fs::read_to_string(record(&claude).join("claude-1.run"))
             .expect("run")
@@ -686,7 +736,7 @@ exit 0"#,
         claude
     );
 
-    // A resumed run continues the CLI's conversation with the follow-up as the prompt.
+    // A resumed run continues the session the CLI reported, with the follow-up as the prompt.
     let (st, _) = s
         .post(
             &s.key,
@@ -701,9 +751,27 @@ exit 0"#,
     .await;
     s.wait_state(&claude, "SUCCEEDED").await;
     let resumed = argv(&claude, "claude-2");
+    assert!(
+        resumed.contains(&"--resume=sess-claude-1".to_string()),
+        "{resumed:?}"
+    );
+    assert_eq!(resumed[resumed.len() - 2..], ["--", "now the tests"]);
+    // Codex: options before `resume`, the thread id and the prompt after `--`.
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{codex}/followups"),
+        json!({"message": "-v"}),
+    )
+    .await;
+    eventually(10, "codex resumed", || {
+        record(&codex).join("codex-2.run").exists()
+    })
+    .await;
+    s.wait_state(&codex, "SUCCEEDED").await;
+    let resumed = argv(&codex, "codex-2");
     assert_eq!(
-        &resumed[..3],
-        ["-p", "now the tests", "--continue"],
+        resumed[resumed.len() - 4..],
+        ["resume", "--", "thread-codex-1", "-v"],
         "{resumed:?}"
     );
 
@@ -716,6 +784,50 @@ exit 0"#,
         argv(&skill, "codex-1").last().map(String::as_str),
         Some("Run the skill acme/tools:deploy.")
     );
+}
+
+#[tokio::test]
+async fn a_preset_resume_without_a_session_fits_the_largest_task_and_follow_up_in_one_argument() {
+    let f = Fixture::new();
+    let bin = f.path("bin");
+    std::fs::create_dir(&bin).expect("mkdir");
+    // A CLI that never reports a session: the follow-up starts a new session with the task.
+    script(
+        &bin.join("gemini"),
+        r#"for a; do last="$a"; done; printf '%s' "$last" > "prompt-$RUNLEDGER_EXECUTION"; exit 0"#,
+    );
+    let config = f.config("[[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n");
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
+    s.wait_ready().await;
+    // The largest prompt and follow-up the API takes (64 KiB each): together more than one
+    // argument may hold.
+    let task = "t".repeat(64 * 1024);
+    let message = format!("-{}", "f".repeat(64 * 1024 - 1));
+    let id = s.create(json!({"prompt": task})).await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    let (st, _) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{id}/followups"),
+            json!({"message": message}),
+        )
+        .await;
+    assert_eq!(st, 200);
+    eventually(10, "the resumed execution", || {
+        workspace(&s, &id).join("prompt-2").exists()
+    })
+    .await;
+    let run = s.wait_state(&id, "SUCCEEDED").await;
+    assert_eq!(run["state"], "SUCCEEDED", "{run}");
+    let prompt = std::fs::read_to_string(workspace(&s, &id).join("prompt-2")).expect("prompt");
+    assert!(prompt.len() < 128 * 1024, "{}", prompt.len());
+    assert!(prompt.starts_with("--prompt=tttt"), "{}", &prompt[..40]);
+    assert!(prompt.ends_with(&format!("\n\nFollow-up: {message}")));
 }
 
 #[tokio::test]

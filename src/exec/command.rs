@@ -19,14 +19,18 @@ use tokio::sync::mpsc;
 
 use super::cgroup::Leaf;
 use super::lines::{Piece, Splitter, Tail};
+use super::observe::{self, Observer};
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
-use super::sandbox::{Launcher, Plan, Sandboxes};
+use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
 use super::{Assignment, Control, Supervision};
-use crate::config::Harness;
+use crate::config::{Harness, Sandbox};
 use crate::domain::{Followup, StatusMessage};
 
+/// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
+/// (`MAX_ARG_STRLEN`), with room for an option name in front.
+const ARG_BYTES: usize = 120 * 1024;
 /// Bytes asked for per read of an agent's stdout or stderr.
 const CHUNK: usize = 8 * 1024;
 /// How long writing one follow-up to an agent's stdin may take.
@@ -74,6 +78,8 @@ fn variables(
             vars.insert(name.clone(), value);
         }
     }
+    vars.extend(preset_variables(environment, home));
+    // The environment's own `env` can override a preset's defaults.
     vars.extend(environment.env.clone());
     for name in &environment.secrets {
         if let Some(secret) = sup.secrets.get(name) {
@@ -99,6 +105,10 @@ fn variables(
     set("RUNLEDGER_MCP_CONFIG", mcp_config.display().to_string());
     set(EXECUTION_VAR, job.execution.to_string());
     set(
+        "RUNLEDGER_AGENT_PERMISSIONS",
+        environment.agent_permissions.as_str().to_string(),
+    );
+    set(
         "RUNLEDGER_FOLLOWUP",
         job.resumed_by
             .as_ref()
@@ -108,13 +118,56 @@ fn variables(
     vars
 }
 
-/// `{"mcpServers": {...}}` in the shape agent CLIs read (stdio or http servers).
+/// What a preset's CLI needs in its environment: where its per-run configuration lives (in
+/// the run's private home, never the workspace), its model endpoint, and, inside runledger's
+/// sandbox, that it may skip its own permission prompts.
+fn preset_variables(env: &crate::config::Environment, home: &Path) -> BTreeMap<String, String> {
+    let mut vars = BTreeMap::new();
+    let mut set = |k: &str, v: &str| {
+        vars.insert(k.to_string(), v.to_string());
+    };
+    let url = env.model_base_url.as_deref();
+    match env.harness {
+        Harness::Claude => {
+            // Claude Code refuses bypassPermissions as root unless told it is in a sandbox;
+            // runledger's sandbox is that boundary.
+            if env.sandbox == Some(Sandbox::Bwrap) {
+                set("IS_SANDBOX", "1");
+            }
+            set("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1");
+            set("DISABLE_AUTOUPDATER", "1");
+            if let Some(url) = url {
+                set("ANTHROPIC_BASE_URL", url);
+            }
+        }
+        Harness::Codex => {
+            // Outside any TMPDIR: Codex's own sandbox helper fails under one.
+            set("CODEX_HOME", &home.join(".codex").display().to_string());
+        }
+        Harness::Gemini => {
+            set("GEMINI_CLI_HOME", &home.display().to_string());
+            if let Some(url) = url {
+                set("GOOGLE_GEMINI_BASE_URL", url);
+            }
+        }
+        Harness::Command | Harness::Demo => {}
+    }
+    if env.harness != Harness::Command {
+        set("NO_COLOR", "1");
+    }
+    vars
+}
+
+/// `{"mcpServers": {...}}` in the shape agent CLIs read (stdio or http servers). A preset's
+/// CLI gets only the servers it can use (`usable_mcp`); a command agent gets every entry.
 fn mcp_json(job: &Assignment) -> serde_json::Value {
+    let preset = is_preset(job.environment.harness);
     let servers: serde_json::Map<String, serde_json::Value> = job
         .run
         .config
         .mcp_servers
         .iter()
+        .filter(|(_, s)| !preset || s.command.is_some() || s.url.is_some())
         .map(|(name, s)| {
             let value = if let Some(command) = &s.command {
                 serde_json::json!({ "type": "stdio", "command": command, "args": s.args, "env": s.env })
@@ -150,10 +203,62 @@ fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
     cmd
 }
 
-/// Streams a child's output to the transcript, keeping the tail of stderr.
+/// Streams a child's output to the transcript, keeping the tail of stderr, and hands a
+/// preset's whole output lines to its observer.
 struct Output {
     rx: mpsc::Receiver<(&'static str, Piece)>,
     stderr_tail: Tail,
+    observer: Option<Observer>,
+    stdout_line: Line,
+    stderr_line: Line,
+}
+
+/// The most bytes of one output line that are reassembled for the observer; a longer line
+/// (no CLI event is that large) is skipped rather than held in memory.
+const LINE_LIMIT: usize = 4 * 1024 * 1024;
+
+/// Reassembles whole lines from the pieces `lines.rs` cut (a piece may hold several lines,
+/// and a long line is spread over `continued` pieces).
+#[derive(Default)]
+struct Line {
+    carry: String,
+    overflow: bool,
+}
+
+impl Line {
+    fn feed(&mut self, piece: &Piece, mut each: impl FnMut(&str)) {
+        let text = piece.text.as_str();
+        let (whole, rest) = if piece.continued {
+            match text.rfind('\n') {
+                Some(i) => (Some(&text[..i]), &text[i + 1..]),
+                None => (None, text),
+            }
+        } else {
+            (Some(text), "")
+        };
+        if let Some(whole) = whole {
+            let mut lines = whole.split('\n');
+            if let Some(first) = lines.next() {
+                if !self.overflow && self.carry.len() + first.len() <= LINE_LIMIT {
+                    self.carry.push_str(first);
+                    each(&self.carry);
+                }
+                self.carry.clear();
+                self.overflow = false;
+            }
+            for line in lines {
+                each(line);
+            }
+        }
+        if !self.overflow {
+            if self.carry.len() + rest.len() > LINE_LIMIT {
+                self.carry.clear();
+                self.overflow = true;
+            } else {
+                self.carry.push_str(rest);
+            }
+        }
+    }
 }
 
 /// Reads one stream and hands its pieces (`lines.rs`) to the supervising loop.
@@ -185,7 +290,7 @@ fn pump(
 }
 
 impl Output {
-    fn start(child: &mut Child) -> Output {
+    fn start(child: &mut Child, observer: Option<Observer>) -> Output {
         // Bounded: a fast writer waits for the transcript instead of filling memory.
         let (tx, rx) = mpsc::channel(16);
         if let Some(out) = child.stdout.take() {
@@ -197,6 +302,9 @@ impl Output {
         Output {
             rx,
             stderr_tail: Tail::default(),
+            observer,
+            stdout_line: Line::default(),
+            stderr_line: Line::default(),
         }
     }
 
@@ -210,13 +318,34 @@ impl Output {
         if stream == "stderr" {
             self.stderr_tail.push(&piece);
         }
+        let mut readable = Vec::new();
+        if let Some(observer) = self.observer.as_mut() {
+            if stream == "stdout" {
+                self.stdout_line
+                    .feed(&piece, |l| readable.extend(observer.stdout_line(l)));
+            } else {
+                self.stderr_line.feed(&piece, |l| observer.stderr_line(l));
+            }
+        }
+        let at = crate::actor::now();
         writer.append(&Entry {
-            at: crate::actor::now(),
+            at,
             execution,
             stream: stream.into(),
             text: piece.text,
             continued: piece.continued,
-        })
+        })?;
+        // After the raw line it was read from, so a reader sees both in order.
+        for text in readable {
+            writer.append(&Entry {
+                at,
+                execution,
+                stream: "agent".into(),
+                text,
+                continued: false,
+            })?;
+        }
+        Ok(())
     }
 
     /// Drains what is left after the process exited (bounded in time: a background child may
@@ -361,40 +490,151 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
         .create(path)
 }
 
-/// Adds our MCP servers to the workspace's `.gemini/settings.json`, keeping what a repository
-/// already has there.
-fn write_gemini_settings(
-    workspace: &Path,
-    mcp: &serde_json::Value,
-    sandboxes: &Sandboxes,
-) -> std::io::Result<()> {
-    let dir = workspace.join(".gemini");
-    std::fs::create_dir_all(&dir)?;
-    sandboxes.hand_over(&dir)?;
-    let path = dir.join("settings.json");
-    let mut settings = std::fs::read(&path)
+/// Merges `ours` into the JSON object in `path` (a CLI's settings, which setup may have
+/// written), keeping everything else, and writes it back privately.
+fn merge_json(path: &Path, ours: &serde_json::Value) -> std::io::Result<()> {
+    let mut settings = std::fs::read(path)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .filter(serde_json::Value::is_object)
         .unwrap_or_else(|| serde_json::json!({}));
-    if let (Some(ours), Some(settings)) = (mcp["mcpServers"].as_object(), settings.as_object_mut())
-    {
-        let servers = settings
-            .entry("mcpServers")
-            .or_insert_with(|| serde_json::json!({}));
-        if let Some(servers) = servers.as_object_mut() {
-            for (name, server) in ours {
-                servers.insert(name.clone(), server.clone());
-            }
-        }
-    }
-    write_private(&path, settings.to_string().as_bytes())?;
-    sandboxes.hand_over(&path)
+    merge(&mut settings, ours);
+    write_private(path, settings.to_string().as_bytes())
 }
 
-/// The prompt an agent CLI is given: the run's prompt (a skill-only run names its skill), or,
-/// for a resumed execution of a preset, the follow-up that resumed it.
-fn prompt_values(job: &Assignment) -> (String, bool) {
+/// Objects are merged key by key; anything else in `ours` replaces what was there.
+fn merge(into: &mut serde_json::Value, ours: &serde_json::Value) {
+    match (into.as_object_mut(), ours.as_object()) {
+        (Some(into), Some(ours)) => {
+            for (k, v) in ours {
+                merge(into.entry(k.clone()).or_insert(serde_json::Value::Null), v);
+            }
+        }
+        _ => *into = ours.clone(),
+    }
+}
+
+/// The MCP servers of the run that a preset's CLI can use, and the names of those it cannot
+/// (a `warp_id` entry names a server of the original platform, which no CLI can reach).
+fn usable_mcp(job: &Assignment) -> (Vec<(&String, &crate::domain::McpServer)>, Vec<String>) {
+    let mut usable = Vec::new();
+    let mut unusable = Vec::new();
+    for (name, server) in &job.run.config.mcp_servers {
+        if server.command.is_some() || server.url.is_some() {
+            usable.push((name, server));
+        } else {
+            unusable.push(name.clone());
+        }
+    }
+    (usable, unusable)
+}
+
+/// Writes what a preset's CLI reads at start into the run's private home, after setup (so a
+/// setup command's own settings there are kept and extended) and never into the workspace:
+/// Codex's `config.toml` (model provider, MCP servers), Gemini CLI's `settings.json` (auth
+/// type, MCP servers). Claude Code gets its MCP servers with `--mcp-config`.
+fn write_cli_config(x: &Execution<'_>) -> std::io::Result<()> {
+    let env = &x.job.environment;
+    let (servers, _) = usable_mcp(x.job);
+    match env.harness {
+        Harness::Codex => {
+            let dir = x.home.join(".codex");
+            private_dir(&dir)?;
+            x.sup.sandboxes.hand_over(&dir)?;
+            let path = dir.join("config.toml");
+            let mut config: toml::Table = std::fs::read_to_string(&path)
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or_default();
+            if let Some(url) = &env.model_base_url {
+                let mut provider = toml::Table::new();
+                provider.insert("name".into(), "runledger model_base_url".into());
+                provider.insert("base_url".into(), url.clone().into());
+                provider.insert("env_key".into(), "OPENAI_API_KEY".into());
+                provider.insert("wire_api".into(), "responses".into());
+                provider.insert("supports_websockets".into(), false.into());
+                let providers = config
+                    .entry("model_providers")
+                    .or_insert_with(|| toml::Table::new().into());
+                if let Some(providers) = providers.as_table_mut() {
+                    providers.insert("runledger".into(), provider.into());
+                }
+                config.insert("model_provider".into(), "runledger".into());
+            }
+            let mut mcp = toml::Table::new();
+            for (name, server) in servers {
+                let mut entry = toml::Table::new();
+                if let Some(command) = &server.command {
+                    entry.insert("command".into(), command.clone().into());
+                    entry.insert("args".into(), server.args.clone().into());
+                    let vars: toml::Table = server
+                        .env
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone().into()))
+                        .collect();
+                    entry.insert("env".into(), vars.into());
+                } else if let Some(url) = &server.url {
+                    entry.insert("url".into(), url.clone().into());
+                    let headers: toml::Table = server
+                        .headers
+                        .iter()
+                        .map(|(k, v)| (k.clone(), v.clone().into()))
+                        .collect();
+                    entry.insert("http_headers".into(), headers.into());
+                }
+                mcp.insert(name.clone(), entry.into());
+            }
+            if !mcp.is_empty() {
+                config.insert("mcp_servers".into(), mcp.into());
+            }
+            write_private(&path, config.to_string().as_bytes())?;
+            x.sup.sandboxes.hand_over(&path)
+        }
+        Harness::Gemini => {
+            let dir = x.home.join(".gemini");
+            private_dir(&dir)?;
+            x.sup.sandboxes.hand_over(&dir)?;
+            let path = dir.join("settings.json");
+            let mut ours = serde_json::json!({});
+            // An API key (GEMINI_API_KEY) unless setup chose another auth type.
+            let chosen = std::fs::read(&path)
+                .ok()
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .is_some_and(|s| s["security"]["auth"]["selectedType"].is_string());
+            if !chosen {
+                ours["security"] = serde_json::json!({"auth": {"selectedType": "gemini-api-key"}});
+            }
+            let mut mcp = serde_json::Map::new();
+            for (name, server) in servers {
+                let entry = if let Some(command) = &server.command {
+                    serde_json::json!({"command": command, "args": server.args, "env": server.env})
+                } else {
+                    serde_json::json!({"httpUrl": server.url, "headers": server.headers})
+                };
+                mcp.insert(name.clone(), entry);
+            }
+            if !mcp.is_empty() {
+                ours["mcpServers"] = serde_json::Value::Object(mcp);
+            }
+            merge_json(&path, &ours)?;
+            x.sup.sandboxes.hand_over(&path)
+        }
+        Harness::Claude | Harness::Command | Harness::Demo => Ok(()),
+    }
+}
+
+/// The session a preset's CLI reported in an earlier execution of the run.
+fn saved_session(x: &Execution<'_>) -> Option<String> {
+    let text = std::fs::read_to_string(&x.session_path).ok()?;
+    let id = text.trim();
+    observe::is_session_id(id).then(|| id.to_string())
+}
+
+/// The prompt a preset's CLI is given, and the session it continues: the run's prompt (a
+/// skill-only run names its skill) in a new session; a follow-up in the session the CLI
+/// reported; or, when no session is known (the CLI never reported one), the task and the
+/// follow-up together in a new session, so the agent still has both.
+fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<String>) {
     let run = &job.run;
     let prompt = if run.prompt.trim().is_empty() {
         format!(
@@ -404,10 +644,26 @@ fn prompt_values(job: &Assignment) -> (String, bool) {
     } else {
         run.prompt.clone()
     };
-    match (&job.resumed_by, job.environment.harness) {
-        (Some(f), Harness::Claude | Harness::Codex) => (f.message.clone(), true),
-        (Some(f), Harness::Gemini) => (format!("{prompt}\n\nFollow-up: {}", f.message), false),
-        _ => (prompt, false),
+    match (&job.resumed_by, session) {
+        // A command agent reads its follow-up from RUNLEDGER_FOLLOWUP; its argv is the run's.
+        _ if !is_preset(job.environment.harness) => (prompt, None),
+        (Some(f), Some(id)) => (f.message.clone(), Some(id)),
+        (Some(f), None) => {
+            // One argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a task and a
+            // follow-up of the largest sizes would not fit, so the task gives way.
+            let room = ARG_BYTES.saturating_sub(f.message.len() + 64);
+            let task = if prompt.len() > room {
+                let mut end = room;
+                while !prompt.is_char_boundary(end) {
+                    end -= 1;
+                }
+                format!("{}…", &prompt[..end])
+            } else {
+                prompt
+            };
+            (format!("{task}\n\nFollow-up: {}", f.message), None)
+        }
+        (None, _) => (prompt, None),
     }
 }
 
@@ -423,6 +679,8 @@ struct Execution<'a> {
     home: PathBuf,
     mcp_path: PathBuf,
     setup_done: PathBuf,
+    /// Where the session id a preset's CLI reported is kept across executions and restarts.
+    session_path: PathBuf,
     needs_setup: bool,
     vars: BTreeMap<String, String>,
     deadline: tokio::time::Instant,
@@ -477,7 +735,13 @@ pub(super) async fn run(
     outcome
 }
 
-/// Setup (until it has succeeded once), then the agent, to its end.
+fn is_preset(harness: Harness) -> bool {
+    matches!(harness, Harness::Claude | Harness::Codex | Harness::Gemini)
+}
+
+/// Setup (until it has succeeded once), then the agent, to its end. A preset's CLI takes no
+/// input during a turn, so follow-ups sent meanwhile are delivered as the next turn of the
+/// same session as soon as the turn ends.
 async fn execute(x: &mut Execution<'_>) -> Outcome {
     if x.needs_setup {
         match checkout(x).await {
@@ -485,31 +749,65 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             Err(Some(message)) => return Some(Err(message)),
             Err(None) => return None,
         }
-    }
-    if x.job.environment.harness == Harness::Gemini {
-        // After the checkout, so a repository's own settings are kept and extended.
-        if let Err(e) = write_gemini_settings(&x.workspace, &mcp_json(x.job), &x.sup.sandboxes) {
-            return Some(Err(io_failure("cannot write the MCP config", &e)));
-        }
-    }
-    if x.needs_setup {
         if let Some(ended) = setup(x).await {
             return ended;
         }
     }
-    let (process, program, takes_stdin) = match start(x).await {
-        Ok(started) => started,
-        Err(message) => return Some(Err(message)),
-    };
-    let ended = settle(x, process, Keep::Nothing).await;
-    if !takes_stdin && !x.pending.is_empty() {
-        let note = format!(
-            "{} follow-up(s) could not be handed to the {program} CLI while it ran; send a follow-up after the run ends to resume it",
-            x.pending.len()
-        );
-        x.system(note);
+    let harness = x.job.environment.harness;
+    if is_preset(harness) {
+        let (_, unusable) = usable_mcp(x.job);
+        for name in unusable {
+            x.system(format!(
+                "MCP server {name:?} is left out: it names a server by warp_id, which the {} CLI \
+                 cannot reach (give it a command or a url)",
+                harness_name(harness)
+            ));
+        }
+        if let Err(e) = write_cli_config(x) {
+            return Some(Err(internal(format!(
+                "cannot write the CLI's configuration in the run's home: {e}"
+            ))));
+        }
     }
-    finish(x, ended)
+    let mut next_turn: Option<String> = None;
+    loop {
+        let (process, program, takes_stdin) = match start(x, next_turn.take()).await {
+            Ok(started) => started,
+            Err(message) => return Some(Err(message)),
+        };
+        let ended = settle(x, process, Keep::Nothing).await;
+        let outcome = finish(x, ended);
+        let resumable = is_preset(harness) && saved_session(x).is_some();
+        if matches!(outcome, Some(Ok(()))) && resumable && !x.pending.is_empty() {
+            // One turn per follow-up: each fits one argument, and the transcript shows when
+            // each was delivered.
+            let followup = x.pending.remove(0);
+            x.system(format!(
+                "the follow-up sent during the turn is delivered now, as the next turn: {}",
+                observe::clip(&observe::one_line(&followup.message))
+            ));
+            next_turn = Some(followup.message);
+            continue;
+        }
+        if !takes_stdin && !x.pending.is_empty() {
+            let note = format!(
+                "{} follow-up(s) could not be handed to the {program} CLI; send a follow-up after the run ends to resume it",
+                x.pending.len()
+            );
+            x.system(note);
+        }
+        return outcome;
+    }
+}
+
+fn harness_name(harness: Harness) -> &'static str {
+    match harness {
+        Harness::Claude => "claude",
+        Harness::Codex => "codex",
+        Harness::Gemini => "gemini",
+        Harness::Command => "command",
+        Harness::Demo => "demo",
+    }
 }
 
 /// The workspace (fresh until setup has succeeded once), the agent's home, the MCP file, and
@@ -601,6 +899,7 @@ fn prepare<'a>(
         home,
         mcp_path,
         setup_done,
+        session_path: files.join("session"),
         needs_setup,
         vars,
         deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
@@ -619,11 +918,11 @@ struct Process {
 }
 
 impl Process {
-    fn spawn(mut cmd: Command) -> std::io::Result<Process> {
+    fn spawn(mut cmd: Command, observer: Option<Observer>) -> std::io::Result<Process> {
         let mut child = cmd.spawn()?;
         let group = child.id().map(|p| p as i32);
         let stdin = child.stdin.take();
-        let output = Output::start(&mut child);
+        let output = Output::start(&mut child, observer);
         Ok(Process {
             child,
             group,
@@ -759,7 +1058,7 @@ async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
         x.system(format!("setup {}/{}: {line}", i + 1, env.setup.len()));
         let mut cmd = command(x, "sh", &["-c".into(), line.clone()]);
         cmd.stdin(Stdio::null());
-        let process = match Process::spawn(cmd) {
+        let process = match Process::spawn(cmd, None) {
             Ok(p) => p,
             Err(e) => {
                 process::stop_tree(None, &x.marker, x.sup.grace).await;
@@ -803,22 +1102,49 @@ async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
     None
 }
 
-/// Starts the agent and hands it the follow-ups that waited for it. Returns the process, its
-/// program, and whether it takes follow-ups on stdin.
-async fn start(x: &mut Execution<'_>) -> Result<(Process, String, bool), StatusMessage> {
+/// Starts the agent and hands it the follow-ups that waited for it. `next_turn`: the text of
+/// follow-ups a preset's CLI is given as the next turn of its session. Returns the process,
+/// its program, and whether it takes follow-ups on stdin.
+async fn start(
+    x: &mut Execution<'_>,
+    next_turn: Option<String>,
+) -> Result<(Process, String, bool), StatusMessage> {
     let env = &x.job.environment;
-    let (prompt, resumed) = prompt_values(x.job);
+    let saved = if is_preset(env.harness) {
+        saved_session(x)
+    } else {
+        None
+    };
+    let (prompt, session) = match next_turn {
+        Some(text) => (text, saved),
+        None => prompt_values(x.job, saved),
+    };
+    let model = x.job.run.config.model_id.clone().unwrap_or_default();
     let values = Values {
         prompt,
-        model_id: x.job.run.config.model_id.clone().unwrap_or_default(),
+        // The built-in demo agent's model name means nothing to a CLI (runs created before
+        // presets stopped defaulting to it may still carry it).
+        model_id: if is_preset(env.harness) && model == "demo" {
+            String::new()
+        } else {
+            model
+        },
         base_prompt: x.job.run.config.base_prompt.clone().unwrap_or_default(),
         mcp_config: x.mcp_path.display().to_string(),
         workspace: x.workspace.display().to_string(),
     };
-    let argv = presets::argv(env.harness, &env.command, &values, resumed);
+    let turn = presets::Turn {
+        session: session.as_deref(),
+        permissions: env.agent_permissions,
+        contained: env.sandbox == Some(Sandbox::Bwrap),
+    };
+    let argv = presets::argv(env.harness, &env.command, &values, &turn);
     let Some((program, args)) = argv.split_first() else {
         return Err(internal("the environment has no command to run".into()));
     };
+    if let Some(id) = &session {
+        x.system(format!("resuming the CLI's session {id}"));
+    }
     x.system(format!("execution {} starts: {program}", x.job.execution));
     // Inside a sandbox a missing program would only show as the launcher's failure; looked
     // up here, it is a setup failure that says so, whatever the launcher.
@@ -845,7 +1171,8 @@ async fn start(x: &mut Execution<'_>) -> Result<(Process, String, bool), StatusM
     } else {
         Stdio::null()
     });
-    let mut process = match Process::spawn(cmd) {
+    let observer = is_preset(env.harness).then(|| Observer::new(env.harness));
+    let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {
             // Whatever setup left running is of no use without the agent.
@@ -878,17 +1205,34 @@ fn findable(program: &str, workspace: &Path, path: Option<&str>) -> bool {
     std::env::split_paths(path.unwrap_or_default()).any(|dir| executable(&dir.join(program)))
 }
 
-/// The outcome of the agent's end, also written to the transcript.
+/// The outcome of the agent's end, also written to the transcript. A preset's outcome is what
+/// its CLI reported (an exit 0 with denied tools or an error result fails), and the session
+/// id it reported is kept for the next execution.
 fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Output)) -> Outcome {
-    match ended {
-        Ok(Ended::Exited(status)) if status.success() => {
-            x.system("the agent exited successfully".into());
-            Some(Ok(()))
+    if let Some(id) = output.observer.as_ref().and_then(Observer::session) {
+        if saved_session(x).as_deref() != Some(id) {
+            if let Err(e) = write_private(&x.session_path, id.as_bytes()) {
+                x.system(format!("cannot keep the CLI's session id {id}: {e}"));
+            }
         }
+    }
+    match ended {
         Ok(Ended::Exited(status)) => {
-            let outcome = failure("the agent", status, &output.tail(), None);
-            x.system(outcome.message.clone());
-            Some(Err(outcome))
+            let verdict = match &output.observer {
+                Some(observer) => observer.verdict(status.code(), &describe(status)),
+                None if status.success() => Ok(()),
+                None => Err(failure("the agent", status, &output.tail(), None)),
+            };
+            match verdict {
+                Ok(()) => {
+                    x.system("the agent exited successfully".into());
+                    Some(Ok(()))
+                }
+                Err(outcome) => {
+                    x.system(outcome.message.clone());
+                    Some(Err(outcome))
+                }
+            }
         }
         Ok(Ended::Stopped) => {
             x.system("stopped".into());
@@ -921,5 +1265,56 @@ fn timed_out(limit: u64) -> StatusMessage {
         message: format!("the run exceeded its environment's max_runtime_secs ({limit} s); its processes were stopped"),
         error_code: None,
         retryable: Some(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Feeds `bytes` through the transcript's splitter in reads of `read` bytes and returns the
+    /// lines `Line` hands on.
+    fn lines_of(bytes: &[u8], read: usize) -> Vec<String> {
+        let mut splitter = Splitter::default();
+        let mut line = Line::default();
+        let mut pieces = Vec::new();
+        let mut out = Vec::new();
+        for chunk in bytes.chunks(read) {
+            splitter.push(chunk, &mut pieces);
+        }
+        pieces.extend(splitter.finish());
+        for piece in &pieces {
+            line.feed(piece, |l| out.push(l.to_string()));
+        }
+        out
+    }
+
+    #[test]
+    fn long_json_lines_reach_the_observer_whole_whatever_the_reads() {
+        // A final result far longer than one transcript entry, between two short lines.
+        let long = format!(
+            r#"{{"type":"result","is_error":true,"result":"{}","session_id":"s-1"}}"#,
+            "é".repeat(60_000)
+        );
+        let text = format!("{{\"type\":\"init\"}}\n{long}\nlast");
+        for read in [1, 7, 4096, 100_000] {
+            let lines = lines_of(text.as_bytes(), read);
+            assert_eq!(lines.len(), 3, "read {read}");
+            assert_eq!(lines[1], long, "read {read}");
+            assert_eq!(lines[2], "last");
+            let mut observer = Observer::new(Harness::Claude);
+            for l in &lines {
+                let _ = observer.stdout_line(l);
+            }
+            assert_eq!(observer.session(), Some("s-1"));
+        }
+    }
+
+    #[test]
+    fn a_line_beyond_the_limit_is_skipped_and_the_next_one_is_whole() {
+        let huge = "x".repeat(LINE_LIMIT + 10);
+        let text = format!("{huge}\n{{\"type\":\"init\",\"session_id\":\"g-2\"}}\n");
+        let lines = lines_of(text.as_bytes(), 65_536);
+        assert_eq!(lines, [r#"{"type":"init","session_id":"g-2"}"#]);
     }
 }

@@ -14,6 +14,7 @@ pub mod cgroup;
 mod command;
 mod demo;
 pub mod lines;
+pub mod observe;
 pub mod presets;
 pub mod process;
 pub mod repos;

@@ -1,11 +1,13 @@
-//! Argument templates of the command harness: the plain `command` argv and the presets for
-//! real agent CLIs (`claude`, `codex`, `gemini`), each run in its non-interactive mode.
+//! The argv of an execution: the `command` harness's configured argv with its placeholders
+//! filled, or a preset's invocation of a real agent CLI (`claude`, `codex`, `gemini`) in its
+//! non-interactive, structured-output mode.
 //!
-//! A template is a list of groups; a group is a few arguments that go together (`--model`,
-//! `{model_id}`). Placeholders are filled from the run; a group in which any placeholder is
-//! empty is left out, so an unset base prompt or model leaves no dangling flag behind.
+//! A configured argument whose placeholder is empty is left out, so an unset value leaves no
+//! dangling argument. A preset passes every value after `=` or after `--`, so nothing a user
+//! sends (prompt, follow-up, model id) or a CLI reports (session id) is parsed as an option;
+//! an unset model means no `--model` flag. Pure: no I/O.
 
-use crate::config::Harness;
+use crate::config::{AgentPermissions, Harness};
 
 /// What placeholders are filled from.
 #[derive(Debug, Default, Clone)]
@@ -38,53 +40,110 @@ impl Values {
     }
 }
 
-/// The built-in template of a preset (`None` for `command` and `demo`). `resumed`: the
-/// execution continues a finished run, and `{prompt}` holds the follow-up that resumed it.
-pub fn preset(harness: Harness, resumed: bool) -> Option<&'static [&'static [&'static str]]> {
-    match (harness, resumed) {
-        // Claude Code: print mode, streamed JSON output, system prompt appended, MCP servers
-        // from the generated file; a resumed run continues the workspace's last conversation.
-        (Harness::Claude, false) => Some(&[
-            &["claude"],
-            &["-p", "{prompt}"],
-            &["--output-format", "stream-json", "--verbose"],
-            &["--model", "{model_id}"],
-            &["--append-system-prompt", "{base_prompt}"],
-            &["--mcp-config", "{mcp_config}"],
-        ]),
-        (Harness::Claude, true) => Some(&[
-            &["claude"],
-            &["-p", "{prompt}"],
-            &["--continue"],
-            &["--output-format", "stream-json", "--verbose"],
-            &["--model", "{model_id}"],
-            &["--append-system-prompt", "{base_prompt}"],
-            &["--mcp-config", "{mcp_config}"],
-        ]),
-        // Codex CLI: `codex exec` runs one task non-interactively (`exec resume --last`
-        // continues the last one); it has no system-prompt flag, so the base prompt leads.
-        (Harness::Codex, false) => Some(&[
-            &["codex", "exec"],
-            &["--skip-git-repo-check"],
-            &["--model", "{model_id}"],
-            &["{full_prompt}"],
-        ]),
-        (Harness::Codex, true) => Some(&[
-            &["codex", "exec", "resume", "--last"],
-            &["--skip-git-repo-check"],
-            &["--model", "{model_id}"],
-            &["{prompt}"],
-        ]),
-        // Gemini CLI: `-p` runs one prompt non-interactively; MCP servers are read from the
-        // workspace's `.gemini/settings.json`, which the harness writes. It cannot continue a
-        // session, so a resumed run's prompt carries the original task and the follow-up.
-        (Harness::Gemini, _) => Some(&[
-            &["gemini"],
-            &["--model", "{model_id}"],
-            &["-p", "{full_prompt}"],
-        ]),
-        (Harness::Command | Harness::Demo, _) => None,
+/// What a preset's CLI is told for one turn, besides the placeholders' values.
+#[derive(Debug, Clone, Copy)]
+pub struct Turn<'a> {
+    /// The CLI's own session to continue (the id it reported), for a follow-up.
+    pub session: Option<&'a str>,
+    pub permissions: AgentPermissions,
+    /// runledger's sandbox contains the agent, so the CLI's own prompts and sandbox are off.
+    pub contained: bool,
+}
+
+/// The permission flag value of each CLI: full access inside runledger's sandbox, the CLI's own
+/// workspace-write mode without it, read-only for plan and review runs.
+fn mode(harness: Harness, turn: &Turn<'_>) -> &'static str {
+    use AgentPermissions::{Edit, ReadOnly};
+    match (harness, turn.permissions, turn.contained) {
+        (Harness::Claude, Edit, true) => "bypassPermissions",
+        // Edits in the workspace, no other shell commands.
+        (Harness::Claude, Edit, false) => "acceptEdits",
+        // Print mode's default mode denies every write and records the denial.
+        (Harness::Claude, ReadOnly, _) => "default",
+        (Harness::Codex, Edit, true) => "danger-full-access",
+        (Harness::Codex, Edit, false) => "workspace-write",
+        (Harness::Codex, ReadOnly, _) => "read-only",
+        (Harness::Gemini, Edit, true) => "yolo",
+        // Offers file edits but no shell tool.
+        (Harness::Gemini, Edit, false) => "auto_edit",
+        // Gemini CLI's own read-only mode.
+        (Harness::Gemini, ReadOnly, _) => "plan",
+        (Harness::Command | Harness::Demo, _, _) => "",
     }
+}
+
+/// A preset's arguments after its program. Every value goes after `=` or after `--`, so no
+/// prompt, follow-up, model id or session id is ever parsed as an option.
+fn preset_args(harness: Harness, values: &Values, turn: &Turn<'_>) -> Vec<String> {
+    let mut args: Vec<String> = Vec::new();
+    let mut opt = |name: &str, value: &str| {
+        if !value.is_empty() {
+            args.push(format!("{name}={value}"));
+        }
+    };
+    let model = values.model_id.as_str();
+    let mode = mode(harness, turn);
+    match harness {
+        Harness::Claude => {
+            opt("--permission-mode", mode);
+            opt("--model", model);
+            opt("--append-system-prompt", &values.base_prompt);
+            opt("--mcp-config", &values.mcp_config);
+            opt("--resume", turn.session.unwrap_or_default());
+            let mut out: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            out.append(&mut args);
+            out.extend(["--".to_string(), values.prompt.clone()]);
+            out
+        }
+        // No system-prompt flag: the base prompt leads the first turn's prompt. Options go
+        // before `resume` (after it they are a usage error).
+        Harness::Codex => {
+            opt("--sandbox", mode);
+            opt("--model", model);
+            let mut out: Vec<String> = ["exec", "--json", "--skip-git-repo-check"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            out.append(&mut args);
+            match turn.session {
+                Some(id) => out.extend([
+                    "resume".to_string(),
+                    "--".to_string(),
+                    id.to_string(),
+                    values.prompt.clone(),
+                ]),
+                None => out.extend(["--".to_string(), full_prompt(values)]),
+            }
+            out
+        }
+        // yargs has no `--` for its prompt: `--prompt=` keeps it a value. `--skip-trust`: a
+        // fresh workspace is never a trusted folder, and headless runs would exit 55.
+        Harness::Gemini => {
+            opt("--approval-mode", mode);
+            opt("--model", model);
+            opt("--resume", turn.session.unwrap_or_default());
+            let prompt = if turn.session.is_some() {
+                values.prompt.clone()
+            } else {
+                full_prompt(values)
+            };
+            let mut out: Vec<String> = ["--skip-trust", "--output-format", "stream-json"]
+                .iter()
+                .map(|a| a.to_string())
+                .collect();
+            out.append(&mut args);
+            out.push(format!("--prompt={prompt}"));
+            out
+        }
+        Harness::Command | Harness::Demo => Vec::new(),
+    }
+}
+
+fn full_prompt(values: &Values) -> String {
+    values.get("full_prompt").unwrap_or_default()
 }
 
 /// Whether a template names placeholders that do not exist; checked when the config loads.
@@ -140,28 +199,24 @@ fn fill(arg: &str, values: &Values) -> Option<String> {
     Some(out)
 }
 
-/// The argv of one execution. A configured `command` replaces the preset's template; each of its
-/// arguments is its own group.
-pub fn argv(harness: Harness, command: &[String], values: &Values, resumed: bool) -> Vec<String> {
-    let groups: Vec<Vec<String>> = if !command.is_empty() {
-        command.iter().map(|a| vec![a.clone()]).collect()
+/// The argv of one execution. For the `command` harness, `command` is the whole argv. For a
+/// preset, a configured `command` replaces only the CLI program (`["npx", "-y", "@openai/codex"]`,
+/// say): the preset's flags, its resume handling and the prompt always follow it.
+pub fn argv(harness: Harness, command: &[String], values: &Values, turn: &Turn<'_>) -> Vec<String> {
+    let program: Vec<String> = if command.is_empty() {
+        match harness {
+            Harness::Claude => vec!["claude".into()],
+            Harness::Codex => vec!["codex".into()],
+            Harness::Gemini => vec!["gemini".into()],
+            Harness::Command | Harness::Demo => Vec::new(),
+        }
     } else {
-        preset(harness, resumed)
-            .unwrap_or(&[])
-            .iter()
-            .map(|g| g.iter().map(|a| a.to_string()).collect())
-            .collect()
+        // Each argument is its own group: one with an empty placeholder is left out.
+        command.iter().filter_map(|a| fill(a, values)).collect()
     };
-    groups
-        .iter()
-        .filter_map(|group| {
-            group
-                .iter()
-                .map(|a| fill(a, values))
-                .collect::<Option<Vec<_>>>()
-        })
-        .flatten()
-        .collect()
+    let mut argv = program;
+    argv.extend(preset_args(harness, values, turn));
+    argv
 }
 
 #[cfg(test)]
@@ -178,53 +233,124 @@ mod tests {
         }
     }
 
+    const EDIT: Turn<'static> = Turn {
+        session: None,
+        permissions: AgentPermissions::Edit,
+        contained: true,
+    };
+
     #[test]
-    fn presets_leave_out_groups_with_empty_values() {
+    fn presets_put_every_value_after_an_equals_sign_or_a_double_dash() {
+        let mut v = values();
+        v.prompt = "--version".into();
         assert_eq!(
-            argv(Harness::Claude, &[], &values(), false),
+            argv(Harness::Claude, &[], &v, &EDIT),
             [
                 "claude",
                 "-p",
-                "fix it",
                 "--output-format",
                 "stream-json",
                 "--verbose",
-                "--model",
-                "m1",
-                "--mcp-config",
-                "/tmp/mcp.json"
+                "--permission-mode=bypassPermissions",
+                "--model=m1",
+                "--mcp-config=/tmp/mcp.json",
+                "--",
+                "--version"
             ]
         );
-        let mut v = values();
+        v.prompt = "- fix the typo".into();
         v.base_prompt = "be brief".into();
         v.model_id = String::new();
         assert_eq!(
-            argv(Harness::Codex, &[], &v, false),
+            argv(Harness::Codex, &[], &v, &EDIT),
             [
                 "codex",
                 "exec",
+                "--json",
                 "--skip-git-repo-check",
-                "be brief\n\nfix it"
+                "--sandbox=danger-full-access",
+                "--",
+                "be brief\n\n- fix the typo"
             ]
         );
         assert_eq!(
-            argv(Harness::Gemini, &[], &values(), false),
-            ["gemini", "--model", "m1", "-p", "fix it"]
-        );
-        assert_eq!(
-            argv(Harness::Codex, &[], &values(), true),
+            argv(Harness::Gemini, &[], &v, &EDIT),
             [
-                "codex",
-                "exec",
-                "resume",
-                "--last",
-                "--skip-git-repo-check",
-                "--model",
-                "m1",
-                "fix it"
+                "gemini",
+                "--skip-trust",
+                "--output-format",
+                "stream-json",
+                "--approval-mode=yolo",
+                "--prompt=be brief\n\n- fix the typo"
             ]
         );
-        assert!(argv(Harness::Claude, &[], &values(), true).contains(&"--continue".to_string()));
+    }
+
+    #[test]
+    fn a_follow_up_resumes_the_reported_session_even_with_a_command_override() {
+        let turn = Turn {
+            session: Some("0199-aa"),
+            ..EDIT
+        };
+        let npx: Vec<String> = ["npx", "-y", "@openai/codex@0.169.0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        let args = argv(Harness::Codex, &npx, &values(), &turn);
+        assert_eq!(
+            args[..3],
+            ["npx", "-y", "@openai/codex@0.169.0"].map(String::from)
+        );
+        assert_eq!(
+            args[args.len() - 4..],
+            ["resume", "--", "0199-aa", "fix it"].map(String::from)
+        );
+        let claude = argv(Harness::Claude, &[], &values(), &turn);
+        assert!(
+            claude.contains(&"--resume=0199-aa".to_string()),
+            "{claude:?}"
+        );
+        let gemini = argv(Harness::Gemini, &[], &values(), &turn);
+        assert!(
+            gemini.contains(&"--resume=0199-aa".to_string()),
+            "{gemini:?}"
+        );
+    }
+
+    #[test]
+    fn permissions_choose_each_cli_mode() {
+        let read_only = Turn {
+            permissions: AgentPermissions::ReadOnly,
+            ..EDIT
+        };
+        let unconfined = Turn {
+            contained: false,
+            ..EDIT
+        };
+        let has =
+            |h, t: &Turn<'_>, flag: &str| argv(h, &[], &values(), t).contains(&flag.to_string());
+        assert!(has(
+            Harness::Claude,
+            &read_only,
+            "--permission-mode=default"
+        ));
+        assert!(has(
+            Harness::Claude,
+            &unconfined,
+            "--permission-mode=acceptEdits"
+        ));
+        assert!(has(Harness::Codex, &read_only, "--sandbox=read-only"));
+        assert!(has(
+            Harness::Codex,
+            &unconfined,
+            "--sandbox=workspace-write"
+        ));
+        assert!(has(Harness::Gemini, &read_only, "--approval-mode=plan"));
+        assert!(has(
+            Harness::Gemini,
+            &unconfined,
+            "--approval-mode=auto_edit"
+        ));
     }
 
     #[test]
@@ -239,7 +365,7 @@ mod tests {
         .map(|s| s.to_string())
         .collect();
         assert_eq!(
-            argv(Harness::Command, &command, &values(), false),
+            argv(Harness::Command, &command, &values(), &EDIT),
             ["run.sh", "--model=m1", "{\"a\": 1}"]
         );
         assert_eq!(unknown_placeholder(&command), None);

@@ -116,7 +116,7 @@ pub async fn page(
     }
     html.push_str(&format!(
         "<title>{}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{white-space:pre-wrap;margin:0}}\
-         .stderr{{color:#a00}}.system,.followup{{color:#055}}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p><div>",
+         .stderr{{color:#a00}}.system,.followup{{color:#055}}.agent{{color:#225}}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p><div>",
         escape(&run.title),
         escape(&run.title),
         id,
@@ -125,7 +125,19 @@ pub async fn page(
     if slice.entries.first().is_some_and(|(offset, _)| *offset > 0) {
         html.push_str("<p><em>Earlier output is in the transcript API.</em></p>");
     }
-    for (stream, at, text) in blocks(&slice.entries) {
+    // A preset's CLI prints JSON events; their readable `agent` entries stand in for them on
+    // the page (the raw lines stay in the transcript API).
+    let readable = slice.entries.iter().any(|(_, e)| e.stream == "agent");
+    let shown: Vec<_> = slice
+        .entries
+        .iter()
+        .filter(|(_, e)| !(readable && e.stream == "stdout"))
+        .cloned()
+        .collect();
+    if readable {
+        html.push_str("<p><em>The agent's raw JSON output is in the transcript API.</em></p>");
+    }
+    for (stream, at, text) in blocks(&shown) {
         html.push_str(&format!(
             "<pre class=\"{}\">[{}] {}</pre>",
             escape(stream),

@@ -230,10 +230,9 @@ fn resolve_config(
     }
     Ok(AgentConfig {
         name: short_field("config.name", input.name)?.or(skill_named),
-        model_id: Some(
-            short_field("config.model_id", input.model_id)?
-                .unwrap_or_else(|| environment.model_id.clone()),
-        ),
+        // An environment without a model leaves it to the agent (a CLI's own default).
+        model_id: short_field("config.model_id", input.model_id)?
+            .or_else(|| Some(environment.model_id.clone()).filter(|m| !m.is_empty())),
         base_prompt: input.base_prompt,
         environment_id: Some(environment.id.clone()),
         skill_spec,
