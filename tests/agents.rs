@@ -72,20 +72,6 @@ fn workspace(s: &Server, id: &str) -> PathBuf {
     s.data_dir.join("workspaces").join(id)
 }
 
-async fn transcript_text(s: &Server, id: &str) -> String {
-    let (status, t) = s
-        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
-        .await;
-    assert_eq!(status, 200, "{t}");
-    t["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .filter_map(|e| e["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn an_agent_gets_its_variables_mcp_config_and_workspace_and_succeeds() {
     let f = Fixture::new();
@@ -122,7 +108,7 @@ echo "to stderr" >&2"#,
             && run["started_at"].is_string()
             && run["run_time"].is_string()
     );
-    let text = transcript_text(&s, &id).await;
+    let text = s.transcript_text(&id).await;
     let workspace = root.join(&id);
     for want in [
         format!("cwd={}", workspace.display()),
@@ -250,7 +236,7 @@ done"#,
     )
     .await;
     s.wait_state(&first, "SUCCEEDED").await;
-    let text = transcript_text(&s, &first).await;
+    let text = s.transcript_text(&first).await;
     assert!(
         text.contains(r#"got: {"type":"followup","message":"hello","mode":"plan"}"#),
         "{text}"
@@ -264,7 +250,7 @@ done"#,
     )
     .await;
     s.wait_state(&second, "SUCCEEDED").await;
-    let text = transcript_text(&s, &second).await;
+    let text = s.transcript_text(&second).await;
     assert!(
         text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
         "{text}"
@@ -288,7 +274,7 @@ done"#,
     )
     .await;
     s.wait_state(&first, "SUCCEEDED").await;
-    let text = transcript_text(&s, &first).await;
+    let text = s.transcript_text(&first).await;
     // A command agent's argv is the run's as before: the follow-up is in RUNLEDGER_FOLLOWUP.
     assert!(
         text.contains("execution=2 followup=again prompt=talk\n"),
@@ -555,7 +541,7 @@ while true; do sleep 0.1; done"#,
     );
     // The run that was waiting starts after the restart.
     s.wait_state(&waiting_id, "INPROGRESS").await;
-    let text = transcript_text(&s, &running_id).await;
+    let text = s.transcript_text(&running_id).await;
     assert!(text.lines().any(|l| l == "stopped"), "{text}");
 
     // SIGINT shuts down the same way.
@@ -859,7 +845,7 @@ async fn a_failed_setup_is_retried_in_a_fresh_workspace_when_the_run_resumes() {
     assert_eq!(st, 200);
     s.wait_run(&id, "resumed and finished", |r| r["state"] == "SUCCEEDED")
         .await;
-    let text = transcript_text(&s, &id).await;
+    let text = s.transcript_text(&id).await;
     assert!(text.contains("ready"), "{text}");
 
     // Files the service writes for and about agents are private to its user.

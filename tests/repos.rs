@@ -35,19 +35,6 @@ fn commit(work: &Path, text: &str) {
     git(work, &["push", "-q", "origin", "main"]);
 }
 
-async fn transcript(s: &Server, id: &str) -> String {
-    let (_, t) = s
-        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
-        .await;
-    t["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .filter_map(|e| e["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror() {
     let f = agent_visible_dir();
@@ -92,7 +79,7 @@ async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror(
         .create(json!({"prompt": "x", "config": {"environment_id": "repo"}}))
         .await;
     s.wait_state(&first, "SUCCEEDED").await;
-    let text = transcript(&s, &first).await;
+    let text = s.transcript_text(&first).await;
     for want in [
         "top=v1 branch=main",
         "lib=v1 head=HEAD",
@@ -109,7 +96,7 @@ async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror(
         .create(json!({"prompt": "x", "config": {"environment_id": "repo"}}))
         .await;
     s.wait_state(&second, "SUCCEEDED").await;
-    let text = transcript(&s, &second).await;
+    let text = s.transcript_text(&second).await;
     assert!(text.contains("top=v2 branch=main"), "{text}");
     let mirrors = std::fs::read_dir(s.data_dir.join("repos"))
         .expect("mirrors")
@@ -160,7 +147,7 @@ async fn a_cancel_stops_a_checkout_that_hangs() {
     // The single slot is free again: the next run starts.
     let next = s.create(json!({"prompt": "y"})).await;
     s.wait_state(&next, "INPROGRESS").await;
-    let text = transcript(&s, &id).await;
+    let text = s.transcript_text(&id).await;
     assert!(text.lines().any(|l| l == "stopped"), "{text}");
     assert_eq!(s.run(&id).await["state"], "CANCELLED");
     drop(listener);

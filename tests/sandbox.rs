@@ -73,20 +73,6 @@ impl Probes {
     }
 }
 
-async fn transcript(s: &Server, id: &str) -> String {
-    let (status, t) = s
-        .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
-        .await;
-    assert_eq!(status, 200, "{t}");
-    t["entries"]
-        .as_array()
-        .expect("entries")
-        .iter()
-        .filter_map(|e| e["text"].as_str())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
 #[tokio::test]
 async fn a_hostile_agent_reaches_nothing_but_its_own_workspace() {
     let f = agent_visible_dir();
@@ -155,7 +141,7 @@ async fn a_hostile_agent_reaches_nothing_but_its_own_workspace() {
             .create(json!({"prompt": prompt, "config": {"environment_id": environment}}))
             .await;
         let run = s.wait_state(&id, "FAILED").await;
-        let text = transcript(&s, &id).await;
+        let text = s.transcript_text(&id).await;
         // The secrets were there, and only their names reached the transcript and the log.
         assert!(
             text.contains("secret=[secret:API_KEY] token=[secret:TOKEN]"),
@@ -447,7 +433,7 @@ async fn a_server_that_is_not_root_contains_its_agents_the_same_way() {
         .create(json!({"prompt": prompt, "config": {"environment_id": "hostile"}}))
         .await;
     s.wait_state(&id, "FAILED").await;
-    let text = transcript(&s, &id).await;
+    let text = s.transcript_text(&id).await;
     assert!(
         text.contains("secret=[secret:API_KEY] token=[secret:TOKEN]") && !text.contains(API_KEY),
         "{text}"

@@ -217,6 +217,24 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// The texts of a run's first 10,000 transcript entries, one per line.
+    pub async fn transcript_text(&self, id: &str) -> String {
+        let (status, t) = self
+            .get(
+                &self.key,
+                &format!("/agent/runs/{id}/transcript?limit=10000"),
+            )
+            .await;
+        assert_eq!(status, 200, "{t}");
+        t["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .filter_map(|e| e["text"].as_str())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
     pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
         let r = self
             .client
