@@ -38,6 +38,8 @@ try inherited test "$SHARED" = shared-value
 try root test "$(id -u)" = 0
 try tcp bash -c "exec 3<>/dev/tcp/127.0.0.1/$port"
 echo "secret=$API_KEY token=$TOKEN"
+# A line longer than one transcript entry (16 KiB) whose cut falls inside the secret.
+printf 'x%.0s' $(seq 16370); echo "$API_KEY"
 printf '%s' "$API_KEY" | sha256sum
 echo "user=$USER home=$HOME"
 # Everything it may signal (not when unconfined: every agent of the host, those of other tests
@@ -155,8 +157,27 @@ async fn a_hostile_agent_reaches_nothing_but_its_own_workspace() {
         assert!(text.contains(&digest), "{environment}: {text}");
         let message = run["status_message"]["message"].as_str().expect("message");
         assert!(message.contains("leaking [secret:TOKEN]"), "{message}");
+        // Rebuilt as a reader does (a continued entry goes on without a newline), the long
+        // line whose entry cut fell inside the secret shows only its name.
+        let (_, entries) = s
+            .get(&s.key, &format!("/agent/runs/{id}/transcript?limit=10000"))
+            .await;
+        let mut stdout = String::new();
+        for e in entries["entries"].as_array().expect("entries") {
+            if e["stream"] == "stdout" {
+                stdout.push_str(e["text"].as_str().expect("text"));
+                if e["continued"] != true {
+                    stdout.push('\n');
+                }
+            }
+        }
+        assert!(
+            stdout.contains(&format!("{}[secret:API_KEY]\n", "x".repeat(16_370))),
+            "{environment}: the long line is not whole, or its secret is not redacted"
+        );
         let events = serde_json::to_string(&s.events(&id).await).expect("json");
         for value in [API_KEY, TOKEN] {
+            assert!(!stdout.contains(value), "{environment}: {stdout}");
             assert!(!text.contains(value), "{environment}: {text}");
             assert!(!run.to_string().contains(value), "{run}");
             assert!(!events.contains(value), "{events}");

@@ -211,6 +211,10 @@ struct Output {
     observer: Option<Observer>,
     stdout_line: Line,
     stderr_line: Line,
+    /// Per stream (stdout, stderr): the end of its last `continued` piece, held back from the
+    /// transcript until the stream's next piece, so that a secret's value printed across the
+    /// cut between two entries is whole in one entry when the redactor sees it.
+    held: [String; 2],
 }
 
 /// The most bytes of one output line that are reassembled for the observer; a longer line
@@ -305,6 +309,7 @@ impl Output {
             observer,
             stdout_line: Line::default(),
             stderr_line: Line::default(),
+            held: Default::default(),
         }
     }
 
@@ -328,13 +333,27 @@ impl Output {
             }
         }
         let at = crate::actor::now();
-        writer.append(&Entry {
-            at,
-            execution,
-            stream: stream.into(),
-            text: piece.text,
-            continued: piece.continued,
-        })?;
+        let held = &mut self.held[usize::from(stream == "stderr")];
+        let mut text = std::mem::take(held);
+        text.push_str(&piece.text);
+        if piece.continued {
+            // Moving bytes from the end of a continued entry to the start of the next one of
+            // the same stream keeps what a reader rebuilds (a continued entry adds no newline).
+            let mut cut = text.len().saturating_sub(writer.redaction_window());
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            *held = text.split_off(cut);
+        }
+        if !text.is_empty() || !piece.continued {
+            writer.append(&Entry {
+                at,
+                execution,
+                stream: stream.into(),
+                text,
+                continued: piece.continued,
+            })?;
+        }
         // After the raw line it was read from, so a reader sees both in order.
         for text in readable {
             writer.append(&Entry {

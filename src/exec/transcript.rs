@@ -62,6 +62,8 @@ pub struct Writer {
 pub struct Redactor {
     /// `None` when the execution has no secrets.
     matcher: Option<std::sync::Arc<(aho_corasick::AhoCorasick, Vec<String>)>>,
+    /// The length in bytes of the longest value.
+    longest: usize,
 }
 
 impl Redactor {
@@ -74,12 +76,14 @@ impl Redactor {
         if values.is_empty() {
             return Redactor::default();
         }
+        let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
         let matcher = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostLongest)
             .build(&values);
         match matcher {
             Ok(matcher) => Redactor {
                 matcher: Some(std::sync::Arc::new((matcher, replacements))),
+                longest,
             },
             // Only a pattern set too large for the automaton fails to build; values are
             // bounded by the secrets an operator configures, so this is not reached in
@@ -89,6 +93,12 @@ impl Redactor {
                 Redactor::default()
             }
         }
+    }
+
+    /// How many bytes at the end of a text that goes on in the next entry can hold the start
+    /// of a value not yet complete: one less than the longest value (0 without secrets).
+    pub fn window(&self) -> usize {
+        self.longest.saturating_sub(1)
     }
 
     pub fn apply<'t>(&self, text: &'t str) -> std::borrow::Cow<'t, str> {
@@ -107,6 +117,11 @@ impl Writer {
     /// The same transcript, with `redactor` applied to every entry written from now on.
     pub fn redacting(self, redactor: Redactor) -> Writer {
         Writer { redactor, ..self }
+    }
+
+    /// See `Redactor::window`.
+    pub fn redaction_window(&self) -> usize {
+        self.redactor.window()
     }
 
     /// Appends one entry. Each entry is written whole with one `write`, so readers never see
@@ -275,6 +290,8 @@ mod tests {
         let r = Redactor::new([("TOKEN", "tok-123456"), ("S", "secret")]);
         assert_eq!(r.apply("tok-123456 secret"), "[secret:TOKEN] [secret:S]");
         assert_eq!(Redactor::new([]).apply("x"), "x");
+        assert_eq!(Redactor::new([]).window(), 0);
+        assert_eq!(r.window(), "tok-123456".len() - 1);
     }
 
     #[test]
