@@ -495,3 +495,46 @@ async fn a_server_that_is_not_root_contains_its_agents_the_same_way() {
     assert_eq!(status, 200);
     drop(listener);
 }
+
+/// An agent of a root server runs as the agent user, yet reaches its workspace, home and MCP
+/// file by their absolute paths wherever the data directory is: under the host's `/tmp` (which
+/// the sandbox replaces with a private one) inside a directory private to root, and under a
+/// private directory outside `/tmp` (as a root server started from `/root` has).
+#[tokio::test]
+async fn an_agent_reaches_its_own_paths_wherever_the_data_directory_is() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: agents run as the server's own user when it is not root");
+        return;
+    }
+    let f = agent_visible_dir();
+    let agent = f.path().join("own-paths.sh");
+    script(
+        &agent,
+        "set -e\nls \"$HOME\" >/dev/null\ncat \"$RUNLEDGER_MCP_CONFIG\"\ntouch \"$HOME/x\" ./y\necho reached",
+    );
+    let under_tmp = tempfile::tempdir().expect("tempdir");
+    let private = agent_visible_dir();
+    let closed = private.path().join("closed");
+    std::fs::create_dir(&closed).expect("mkdir");
+    for parent in [under_tmp.path(), closed.as_path()] {
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+        let s = Server::start_in(
+            parent,
+            &format!(
+                "[server]\nbind = \"127.0.0.1:0\"\n\n[[environments]]\nid = \"own\"\n\
+                 harness = \"command\"\ncommand = [\"{}\"]\n",
+                agent.display()
+            ),
+        );
+        s.wait_ready().await;
+        let id = s.create(json!({"prompt": "reach your paths"})).await;
+        let run = s.wait_state(&id, "SUCCEEDED").await;
+        let text = s.transcript_text(&id).await;
+        assert!(
+            text.contains("reached"),
+            "{}: {run}\n{text}",
+            parent.display()
+        );
+    }
+}

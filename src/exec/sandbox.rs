@@ -144,47 +144,53 @@ impl Bubblewrap {
             "--tmpfs".as_ref(),
             "/tmp".as_ref(),
         ]);
-        for path in &self.hidden {
-            // Checked now rather than at start-up: a workspace root appears with its first run.
-            match std::fs::metadata(path) {
-                Ok(m) if m.is_dir() => push(&["--tmpfs".as_ref(), path.as_os_str()]),
-                Ok(_) => push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]),
-                Err(_) => {}
-            }
-        }
-        // bwrap makes the missing parents of a mount point private to root; made here first,
-        // they can be passed through (not listed) by the agent user, so its own paths work
-        // by their absolute names.
-        let covers =
-            |p: &Path| p.starts_with("/tmp") || self.hidden.iter().any(|h| p.starts_with(h));
-        let mut parents: Vec<&Path> = Vec::new();
-        for path in std::iter::once(&plan.cwd)
+        // Every mount below is made at the path the agent knows it by. Its missing parents are
+        // made first, passable (not listable) by the agent user: bwrap would make them private
+        // to root. Host directories on the way that the agent user cannot pass through (a
+        // private home such as /root holding the data directory) are replaced by empty ones
+        // it can: what they held was closed to the agent user anyway.
+        let own = std::iter::once(&plan.cwd)
             .chain(&plan.writable)
-            .chain(&plan.readable)
-        {
-            for parent in path.ancestors().skip(1) {
-                if covers(parent)
-                    && !self.hidden.iter().any(|h| h == parent)
-                    && parent != Path::new("/tmp")
-                {
-                    parents.push(parent);
-                }
-            }
-        }
-        parents.sort();
-        parents.dedup();
-        for parent in parents {
+            .chain(&plan.readable);
+        let opaque = match &self.user {
+            Some(user) => closed_ancestors(own.clone(), &self.hidden, user),
+            None => Vec::new(),
+        };
+        let mut layout = Layout {
+            areas: vec![PathBuf::from("/tmp")],
+            made: Vec::new(),
+        };
+        for dir in &opaque {
+            layout.parents(dir, &mut push);
             push(&[
                 "--perms".as_ref(),
                 "0711".as_ref(),
-                "--dir".as_ref(),
-                parent.as_os_str(),
+                "--tmpfs".as_ref(),
+                dir.as_os_str(),
             ]);
+            layout.areas.push(dir.clone());
+        }
+        for path in &self.hidden {
+            // Checked now rather than at start-up: a workspace root appears with its first run.
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_dir() => {
+                    layout.parents(path, &mut push);
+                    push(&["--tmpfs".as_ref(), path.as_os_str()]);
+                    layout.areas.push(path.clone());
+                }
+                Ok(_) => {
+                    layout.parents(path, &mut push);
+                    push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
+                }
+                Err(_) => {}
+            }
         }
         for path in std::iter::once(&plan.cwd).chain(&plan.writable) {
+            layout.parents(path, &mut push);
             push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
         for path in &plan.readable {
+            layout.parents(path, &mut push);
             push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
         // No user namespace when root: the agent then runs as a real unprivileged user (below),
@@ -224,6 +230,80 @@ impl Bubblewrap {
         args.extend(plan.args.iter().map(Into::into));
         args
     }
+}
+
+/// The directories the sandbox makes itself (empty mounts, and `/tmp`), and the parents of
+/// mount points made in them so far.
+struct Layout {
+    areas: Vec<PathBuf>,
+    made: Vec<PathBuf>,
+}
+
+impl Layout {
+    /// Makes the missing parents of `path` that lie inside a directory of the sandbox's own,
+    /// outermost first, passable by the agent user.
+    fn parents(&mut self, path: &Path, push: &mut impl FnMut(&[&std::ffi::OsStr])) {
+        let mut missing: Vec<&Path> = path
+            .ancestors()
+            .skip(1)
+            .filter(|p| {
+                self.areas
+                    .iter()
+                    .any(|a| p.starts_with(a) && *p != a.as_path())
+                    && !self.made.iter().any(|m| m == p)
+            })
+            .collect();
+        missing.reverse();
+        for parent in missing {
+            push(&[
+                "--perms".as_ref(),
+                "0711".as_ref(),
+                "--dir".as_ref(),
+                parent.as_os_str(),
+            ]);
+            self.made.push(parent.to_path_buf());
+        }
+    }
+}
+
+/// The outermost host directories on the way to `paths` that `user` cannot pass through, leaving
+/// out those inside `/tmp` or a hidden directory (the sandbox makes those itself).
+fn closed_ancestors<'a>(
+    paths: impl Iterator<Item = &'a PathBuf>,
+    hidden: &[PathBuf],
+    user: &AgentUser,
+) -> Vec<PathBuf> {
+    use std::os::unix::fs::MetadataExt;
+    let passable = |m: &std::fs::Metadata| {
+        let mode = m.mode();
+        mode & 0o001 != 0
+            || (m.uid() == user.uid && mode & 0o100 != 0)
+            || (m.gid() == user.gid && mode & 0o010 != 0)
+    };
+    let mut closed: Vec<PathBuf> = Vec::new();
+    for path in paths {
+        let mut ancestors: Vec<&Path> = path.ancestors().skip(1).collect();
+        ancestors.reverse();
+        for dir in ancestors {
+            if dir.starts_with("/tmp") || hidden.iter().any(|h| dir.starts_with(h)) {
+                break;
+            }
+            if std::fs::metadata(dir).is_ok_and(|m| !passable(&m)) {
+                closed.push(dir.to_path_buf());
+                break;
+            }
+        }
+    }
+    closed.sort();
+    closed.dedup();
+    // One inside another is replaced with it.
+    let mut outermost: Vec<PathBuf> = Vec::new();
+    for dir in closed {
+        if !outermost.iter().any(|o| dir.starts_with(o)) {
+            outermost.push(dir);
+        }
+    }
+    outermost
 }
 
 impl Launcher for Bubblewrap {
