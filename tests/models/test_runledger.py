@@ -8,6 +8,7 @@ Every wait polls the API with a deadline.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import re
@@ -30,6 +31,19 @@ BIN = Path(os.environ.get("RUNLEDGER_BIN", REPO / "target" / "debug" / "runledge
 RUN_TIMEOUT = float(os.environ.get("MODEL_TESTS_RUN_TIMEOUT", "120"))
 KEYS = {"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+
+
+def agent_visible(path):
+    """A copy of `path` that a sandboxed agent user can read: under /var/tmp (the sandbox keeps
+    the host's /var/tmp, not its /tmp), in a directory open to every user."""
+    base = Path("/var/tmp") if Path("/var/tmp").is_dir() else RUNS_DIR
+    copies = Path(tempfile.mkdtemp(prefix="runledger-models-", dir=base))
+    copies.chmod(0o755)
+    atexit.register(shutil.rmtree, copies, True)
+    copy = copies / path.name
+    shutil.copyfile(path, copy)
+    copy.chmod(0o644)
+    return copy
 
 
 def endpoint(cli, url):
@@ -296,9 +310,10 @@ def test_mcp_servers_reach_each_cli_and_an_unusable_entry_is_named(runledger, se
     """The run's stdio MCP server reaches the model as a tool and the model's call reaches the
     server; a `warp_id` entry, which no CLI can use, is named in a `system` transcript entry."""
     # python3 from the agent's PATH: the suite's own interpreter may live where the agent user
-    # cannot reach (a pyenv under /root).
+    # cannot reach (a pyenv under /root); the script from a copy it can reach (a checkout under
+    # /tmp is not there in the sandbox's private /tmp).
     mcp = {
-        "probe": {"command": "python3", "args": [str(Path(__file__).with_name("mcp_server.py")), "mcp-calls.txt"]},
+        "probe": {"command": "python3", "args": [str(agent_visible(Path(__file__).with_name("mcp_server.py"))), "mcp-calls.txt"]},
         "elsewhere": {"warp_id": "mcp-123"},
     }
     server.script(
