@@ -306,10 +306,13 @@ async fn a_disk_filled_through_the_api_is_refused_clearly_and_a_restart_resumes(
         .await;
     let log = server.log_text();
     assert!(!log.contains("panicked"), "{log}");
-    assert_eq!(
-        log.matches("refuses every write").count()
-            + log.matches("almost full: new work is refused").count(),
-        1,
+    // Each change of state is logged once, never repeated per request. The disk may go from
+    // "almost full" to "full" (a write of sled's own, or of the shutdown, that the released
+    // reserve did not cover), which is a second change.
+    let failed = log.matches("refuses every write").count();
+    let low = log.matches("almost full: new work is refused").count();
+    assert!(
+        failed <= 1 && low <= 1 && failed + low >= 1,
         "one log line per change of state:\n{log}"
     );
 
