@@ -17,7 +17,7 @@ pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
 /// sled's page cache, which is what the process keeps of a load once the load is over: about
 /// 20 MB of RSS at 16 MiB, 80 MB at 64 MiB. In alternating full load runs at 1M stored runs,
 /// 16 MiB read as fast as 64 MiB and kept the idle server under the 150 MB of issue #2 after a
-/// load (`docs/performance.md`, "Eighth round").
+/// load (`docs/performance.md`).
 pub const DEFAULT_CACHE_MB: u64 = 16;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
