@@ -25,22 +25,9 @@ for cli in claude codex gemini; do
     fi
 done
 
-if [[ -n "${PYTHON:-}" ]]; then
-    PY="$PYTHON"
-elif command -v python3.11 >/dev/null 2>&1; then
-    PY=python3.11
-else
-    PY=python3
-fi
-
-stamp="$VENV/.runledger-models-pytest-$PYTEST_VERSION"
-if [[ ! -f "$stamp" || ! -x "$VENV/bin/python" ]]; then
-    echo "==> creating venv for the agent-CLI suite at $VENV" >&2
-    rm -rf "$VENV"
-    "$PY" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "pytest==$PYTEST_VERSION"
-    touch "$stamp"
-fi
+# shellcheck source=../venv.sh
+source "$HERE/../venv.sh"
+ensure_venv "$VENV" "the agent-CLI suite" "pytest==$PYTEST_VERSION"
 
 mkdir -p "$REPO/target/models-runs"
 cd "$HERE"

@@ -51,24 +51,9 @@ if [[ ! -x "$BIN" ]]; then
     exit 2
 fi
 
-if [[ -n "${PYTHON:-}" ]]; then
-    PY="$PYTHON"
-elif command -v python3.11 >/dev/null 2>&1; then
-    PY=python3.11
-else
-    PY=python3
-fi
-
-stamp="$VENV/.runledger-schemathesis-$SCHEMATHESIS_VERSION"
-if [[ ! -f "$stamp" || ! -x "$VENV/bin/st" ]]; then
-    echo "==> creating venv for schemathesis==$SCHEMATHESIS_VERSION at $VENV" >&2
-    rm -rf "$VENV"
-    mkdir -p "$(dirname "$VENV")"
-    "$PY" -m venv "$VENV"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "schemathesis==$SCHEMATHESIS_VERSION"
-    touch "$stamp"
-fi
+# shellcheck source=../venv.sh
+source "$HERE/../venv.sh"
+ensure_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/runledger-schemathesis.XXXXXX")"
 SERVER_PID=""

@@ -34,33 +34,13 @@ trap 'rm -rf "$PINNED"' EXIT
 ln "$BIN" "$PINNED/runledger" 2>/dev/null || cp "$BIN" "$PINNED/runledger"
 BIN="$PINNED/runledger"
 
-if [[ -n "${PYTHON:-}" ]]; then
-    PY="$PYTHON"
-elif command -v python3.11 >/dev/null 2>&1; then
-    PY=python3.11
-else
-    PY=python3
-fi
-
-ensure_venv() {
-    local version="$1" venv="$2"
-    local stamp="$venv/.runledger-sdk-$version-pytest-$PYTEST_VERSION"
-    if [[ -f "$stamp" && -x "$venv/bin/python" ]]; then
-        return 0
-    fi
-    echo "==> creating venv for oz-agent-sdk==$version at $venv" >&2
-    rm -rf "$venv"
-    mkdir -p "$(dirname "$venv")"
-    "$PY" -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "oz-agent-sdk==$version" "pytest==$PYTEST_VERSION"
-    touch "$stamp"
-}
+# shellcheck source=../venv.sh
+source "$HERE/../venv.sh"
 
 failed=()
 for version in $VERSIONS; do
     venv="$VENV_ROOT/$version"
-    ensure_venv "$version" "$venv"
+    ensure_venv "$venv" "oz-agent-sdk==$version" "oz-agent-sdk==$version" "pytest==$PYTEST_VERSION"
     echo "==> oz-agent-sdk $version" >&2
     if ! (
         cd "$REPO"
