@@ -138,12 +138,27 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
     Ok((store, index))
 }
 
+/// How long a clean stop waits for the last handle of the store to be dropped before it gives
+/// up on the snapshot (which then only costs the next start a scan).
+const SNAPSHOT_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// After a clean shutdown: lets sled snapshot its page table, so that the next start need not
 /// scan the log this run of the server wrote (seconds per million runs). A failure only costs
 /// that scan and is logged.
 pub fn refresh_snapshot(data_dir: &std::path::Path) {
     let started = std::time::Instant::now();
-    match store::refresh_snapshot(data_dir) {
+    // The HTTP workers end on their own threads and drop their handles of the store as they
+    // go, which can be just after the server reports that it stopped; until the last one is
+    // gone sled's file lock refuses the open.
+    let result = loop {
+        match store::refresh_snapshot(data_dir) {
+            Err(store::Error::Locked(_)) if started.elapsed() < SNAPSHOT_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(20));
+            }
+            other => break other,
+        }
+    };
+    match result {
         Ok(()) => tracing::info!(
             took_ms = started.elapsed().as_millis() as u64,
             "storage snapshot written for a fast next start"

@@ -161,16 +161,16 @@ async fn a_clean_shutdown_leaves_a_storage_snapshot_for_a_fast_start() {
         .stop_with(nix::sys::signal::Signal::SIGTERM, 30)
         .await;
     assert!(status.success(), "clean shutdown: {status:?}");
+    assert!(
+        server.log_text().contains("storage snapshot written"),
+        "{}",
+        server.log_text()
+    );
     let after = snapshots(&data);
     assert_ne!(after, at_start, "no new snapshot after a clean shutdown");
     assert!(
         after.last() > at_start.last(),
         "the new snapshot covers more of the log"
-    );
-    assert!(
-        server.log_text().contains("storage snapshot written"),
-        "{}",
-        server.log_text()
     );
 }
 
