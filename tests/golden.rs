@@ -76,6 +76,14 @@ fn samples() -> Vec<(&'static str, Event)> {
             },
         ),
         ("cancelled", Event::Cancelled { by: "01KEY".into() }),
+        (
+            "followups_delivered",
+            Event::FollowupsDelivered {
+                execution: 2,
+                count: 3,
+            },
+        ),
+        ("requeued", Event::Requeued { execution: 2 }),
     ]
 }
 
@@ -126,7 +134,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::FollowupReceived { .. }
             | Event::Succeeded { .. }
             | Event::Failed { .. }
-            | Event::Cancelled { .. } => {}
+            | Event::Cancelled { .. }
+            | Event::FollowupsDelivered { .. }
+            | Event::Requeued { .. } => {}
         }
     }
     let all = [
@@ -136,6 +146,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Succeeded",
         "Failed",
         "Cancelled",
+        "FollowupsDelivered",
+        "Requeued",
     ];
     assert_eq!(kinds, all);
 }

@@ -34,6 +34,8 @@ enum Step {
     Fail,
     Cancel,
     Followup,
+    /// The execution in progress takes one follow-up owed to it.
+    Deliver,
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -42,7 +44,8 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Succeed),
         Just(Step::Fail),
         Just(Step::Cancel),
-        Just(Step::Followup)
+        Just(Step::Followup),
+        Just(Step::Deliver)
     ]
 }
 
@@ -110,6 +113,10 @@ fn command(step: Step, run: &Run) -> Command {
             message: "more".into(),
             mode: FollowupMode::Normal,
             by: "k".into(),
+        },
+        Step::Deliver => Command::Delivered {
+            execution: run.executions,
+            count: 1,
         },
     }
 }

@@ -188,6 +188,8 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         )
         .await;
     assert_eq!(status, 200);
+    // The agent reports taking it (so the cancel below drops nothing it was owed).
+    s.wait_events(&first, "FollowupsDelivered", 1).await;
 
     // Freeing the slot starts the oldest waiting run, not the newest.
     s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
@@ -230,12 +232,13 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
             "Created",
             "Started",
             "FollowupReceived",
+            "FollowupsDelivered",
             "Cancelled",
             "FollowupReceived",
             "Started"
         ]
     );
-    assert_eq!(kinds[5].1["execution"], 2);
+    assert_eq!(kinds[6].1["execution"], 2);
 
     let transcript = |id: String| {
         let s = &s;

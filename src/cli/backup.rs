@@ -893,6 +893,9 @@ mod tests {
                     }
                 }),
             text().prop_map(|by| Event::Cancelled { by }),
+            (any::<u32>(), any::<u32>())
+                .prop_map(|(execution, count)| Event::FollowupsDelivered { execution, count }),
+            any::<u32>().prop_map(|execution| Event::Requeued { execution }),
         ]
     }
 
@@ -970,6 +973,11 @@ mod tests {
                 },
             },
             Event::Cancelled { by: "k".into() },
+            Event::FollowupsDelivered {
+                execution: 2,
+                count: 3,
+            },
+            Event::Requeued { execution: 2 },
         ]
     }
 
@@ -984,9 +992,11 @@ mod tests {
             Event::Succeeded { .. } => 3,
             Event::Failed { .. } => 4,
             Event::Cancelled { .. } => 5,
+            Event::FollowupsDelivered { .. } => 6,
+            Event::Requeued { .. } => 7,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7]);
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),

@@ -34,6 +34,13 @@ pub enum Event {
     },
     /// The run was cancelled by the key `by`.
     Cancelled { by: String },
+    /// Execution `execution` took the next `count` follow-ups owed to it (handed at its start,
+    /// or received while it ran), in the order they were received.
+    FollowupsDelivered { execution: u32, count: u32 },
+    /// Execution `execution` ended without taking every follow-up owed to it, so the run is
+    /// queued again for them: the first resumes it, the rest wait for its next execution.
+    /// Recorded with the execution's `Succeeded` or `Failed`.
+    Requeued { execution: u32 },
 }
 
 impl Event {
@@ -46,6 +53,8 @@ impl Event {
             Event::Succeeded { .. } => "Succeeded",
             Event::Failed { .. } => "Failed",
             Event::Cancelled { .. } => "Cancelled",
+            Event::FollowupsDelivered { .. } => "FollowupsDelivered",
+            Event::Requeued { .. } => "Requeued",
         }
     }
 }

@@ -85,6 +85,11 @@ pub struct Run {
     pub pending_followups: Vec<Followup>,
     /// The follow-up that resumed a finished run, for the execution it resumes.
     pub resumed_by: Option<Followup>,
+    /// Follow-ups owed to the current (or just ended) execution that it has not reported
+    /// taking: the ones handed to it at its start and the ones received while it ran, oldest
+    /// first. What an execution ends without taking is requeued (`Event::Requeued`), so no
+    /// follow-up is lost to a turn that could not take it or to a crash.
+    pub owed: Vec<Followup>,
     /// Time spent in finished executions.
     pub run_time_ms: u64,
     /// Start of the execution in progress, if any.
@@ -129,6 +134,11 @@ pub enum Command {
         execution: u32,
         outcome: Result<(), StatusMessage>,
     },
+    /// Execution `execution` took the next `count` follow-ups owed to it.
+    Delivered {
+        execution: u32,
+        count: u32,
+    },
 }
 
 /// Why a command was refused. Refusals change nothing.
@@ -146,11 +156,14 @@ pub enum Rejection {
     StaleExecution(u32),
     #[error("a follow-up needs a non-empty message")]
     EmptyMessage,
-    #[error("the run already has {MAX_PENDING_FOLLOWUPS} follow-ups waiting for it to start")]
+    #[error("the run already has {MAX_PENDING_FOLLOWUPS} follow-ups waiting to reach its agent")]
     TooManyPending,
+    #[error("execution {0} owes no follow-up")]
+    NothingOwed(u32),
 }
 
-/// How many follow-ups may wait for a queued run; bounds the size of its state.
+/// How many follow-ups may wait for a queued run, or wait to reach the agent of a running
+/// one; bounds the size of its state.
 pub const MAX_PENDING_FOLLOWUPS: usize = 100;
 
 /// Work for the shell to do once the decision's events are durable.
@@ -210,8 +223,12 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             if message.is_empty() {
                 return Err(Rejection::EmptyMessage);
             }
-            if run.state == RunState::Queued && run.pending_followups.len() >= MAX_PENDING_FOLLOWUPS
-            {
+            let waiting = match run.state {
+                RunState::Queued => run.pending_followups.len(),
+                RunState::InProgress => run.owed.len(),
+                _ => 0,
+            };
+            if waiting >= MAX_PENDING_FOLLOWUPS {
                 return Err(Rejection::TooManyPending);
             }
             let effects = match run.state {
@@ -243,7 +260,26 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                 Ok(()) => Event::Succeeded { execution },
                 Err(status) => Event::Failed { execution, status },
             };
-            decision(vec![event], vec![])
+            if run.owed.is_empty() {
+                decision(vec![event], vec![])
+            } else {
+                // However the execution ended, what it did not take goes to the next one.
+                decision(
+                    vec![event, Event::Requeued { execution }],
+                    vec![Effect::Enqueue],
+                )
+            }
+        }
+        Command::Delivered { execution, count } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            // An execution reports what it took; it cannot take more than it was owed.
+            let count = count.min(u32::try_from(run.owed.len()).unwrap_or(u32::MAX));
+            if count == 0 {
+                return Err(Rejection::NothingOwed(execution));
+            }
+            decision(vec![Event::FollowupsDelivered { execution, count }], vec![])
         }
     }
 }
@@ -270,6 +306,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 executions: 0,
                 pending_followups: Vec::new(),
                 resumed_by: None,
+                owed: Vec::new(),
                 run_time_ms: 0,
                 execution_started_at: None,
                 next_seq: 1,
@@ -286,7 +323,8 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             run.executions = *execution;
             run.started_at.get_or_insert(at);
             run.execution_started_at = Some(at);
-            run.pending_followups.clear();
+            // Handed to this execution at its start; owed until it reports taking them.
+            run.owed = std::mem::take(&mut run.pending_followups);
             run.status_message = None;
         }
         Event::FollowupReceived { message, mode, .. } => {
@@ -296,7 +334,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             };
             match run.state {
                 RunState::Queued => run.pending_followups.push(followup),
-                RunState::InProgress => {}
+                RunState::InProgress => run.owed.push(followup),
                 _ => {
                     run.state = RunState::Queued;
                     run.resumed_by = Some(followup);
@@ -317,6 +355,23 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             finish_execution(&mut run, at);
             run.state = RunState::Cancelled;
             run.pending_followups.clear();
+            run.owed.clear();
+        }
+        Event::FollowupsDelivered { execution, count } => {
+            if run.state == RunState::InProgress && *execution == run.executions {
+                let taken = (*count as usize).min(run.owed.len());
+                run.owed.drain(..taken);
+            }
+        }
+        Event::Requeued { execution } => {
+            let finished = matches!(run.state, RunState::Succeeded | RunState::Failed);
+            if finished && *execution == run.executions && !run.owed.is_empty() {
+                let mut owed = std::mem::take(&mut run.owed).into_iter();
+                run.state = RunState::Queued;
+                run.resumed_by = owed.next();
+                run.pending_followups = owed.collect();
+                run.status_message = None;
+            }
         }
     }
     Some(run)
@@ -347,8 +402,20 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             outcome: Err(status),
         },
         Event::Cancelled { by } => Command::Cancel { by },
+        Event::FollowupsDelivered { execution, count } => Command::Delivered { execution, count },
+        // Recorded right after the `Succeeded` or `Failed` of an execution that ended owing
+        // follow-ups (the second event of that `Finish`).
+        Event::Requeued { execution } => {
+            return run.is_some_and(|r| {
+                matches!(r.state, RunState::Succeeded | RunState::Failed)
+                    && r.executions == execution
+                    && !r.owed.is_empty()
+            });
+        }
     };
-    decide(run, command).is_ok_and(|d| d.events.len() == 1 && d.events[0] == *event)
+    // An event is recordable as the first event of its command's decision (a `Finish` may
+    // add a `Requeued`, checked on its own above).
+    decide(run, command).is_ok_and(|d| d.events.first() == Some(event))
 }
 
 /// Folds a whole log, oldest first.
@@ -714,5 +781,236 @@ mod tests {
         .expect("still exists");
         assert_eq!(again.state, run.state);
         assert_eq!(again.title, run.title);
+    }
+
+    fn received(message: &str) -> Event {
+        Event::FollowupReceived {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        }
+    }
+
+    fn followup(message: &str) -> Followup {
+        Followup {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+        }
+    }
+
+    #[test]
+    fn an_execution_owes_the_followups_handed_at_its_start_and_sent_while_it_runs() {
+        // Given a follow-up sent while the run was queued, and one while it ran,
+        let history = [
+            Event::Created(created()),
+            received("while queued"),
+            Event::Started { execution: 1 },
+            received("while running"),
+        ];
+        let run = state_after(&history);
+        // then both are owed to execution 1, oldest first,
+        assert_eq!(
+            run.owed,
+            vec![followup("while queued"), followup("while running")]
+        );
+        assert!(run.pending_followups.is_empty());
+        // and when it takes one, the other is still owed.
+        let d = given(
+            &history,
+            Command::Delivered {
+                execution: 1,
+                count: 1,
+            },
+        )
+        .expect("accepted");
+        assert_eq!(
+            d.events,
+            vec![Event::FollowupsDelivered {
+                execution: 1,
+                count: 1
+            }]
+        );
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        assert_eq!(state_after(&all).owed, vec![followup("while running")]);
+    }
+
+    #[test]
+    fn an_execution_cannot_take_more_than_it_is_owed_nor_report_for_another() {
+        let history = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            received("one"),
+        ];
+        // More than owed is recorded as what was owed.
+        let d = given(
+            &history,
+            Command::Delivered {
+                execution: 1,
+                count: 5,
+            },
+        )
+        .expect("accepted");
+        assert_eq!(
+            d.events,
+            vec![Event::FollowupsDelivered {
+                execution: 1,
+                count: 1
+            }]
+        );
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        assert_eq!(
+            given(
+                &all,
+                Command::Delivered {
+                    execution: 1,
+                    count: 1
+                }
+            ),
+            Err(Rejection::NothingOwed(1))
+        );
+        assert_eq!(
+            given(
+                &history,
+                Command::Delivered {
+                    execution: 2,
+                    count: 1
+                }
+            ),
+            Err(Rejection::StaleExecution(2))
+        );
+    }
+
+    #[test]
+    fn an_execution_that_ends_owing_followups_requeues_the_run_for_them() {
+        for outcome in [Ok(()), Err(failure())] {
+            // Given an execution that took the first of three follow-ups,
+            let history = [
+                Event::Created(created()),
+                Event::Started { execution: 1 },
+                received("a"),
+                received("b"),
+                received("c"),
+                Event::FollowupsDelivered {
+                    execution: 1,
+                    count: 1,
+                },
+            ];
+            // when it ends, however it ends,
+            let d = given(
+                &history,
+                Command::Finish {
+                    execution: 1,
+                    outcome: outcome.clone(),
+                },
+            )
+            .expect("accepted");
+            // then the run is queued again: "b" resumes it and "c" waits for that execution.
+            assert_eq!(d.events.len(), 2);
+            assert_eq!(d.events[1], Event::Requeued { execution: 1 });
+            assert_eq!(d.effects, vec![Effect::Enqueue]);
+            let mut all = history.to_vec();
+            all.extend(d.events.clone());
+            let run = state_after(&all);
+            assert_eq!(run.state, RunState::Queued);
+            assert_eq!(run.resumed_by, Some(followup("b")));
+            assert_eq!(run.pending_followups, vec![followup("c")]);
+            assert!(run.owed.is_empty());
+            // Both events are what the service records.
+            let before = state_after(&history);
+            assert!(recordable(Some(&before), &d.events[0]));
+            let after_end = state_after(&all[..all.len() - 1]);
+            assert!(recordable(Some(&after_end), &d.events[1]));
+            // The next execution is handed "c" and owes it.
+            let start = decide(Some(&run), Command::Start).expect("start");
+            assert_eq!(
+                start.effects,
+                vec![Effect::Launch {
+                    execution: 2,
+                    followups: vec![followup("c")],
+                    resumed_by: Some(followup("b")),
+                }]
+            );
+        }
+    }
+
+    #[test]
+    fn an_execution_that_took_everything_ends_the_run() {
+        let history = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::FollowupsDelivered {
+                execution: 1,
+                count: 1,
+            },
+        ];
+        let d = given(
+            &history,
+            Command::Finish {
+                execution: 1,
+                outcome: Ok(()),
+            },
+        )
+        .expect("accepted");
+        assert_eq!(d.events, vec![Event::Succeeded { execution: 1 }]);
+        assert!(d.effects.is_empty());
+        // A Requeued the service would not write is not recordable.
+        let mut all = history.to_vec();
+        all.extend(d.events);
+        assert!(!recordable(
+            Some(&state_after(&all)),
+            &Event::Requeued { execution: 1 }
+        ));
+    }
+
+    #[test]
+    fn a_cancel_drops_what_is_owed() {
+        let history = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::Cancelled { by: "k".into() },
+        ];
+        let run = state_after(&history);
+        assert!(run.owed.is_empty());
+        assert_eq!(run.state, RunState::Cancelled);
+    }
+
+    #[test]
+    fn followups_waiting_for_a_running_agent_are_bounded() {
+        let mut history = vec![Event::Created(created()), Event::Started { execution: 1 }];
+        history.extend((0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}"))));
+        let more = Command::Followup {
+            message: "one more".into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        };
+        assert_eq!(
+            given(&history, more.clone()),
+            Err(Rejection::TooManyPending)
+        );
+        // Once the agent takes them, there is room again.
+        history.push(Event::FollowupsDelivered {
+            execution: 1,
+            count: 50,
+        });
+        assert!(given(&history, more).is_ok());
+    }
+
+    /// Logs written before follow-ups were tracked have in-progress follow-ups without
+    /// `FollowupsDelivered`; they fold to the same states as before.
+    #[test]
+    fn a_log_without_deliveries_folds_as_it_always_did() {
+        let history = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::Succeeded { execution: 1 },
+        ];
+        let run = state_after(&history);
+        assert_eq!(run.state, RunState::Succeeded);
+        assert_eq!(run.resumed_by, None);
     }
 }

@@ -24,7 +24,7 @@ use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
-use super::{Assignment, Control, Supervision};
+use super::{Assignment, Control, Deliveries, Supervision};
 use crate::config::{Harness, Sandbox};
 use crate::domain::{Followup, StatusMessage};
 
@@ -415,8 +415,11 @@ fn failure(
     }
 }
 
-async fn write_followup(stdin: &mut Option<ChildStdin>, followup: &Followup) {
-    let Some(pipe) = stdin.as_mut() else { return };
+/// Writes a follow-up to the agent's stdin; whether it was written (the agent has it).
+async fn write_followup(stdin: &mut Option<ChildStdin>, followup: &Followup) -> bool {
+    let Some(pipe) = stdin.as_mut() else {
+        return false;
+    };
     // Written by hand to keep the documented key order: type, message, mode.
     let message = serde_json::Value::String(followup.message.clone());
     let line = format!(
@@ -432,8 +435,11 @@ async fn write_followup(stdin: &mut Option<ChildStdin>, followup: &Followup) {
         pipe.flush().await
     };
     match tokio::time::timeout(STDIN_WRITE_LIMIT, write).await {
-        Ok(Ok(())) => {}
-        Ok(Err(_)) | Err(_) => *stdin = None,
+        Ok(Ok(())) => true,
+        Ok(Err(_)) | Err(_) => {
+            *stdin = None;
+            false
+        }
     }
 }
 
@@ -450,6 +456,10 @@ struct Watch<'a> {
     writer: &'a mut Writer,
     control: &'a mut mpsc::UnboundedReceiver<Control>,
     pending: &'a mut Vec<Followup>,
+    deliveries: &'a Deliveries,
+    /// Where a preset's session id is kept, written as soon as the CLI reports it, so that a
+    /// follow-up can resume the session even when the server dies during the turn.
+    session_path: &'a Path,
     deadline: tokio::time::Instant,
 }
 
@@ -462,10 +472,20 @@ async fn supervise(
     w: &mut Watch<'_>,
 ) -> std::io::Result<Ended> {
     let (job, deadline) = (w.job, w.deadline);
+    let mut session_kept = false;
     loop {
         tokio::select! {
             status = child.wait() => return Ok(Ended::Exited(status?)),
-            Some((stream, piece)) = output.rx.recv() => output.record(w.writer, job.execution, stream, piece)?,
+            Some((stream, piece)) = output.rx.recv() => {
+                output.record(w.writer, job.execution, stream, piece)?;
+                if !session_kept {
+                    if let Some(id) = output.observer.as_ref().and_then(Observer::session) {
+                        session_kept = true;
+                        // `finish` tries again and says so in the transcript if it fails.
+                        let _ = write_private(w.session_path, id.as_bytes());
+                    }
+                }
+            }
             message = w.control.recv() => match message {
                 Some(Control::Followup(f)) => {
                     w.writer.append(&Entry {
@@ -475,9 +495,10 @@ async fn supervise(
                         text: format!("({}) {}", f.mode.as_str(), f.message),
                         continued: false,
                     })?;
-                    if stdin.is_some() {
-                        write_followup(stdin, &f).await;
+                    if write_followup(stdin, &f).await {
+                        w.deliveries.took(1);
                     } else {
+                        // Not taken now: it waits for a next turn, or for the next execution.
                         w.pending.push(f);
                     }
                 }
@@ -704,8 +725,10 @@ struct Execution<'a> {
     vars: BTreeMap<String, String>,
     deadline: tokio::time::Instant,
     control: mpsc::UnboundedReceiver<Control>,
-    /// Follow-ups not yet handed to the agent.
+    /// Follow-ups not yet handed to the agent, oldest first.
     pending: Vec<Followup>,
+    /// Where the agent's taking of follow-ups is reported.
+    deliveries: Deliveries,
     /// The execution's cgroup, when its environment sets limits.
     leaf: Option<Leaf>,
 }
@@ -738,8 +761,9 @@ pub(super) async fn run(
     job: &Assignment,
     sup: &Supervision,
     control: mpsc::UnboundedReceiver<Control>,
+    deliveries: Deliveries,
 ) -> Outcome {
-    let mut x = match prepare(job, sup, control) {
+    let mut x = match prepare(job, sup, control, deliveries) {
         Ok(x) => x,
         Err(message) => return Some(Err(message)),
     };
@@ -808,9 +832,16 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             next_turn = Some(followup.message);
             continue;
         }
-        if !takes_stdin && !x.pending.is_empty() {
+        // A stopped execution (a cancel) ends the run; nothing is queued again.
+        if outcome.is_some() && !x.pending.is_empty() {
+            let how = if takes_stdin {
+                "on stdin"
+            } else {
+                "as a next turn"
+            };
             let note = format!(
-                "{} follow-up(s) could not be handed to the {program} CLI; send a follow-up after the run ends to resume it",
+                "{} follow-up(s) did not reach the {program} agent {how}; the run is queued \
+                 again for them",
                 x.pending.len()
             );
             x.system(note);
@@ -835,6 +866,7 @@ fn prepare<'a>(
     job: &'a Assignment,
     sup: &'a Supervision,
     control: mpsc::UnboundedReceiver<Control>,
+    deliveries: Deliveries,
 ) -> Result<Execution<'a>, StatusMessage> {
     let env = &job.environment;
     let id = job.run.id;
@@ -924,6 +956,7 @@ fn prepare<'a>(
         deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
         control,
         pending: job.followups.clone(),
+        deliveries,
         leaf,
     })
 }
@@ -972,6 +1005,8 @@ async fn settle(
         writer: &mut x.writer,
         control: &mut x.control,
         pending: &mut x.pending,
+        deliveries: &x.deliveries,
+        session_path: &x.session_path,
         deadline: x.deadline,
     };
     let ended = supervise(
@@ -1134,6 +1169,7 @@ async fn start(
     } else {
         None
     };
+    let delivering = next_turn.is_some();
     let (prompt, session) = match next_turn {
         Some(text) => (text, saved),
         None => prompt_values(x.job, saved),
@@ -1203,10 +1239,21 @@ async fn start(
             });
         }
     };
+    if delivering {
+        // The follow-up this turn was started for.
+        x.deliveries.took(1);
+    }
     if takes_stdin {
-        for f in std::mem::take(&mut x.pending) {
-            write_followup(&mut process.stdin, &f).await;
+        // In order; once one cannot be written, it and the rest wait for the next execution.
+        let mut taken = 0;
+        while let Some(f) = x.pending.first() {
+            if !write_followup(&mut process.stdin, f).await {
+                break;
+            }
+            x.pending.remove(0);
+            taken += 1;
         }
+        x.deliveries.took(taken);
     }
     Ok((process, program.clone(), takes_stdin))
 }

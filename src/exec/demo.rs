@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio::sync::mpsc;
 
 use super::transcript::{Entry, Transcripts};
-use super::{Assignment, Control};
+use super::{Assignment, Control, Deliveries};
 use crate::domain::StatusMessage;
 
 const STEPS: u32 = 4;
@@ -18,6 +18,7 @@ pub(super) async fn run(
     job: &Assignment,
     transcripts: &Transcripts,
     mut control: mpsc::UnboundedReceiver<Control>,
+    deliveries: Deliveries,
 ) -> Option<Result<(), StatusMessage>> {
     let id = job.run.id;
     // One open per execution, not per line: opening a file in a directory of a million
@@ -68,6 +69,8 @@ pub(super) async fn run(
             return Some(Err(transcript_failure(e)));
         }
     }
+    // The follow-ups that waited for this execution are in its intro.
+    deliveries.took(u32::try_from(job.followups.len()).unwrap_or(u32::MAX));
     let step = Duration::from_millis(job.environment.demo_duration_ms / u64::from(STEPS));
     for n in 1..=STEPS {
         let sleep = tokio::time::sleep(step);
@@ -80,6 +83,7 @@ pub(super) async fn run(
                         if let Err(e) = write("followup", format!("({}) {}", f.mode.as_str(), f.message)) {
                             return Some(Err(transcript_failure(e)));
                         }
+                        deliveries.took(1);
                     }
                     Some(Control::Stop) | None => {
                         let _ = write("system", "demo agent: stopped".into());

@@ -48,6 +48,53 @@ pub trait Report: Clone + 'static {
         execution: u32,
         outcome: Result<(), StatusMessage>,
     ) -> impl std::future::Future<Output = ()>;
+    /// Records that execution `execution` took the next `count` follow-ups owed to it. A
+    /// refusal (the run was cancelled, or it owes nothing) is expected and only logged.
+    fn delivered(
+        &self,
+        id: RunId,
+        execution: u32,
+        count: u32,
+    ) -> impl std::future::Future<Output = ()>;
+}
+
+/// How a harness says that its agent took follow-ups: the ones handed to it at its start and
+/// the ones sent while it runs, in the order it was given them. What an execution ends without
+/// taking is requeued for the run's next execution (`Event::Requeued`).
+#[derive(Clone)]
+pub struct Deliveries(mpsc::UnboundedSender<u32>);
+
+impl Deliveries {
+    /// The agent took the next `count` follow-ups.
+    pub fn took(&self, count: u32) {
+        if count > 0 {
+            let _ = self.0.send(count);
+        }
+    }
+
+    /// A handle whose reports go nowhere, for harnesses under test.
+    #[cfg(test)]
+    pub fn discarded() -> Deliveries {
+        Deliveries(mpsc::unbounded_channel().0)
+    }
+}
+
+/// Records what a harness reports through `Deliveries`, in order, several reports at once
+/// when they come faster than the log takes them; returns when every handle is dropped and
+/// everything reported is recorded, so an execution's `Finish` comes after its deliveries.
+async fn record_deliveries(
+    runs: &impl Report,
+    id: RunId,
+    execution: u32,
+    mut reports: mpsc::UnboundedReceiver<u32>,
+) {
+    while let Some(first) = reports.recv().await {
+        let mut count = first;
+        while let Ok(more) = reports.try_recv() {
+            count = count.saturating_add(more);
+        }
+        runs.delivered(id, execution, count).await;
+    }
 }
 
 /// What became of a start.
@@ -79,6 +126,13 @@ impl Report for crate::actor::Runs {
         let finish = Command::Finish { execution, outcome };
         if let Err(e) = self.execute(id, finish).await {
             tracing::debug!(run_id = %id, error = %e, "finish not recorded");
+        }
+    }
+
+    async fn delivered(&self, id: RunId, execution: u32, count: u32) {
+        let delivered = Command::Delivered { execution, count };
+        if let Err(e) = self.execute(id, delivered).await {
+            tracing::debug!(run_id = %id, error = %e, "delivery not recorded");
         }
     }
 }
@@ -398,29 +452,37 @@ impl Executor {
             // `live` holds this execution already, so a shutdown that began before this check
             // is seen here, and one that begins after it sends the execution `Stop`.
             let shutting_down = executor.state().shutting_down;
-            let outcome = match environment.harness {
-                _ if shutting_down => None,
-                // Running it elsewhere could mean another harness and other credentials.
-                _ if !configured => Some(Err(StatusMessage {
-                    message: format!(
-                        "the run's environment {:?} is no longer configured",
-                        assignment
-                            .run
-                            .config
-                            .environment_id
-                            .as_deref()
-                            .unwrap_or("")
-                    ),
-                    error_code: Some("resource_not_found".into()),
-                    retryable: Some(false),
-                })),
-                Harness::Demo => {
-                    demo::run(&assignment, &executor.supervision.transcripts, rx).await
-                }
-                Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
-                    command::run(&assignment, &executor.supervision, rx).await
+            let (reports, delivered) = mpsc::unbounded_channel();
+            let deliveries = Deliveries(reports);
+            let work = async {
+                match environment.harness {
+                    _ if shutting_down => None,
+                    // Running it elsewhere could mean another harness and other credentials.
+                    _ if !configured => Some(Err(StatusMessage {
+                        message: format!(
+                            "the run's environment {:?} is no longer configured",
+                            assignment
+                                .run
+                                .config
+                                .environment_id
+                                .as_deref()
+                                .unwrap_or("")
+                        ),
+                        error_code: Some("resource_not_found".into()),
+                        retryable: Some(false),
+                    })),
+                    Harness::Demo => {
+                        let transcripts = &executor.supervision.transcripts;
+                        demo::run(&assignment, transcripts, rx, deliveries).await
+                    }
+                    Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
+                        command::run(&assignment, &executor.supervision, rx, deliveries).await
+                    }
                 }
             };
+            // The harness's handle goes with it, so the recording ends after the harness.
+            let (outcome, ()) =
+                tokio::join!(work, record_deliveries(&runs, id, execution, delivered));
             {
                 let mut state = executor.state();
                 if state

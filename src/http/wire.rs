@@ -877,6 +877,12 @@ pub enum EventData<'a> {
         #[schema(value_type = String)]
         by: &'a str,
     },
+    /// The execution took the next `count` follow-ups owed to it (handed at its start or
+    /// received while it ran), oldest first.
+    FollowupsDelivered { execution: u32, count: u32 },
+    /// The execution ended without taking every follow-up owed to it; the run is queued again
+    /// for them (the first resumes it). Follows that execution's `Succeeded` or `Failed`.
+    Requeued { execution: u32 },
 }
 
 /// One stored event of a run (the events endpoint, `runledger export` and `events --json`).
@@ -918,6 +924,13 @@ impl<'a> RunEvent<'a> {
                 status_message: StatusMessageOut::from(status),
             },
             Event::Cancelled { by } => EventData::Cancelled { by },
+            Event::FollowupsDelivered { execution, count } => EventData::FollowupsDelivered {
+                execution: *execution,
+                count: *count,
+            },
+            Event::Requeued { execution } => EventData::Requeued {
+                execution: *execution,
+            },
         };
         RunEvent {
             run_id: e.run_id.to_string(),
@@ -1134,6 +1147,12 @@ struct ExecutionIn {
 }
 
 #[derive(Deserialize)]
+struct DeliveredIn {
+    execution: u32,
+    count: u32,
+}
+
+#[derive(Deserialize)]
 struct FollowupIn {
     message: String,
     mode: String,
@@ -1256,6 +1275,16 @@ pub fn event_from_json(
         }
         "Cancelled" => Event::Cancelled {
             by: read::<CancelledIn>(data, &what)?.by,
+        },
+        "FollowupsDelivered" => {
+            let d: DeliveredIn = read(data, &what)?;
+            Event::FollowupsDelivered {
+                execution: d.execution,
+                count: d.count,
+            }
+        }
+        "Requeued" => Event::Requeued {
+            execution: read::<ExecutionIn>(data, &what)?.execution,
         },
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     };

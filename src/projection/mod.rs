@@ -37,8 +37,9 @@ const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
 /// Bumped whenever the row encoding or key layout changes, or what every writer must do; a
 /// mismatch triggers a rebuild. 6: writers remove the saved runs-per-state tally
-/// (`SAVED_TALLY_KEY`) before they write.
-pub const LAYOUT_VERSION: u32 = 6;
+/// (`SAVED_TALLY_KEY`) before they write. 7: a row holds the follow-ups owed to the run's
+/// execution (`Run::owed`).
+pub const LAYOUT_VERSION: u32 = 7;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The generation of the trees in use (absent: 0), in sled's default tree.
 const GENERATION_KEY: &str = "projection_generation";

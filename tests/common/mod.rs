@@ -306,6 +306,22 @@ impl Server {
         }
     }
 
+    /// Waits until the run's log holds `n` events of type `kind`; returns every event.
+    pub async fn wait_events(&self, id: &str, kind: &str, n: usize) -> Vec<Value> {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            let events = self.events(id).await;
+            if events.iter().filter(|e| e["type"] == kind).count() >= n {
+                return events;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "never {n} {kind} events in run {id}: {events:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
     /// Every event of a run, paged with `after_seq` until a page has no `next`.
     pub async fn events(&self, id: &str) -> Vec<Value> {
         let mut events = Vec::new();
