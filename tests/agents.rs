@@ -769,10 +769,22 @@ async fn presets_run_the_agent_clis_with_their_argv_templates() {
 [ -n "$GEMINI_CLI_HOME" ] && cp "$GEMINI_CLI_HOME/.gemini/settings.json" $out.settings
 [ -n "$CODEX_HOME" ] && cp "$CODEX_HOME/config.toml" $out.config
 echo "IS_SANDBOX=$IS_SANDBOX" > $out.env
-# Like the real CLIs, read a piped stdin to its end before working.
-cat > $out.stdin
-echo '{session}'
+{input}
 exit 0"#,
+                input = if cli == "claude" {
+                    // Like Claude Code with streaming input: a user message per line, each
+                    // echoed as it is taken, a result per turn, and the end once stdin ends.
+                    format!(
+                        r#"IFS= read -r line; printf '%s\n' "$line" > $out.stdin
+echo '{session}'
+echo '{{"type":"user","isReplay":true,"message":{{"role":"user","content":"taken"}}}}'
+echo '{{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"sess-claude-1"}}'
+cat >> $out.stdin"#
+                    )
+                } else {
+                    // Like the real CLIs, read a piped stdin to its end before working.
+                    format!("cat > $out.stdin\necho '{session}'")
+                },
             ),
         );
     }
@@ -821,16 +833,22 @@ exit 0"#,
         claude_argv,
         [
             "-p",
+            "--input-format",
+            "stream-json",
             "--output-format",
             "stream-json",
             "--verbose",
+            "--replay-user-messages",
             "--permission-mode=bypassPermissions",
             "--model=sonnet",
             "--append-system-prompt=be brief",
             &format!("--mcp-config={}", mcp_path.display()),
-            "--",
-            "fix it"
         ]
+    );
+    // The prompt is the first user message of its streaming input.
+    assert_eq!(
+        std::fs::read_to_string(record(&claude).join("claude-1.stdin")).expect("stdin"),
+        "{\"message\":{\"content\":\"fix it\",\"role\":\"user\"},\"type\":\"user\"}\n"
     );
     // Inside runledger's sandbox Claude Code may skip its permission prompts.
     assert_eq!(
@@ -912,7 +930,10 @@ exit 0"#,
         resumed.contains(&"--resume=sess-claude-1".to_string()),
         "{resumed:?}"
     );
-    assert_eq!(resumed[resumed.len() - 2..], ["--", "now the tests"]);
+    assert_eq!(
+        std::fs::read_to_string(record(&claude).join("claude-2.stdin")).expect("stdin"),
+        "{\"message\":{\"content\":\"now the tests\",\"role\":\"user\"},\"type\":\"user\"}\n"
+    );
     // Codex: options before `resume`, the thread id and the prompt after `--`.
     s.post(
         &s.key,

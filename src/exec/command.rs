@@ -415,17 +415,25 @@ fn failure(
     }
 }
 
-/// Writes a follow-up to the agent's stdin; whether it was written (the agent has it).
-async fn write_followup(stdin: &mut Option<ChildStdin>, followup: &Followup) -> bool {
+/// A follow-up as a line for the agent's stdin: a user message of Claude Code's streaming
+/// input, or the command harness's documented JSON line.
+fn followup_line(harness: Harness, followup: &Followup) -> String {
+    if harness == Harness::Claude {
+        return presets::claude_message(&followup.message);
+    }
+    // Written by hand to keep the documented key order: type, message, mode.
+    let message = serde_json::Value::String(followup.message.clone());
+    format!(
+        "{{\"type\":\"followup\",\"message\":{message},\"mode\":\"{}\"}}\n",
+        followup.mode.as_str()
+    )
+}
+
+/// Writes a line to the agent's stdin; whether it was written.
+async fn write_line(stdin: &mut Option<ChildStdin>, line: &str) -> bool {
     let Some(pipe) = stdin.as_mut() else {
         return false;
     };
-    // Written by hand to keep the documented key order: type, message, mode.
-    let message = serde_json::Value::String(followup.message.clone());
-    let line = format!(
-        "{{\"type\":\"followup\",\"message\":{message},\"mode\":\"{}\"}}\n",
-        followup.mode.as_str()
-    );
     // An agent that closed its stdin no longer takes follow-ups; that is not a failure. One
     // that never reads it would fill the pipe and block this write — and with it the whole
     // supervision loop (output, cancel, deadline) — so the write gets a time limit, after which
@@ -449,6 +457,40 @@ enum Ended {
     TimedOut,
 }
 
+/// Claude Code's streaming input: the user messages written to its stdin (the turn's prompt
+/// first, then follow-ups), the ones it echoed as it took them, and the turns it ended.
+#[derive(Default)]
+struct StreamInput {
+    written: u32,
+    echoed: u32,
+    turns: u32,
+}
+
+impl StreamInput {
+    /// Follow-ups written that the CLI has not (yet) taken.
+    fn unconfirmed(&self) -> u32 {
+        self.written
+            .saturating_sub(1)
+            .saturating_sub(self.echoed.saturating_sub(1))
+    }
+
+    /// Takes what the observer saw: returns how many more follow-ups the CLI took, and
+    /// whether its input should end now (a turn ended with everything written taken, or in
+    /// an error, after which nothing more is given to it).
+    fn observe(&mut self, observer: &Observer) -> (u32, bool) {
+        let echoed = observer.echoed();
+        // The first echo is the turn's prompt, not a follow-up.
+        let took = echoed
+            .saturating_sub(1)
+            .saturating_sub(self.echoed.saturating_sub(1));
+        self.echoed = echoed;
+        let (turns, failed) = observer.turns_ended();
+        let turn_ended = turns > self.turns;
+        self.turns = turns;
+        (took, turn_ended && (failed || self.echoed >= self.written))
+    }
+}
+
 /// What a child is supervised with: the run's transcript, its control channel, follow-ups not
 /// yet handed over, and the execution's deadline.
 struct Watch<'a> {
@@ -469,6 +511,7 @@ async fn supervise(
     child: &mut Child,
     output: &mut Output,
     stdin: &mut Option<ChildStdin>,
+    input: &mut Option<StreamInput>,
     w: &mut Watch<'_>,
 ) -> std::io::Result<Ended> {
     let (job, deadline) = (w.job, w.deadline);
@@ -485,6 +528,23 @@ async fn supervise(
                         let _ = write_private(w.session_path, id.as_bytes());
                     }
                 }
+                if let (Some(st), Some(observer)) = (input.as_mut(), output.observer.as_ref()) {
+                    let (took, end_input) = st.observe(observer);
+                    if took > 0 {
+                        w.deliveries.took(took);
+                        w.writer.append(&Entry {
+                            at: crate::actor::now(),
+                            execution: job.execution,
+                            stream: "system".into(),
+                            text: format!("{took} follow-up(s) reached the agent during its turn"),
+                            continued: false,
+                        })?;
+                    }
+                    if end_input {
+                        // Claude Code ends once its input ends and it has done what it read.
+                        *stdin = None;
+                    }
+                }
             }
             message = w.control.recv() => match message {
                 Some(Control::Followup(f)) => {
@@ -495,8 +555,12 @@ async fn supervise(
                         text: format!("({}) {}", f.mode.as_str(), f.message),
                         continued: false,
                     })?;
-                    if write_followup(stdin, &f).await {
-                        w.deliveries.took(1);
+                    if write_line(stdin, &followup_line(job.environment.harness, &f)).await {
+                        match input.as_mut() {
+                            // Taken once the CLI echoes it.
+                            Some(st) => st.written += 1,
+                            None => w.deliveries.took(1),
+                        }
                     } else {
                         // Not taken now: it waits for a next turn, or for the next execution.
                         w.pending.push(f);
@@ -729,6 +793,8 @@ struct Execution<'a> {
     pending: Vec<Followup>,
     /// Where the agent's taking of follow-ups is reported.
     deliveries: Deliveries,
+    /// Follow-ups written to Claude Code's input that it had not taken when it ended.
+    unconfirmed: u32,
     /// The execution's cgroup, when its environment sets limits.
     leaf: Option<Leaf>,
 }
@@ -833,16 +899,16 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             continue;
         }
         // A stopped execution (a cancel) ends the run; nothing is queued again.
-        if outcome.is_some() && !x.pending.is_empty() {
+        let missed = x.pending.len() + x.unconfirmed as usize;
+        if outcome.is_some() && missed > 0 {
             let how = if takes_stdin {
                 "on stdin"
             } else {
                 "as a next turn"
             };
             let note = format!(
-                "{} follow-up(s) did not reach the {program} agent {how}; the run is queued \
-                 again for them",
-                x.pending.len()
+                "{missed} follow-up(s) did not reach the {program} agent {how}; the run is \
+                 queued again for them"
             );
             x.system(note);
         }
@@ -957,6 +1023,7 @@ fn prepare<'a>(
         control,
         pending: job.followups.clone(),
         deliveries,
+        unconfirmed: 0,
         leaf,
     })
 }
@@ -967,6 +1034,8 @@ struct Process {
     group: Option<i32>,
     output: Output,
     stdin: Option<ChildStdin>,
+    /// Claude Code's streaming input, for the claude preset.
+    stream: Option<StreamInput>,
 }
 
 impl Process {
@@ -980,6 +1049,7 @@ impl Process {
             group,
             output,
             stdin,
+            stream: None,
         })
     }
 }
@@ -1013,10 +1083,12 @@ async fn settle(
         &mut process.child,
         &mut process.output,
         &mut process.stdin,
+        &mut process.stream,
         &mut watch,
     )
     .await;
     drop(process.stdin.take());
+    x.unconfirmed = process.stream.as_ref().map_or(0, StreamInput::unconfirmed);
     let succeeded = matches!(&ended, Ok(Ended::Exited(status)) if status.success());
     if succeeded && keep == Keep::OnSuccess {
         let _ = process.output.drain(&mut x.writer, x.job.execution).await;
@@ -1194,6 +1266,7 @@ async fn start(
         contained: env.sandbox == Some(Sandbox::Bwrap),
     };
     let argv = presets::argv(env.harness, &env.command, &values, &turn);
+    let prompt_text = values.prompt;
     let Some((program, args)) = argv.split_first() else {
         return Err(internal("the environment has no command to run".into()));
     };
@@ -1218,9 +1291,10 @@ async fn start(
         });
     }
     let mut cmd = command(x, program, args);
-    // The command harness takes follow-ups on stdin. The agent CLIs of the presets read a
-    // piped stdin as part of their prompt and wait for it to close, so theirs is empty.
-    let takes_stdin = env.harness == Harness::Command;
+    // The command harness takes follow-ups on stdin, and so does Claude Code with streaming
+    // input (its prompt too). Codex and Gemini CLI read a piped stdin as part of their prompt
+    // and wait for it to close, so theirs is empty.
+    let takes_stdin = matches!(env.harness, Harness::Command | Harness::Claude);
     cmd.stdin(if takes_stdin {
         Stdio::piped()
     } else {
@@ -1243,15 +1317,25 @@ async fn start(
         // The follow-up this turn was started for.
         x.deliveries.took(1);
     }
+    if env.harness == Harness::Claude {
+        let mut stream = StreamInput::default();
+        if write_line(&mut process.stdin, &presets::claude_message(&prompt_text)).await {
+            stream.written = 1;
+        }
+        process.stream = Some(stream);
+    }
     if takes_stdin {
         // In order; once one cannot be written, it and the rest wait for the next execution.
         let mut taken = 0;
         while let Some(f) = x.pending.first() {
-            if !write_followup(&mut process.stdin, f).await {
+            if !write_line(&mut process.stdin, &followup_line(env.harness, f)).await {
                 break;
             }
             x.pending.remove(0);
-            taken += 1;
+            match process.stream.as_mut() {
+                Some(st) => st.written += 1,
+                None => taken += 1,
+            }
         }
         x.deliveries.took(taken);
     }
@@ -1353,6 +1437,43 @@ mod tests {
             line.feed(piece, |l| out.push(l.to_string()));
         }
         out
+    }
+
+    /// Claude Code's streaming input ends once a turn ended with every message written taken,
+    /// or in an error; a message written after the turn's echoes keeps it open for the next.
+    #[test]
+    fn claude_input_ends_when_a_turn_ended_with_everything_taken() {
+        let mut observer = Observer::new(Harness::Claude);
+        let mut input = StreamInput {
+            written: 2,
+            ..StreamInput::default()
+        };
+        let echo = r#"{"type":"user","isReplay":true,"message":{"role":"user","content":"x"}}"#;
+        let ok = r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#;
+        let failed = r#"{"type":"result","subtype":"error","is_error":true,"result":"no"}"#;
+        let _ = observer.stdout_line(echo);
+        assert_eq!(input.observe(&observer), (0, false), "the prompt taken");
+        let _ = observer.stdout_line(ok);
+        assert_eq!(
+            input.observe(&observer),
+            (0, false),
+            "a follow-up not yet taken"
+        );
+        assert_eq!(input.unconfirmed(), 1);
+        let _ = observer.stdout_line(echo);
+        assert_eq!(input.observe(&observer), (1, false), "the follow-up taken");
+        let _ = observer.stdout_line(ok);
+        assert_eq!(
+            input.observe(&observer),
+            (0, true),
+            "everything taken, turn over"
+        );
+        assert_eq!(input.unconfirmed(), 0);
+        // A failed turn ends the input even with a message not taken.
+        input.written += 1;
+        let _ = observer.stdout_line(failed);
+        assert_eq!(input.observe(&observer), (0, true));
+        assert_eq!(input.unconfirmed(), 1);
     }
 
     #[test]

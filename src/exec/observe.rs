@@ -54,6 +54,12 @@ pub struct Observer {
     last_stderr: std::collections::VecDeque<String>,
     /// Gemini CLI's recent tool calls by id, to name the one a denial refers to.
     calls: std::collections::VecDeque<(String, String)>,
+    /// Claude Code with streaming input: the user messages it echoed back as it took them
+    /// (`--replay-user-messages`), and the turns it ended (`result` lines).
+    echoed: u32,
+    results: u32,
+    /// Whether the last turn ended in an error result.
+    last_result_failed: bool,
 }
 
 impl Observer {
@@ -66,7 +72,20 @@ impl Observer {
             usage: Usage::default(),
             last_stderr: std::collections::VecDeque::new(),
             calls: std::collections::VecDeque::new(),
+            echoed: 0,
+            results: 0,
+            last_result_failed: false,
         }
+    }
+
+    /// How many user messages written to Claude Code's stdin it has taken (echoed back).
+    pub fn echoed(&self) -> u32 {
+        self.echoed
+    }
+
+    /// How many turns Claude Code has ended, and whether the last one failed.
+    pub fn turns_ended(&self) -> (u32, bool) {
+        (self.results, self.last_result_failed)
     }
 
     /// The session id the CLI reported (Claude's `session_id`, Codex's `thread_id`, Gemini's
@@ -142,7 +161,10 @@ impl Observer {
     fn claude(&mut self, e: &serde_json::Value) {
         self.set_session(e["session_id"].as_str());
         match e["type"].as_str() {
+            Some("user") if e["isReplay"] == true => self.echoed += 1,
             Some("result") => {
+                self.results += 1;
+                self.last_result_failed = e["is_error"].as_bool() == Some(true);
                 if let Some(denials) = e["permission_denials"].as_array() {
                     for d in denials {
                         let tool = d["tool_name"].as_str().unwrap_or("a tool");

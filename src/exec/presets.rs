@@ -72,6 +72,16 @@ fn mode(harness: Harness, turn: &Turn<'_>) -> &'static str {
     }
 }
 
+/// One user message of Claude Code's streaming JSON input (`--input-format stream-json`), as
+/// a line for its stdin.
+pub fn claude_message(text: &str) -> String {
+    let message = serde_json::json!({
+        "type": "user",
+        "message": {"role": "user", "content": text},
+    });
+    format!("{message}\n")
+}
+
 /// A preset's arguments after its program. Every value goes after `=` or after `--`, so no
 /// prompt, follow-up, model id or session id is ever parsed as an option.
 fn preset_args(harness: Harness, values: &Values, turn: &Turn<'_>) -> Vec<String> {
@@ -90,12 +100,22 @@ fn preset_args(harness: Harness, values: &Values, turn: &Turn<'_>) -> Vec<String
             opt("--append-system-prompt", &values.base_prompt);
             opt("--mcp-config", &values.mcp_config);
             opt("--resume", turn.session.unwrap_or_default());
-            let mut out: Vec<String> = ["-p", "--output-format", "stream-json", "--verbose"]
-                .iter()
-                .map(|a| a.to_string())
-                .collect();
+            // The prompt and the follow-ups are user messages on stdin (`claude_message`), so
+            // a follow-up reaches the agent during its turn; the CLI echoes each one as it
+            // takes it, which is how the harness knows it was delivered.
+            let mut out: Vec<String> = [
+                "-p",
+                "--input-format",
+                "stream-json",
+                "--output-format",
+                "stream-json",
+                "--verbose",
+                "--replay-user-messages",
+            ]
+            .iter()
+            .map(|a| a.to_string())
+            .collect();
             out.append(&mut args);
-            out.extend(["--".to_string(), values.prompt.clone()]);
             out
         }
         // No system-prompt flag: the base prompt leads the first turn's prompt. Options go
@@ -248,14 +268,15 @@ mod tests {
             [
                 "claude",
                 "-p",
+                "--input-format",
+                "stream-json",
                 "--output-format",
                 "stream-json",
                 "--verbose",
+                "--replay-user-messages",
                 "--permission-mode=bypassPermissions",
                 "--model=m1",
                 "--mcp-config=/tmp/mcp.json",
-                "--",
-                "--version"
             ]
         );
         v.prompt = "- fix the typo".into();
@@ -315,6 +336,23 @@ mod tests {
             gemini.contains(&"--resume=0199-aa".to_string()),
             "{gemini:?}"
         );
+    }
+
+    #[test]
+    fn a_claude_message_is_one_json_line_whatever_the_text() {
+        for text in [
+            "--version",
+            "- fix the typo",
+            "two\nlines \"quoted\" \u{2028} €",
+        ] {
+            let line = claude_message(text);
+            assert_eq!(line.matches('\n').count(), 1, "{line:?}");
+            let parsed: serde_json::Value =
+                serde_json::from_str(line.trim_end()).expect("one JSON object");
+            assert_eq!(parsed["type"], "user");
+            assert_eq!(parsed["message"]["role"], "user");
+            assert_eq!(parsed["message"]["content"], text);
+        }
     }
 
     #[test]

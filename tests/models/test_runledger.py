@@ -278,8 +278,28 @@ def test_a_follow_up_during_a_turn_reaches_the_model(runledger, server, cli):
     runledger.wait(run_id, lambda r: r["state"] == "INPROGRESS" and server.main_requests(), "the first request")
     status, body = runledger.call("POST", f"/agent/runs/{run_id}/followups", {"message": "also this, while you work"})
     assert status == 200, body
-    runledger.wait(run_id, lambda r: r["state"] in TERMINAL and prompts_of(server, "while you work"), "the follow-up")
+    if cli == "claude":
+        # Claude Code hands a message that arrives during a turn to the model with the next tool
+        # result, in the same turn.
+        def reached():
+            return any("also this, while you work" in json.dumps(r["body"]) for r in server.main_requests())
+    else:
+        def reached():
+            return prompts_of(server, "while you work")
+    runledger.wait(run_id, lambda r: r["state"] in TERMINAL and reached(), "the follow-up")
     assert runledger.finished(run_id)["state"] == "SUCCEEDED", runledger.transcript(run_id)
+    transcript = runledger.transcript(run_id)
+    # Claude Code takes it live, from its streaming input; the others as the next turn of the
+    # same execution. Either way the transcript says when, and the log records it as taken.
+    if cli == "claude":
+        assert "1 follow-up(s) reached the agent during its turn" in transcript, transcript
+    else:
+        assert "the follow-up sent during the turn is delivered now, as the next turn" in transcript, transcript
+    status, body = runledger.call("GET", f"/agent/runs/{run_id}/events")
+    assert status == 200, body
+    kinds = [e["type"] for e in body["events"]]
+    assert kinds.count("Started") == 1 and "Requeued" not in kinds, kinds
+    assert kinds.index("FollowupsDelivered") < kinds.index("Succeeded"), kinds
 
 
 def test_a_read_only_environment_fails_a_write_naming_the_denial(runledger, server, cli):
