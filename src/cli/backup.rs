@@ -770,8 +770,8 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
 mod tests {
     use super::*;
     use crate::domain::{
-        AgentConfig, Creator, CreatorKind, FollowupMode, McpServer, RunCreated, SourceType,
-        StatusMessage,
+        AgentConfig, CostSource, Creator, CreatorKind, ExecutionUsage, FollowupMode, InferenceCost,
+        McpServer, RunCreated, SourceType, StatusMessage, Tokens,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
@@ -893,7 +893,41 @@ mod tests {
                     }
                 }),
             text().prop_map(|by| Event::Cancelled { by }),
+            (any::<u32>(), execution_usage())
+                .prop_map(|(execution, usage)| Event::UsageRecorded { execution, usage }),
         ]
+    }
+
+    fn execution_usage() -> impl Strategy<Value = ExecutionUsage> {
+        let tokens =
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(input, cached_input, output)| {
+                Tokens {
+                    input,
+                    cached_input,
+                    output,
+                }
+            });
+        let cost = (
+            any::<u64>(),
+            proptest::sample::select(vec![CostSource::Cli, CostSource::Prices]),
+        )
+            .prop_map(|(nano_usd, source)| InferenceCost { nano_usd, source });
+        (
+            proptest::option::of(tokens),
+            opt_text(),
+            proptest::option::of(cost),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(tokens, model, inference, cpu_ms, compute_nano_usd)| {
+                ExecutionUsage {
+                    tokens,
+                    model,
+                    inference,
+                    cpu_ms,
+                    compute_nano_usd,
+                }
+            })
     }
 
     fn envelope() -> impl Strategy<Value = Envelope> {
@@ -970,6 +1004,23 @@ mod tests {
                 },
             },
             Event::Cancelled { by: "k".into() },
+            Event::UsageRecorded {
+                execution: 3,
+                usage: ExecutionUsage {
+                    tokens: Some(Tokens {
+                        input: 1200,
+                        cached_input: 200,
+                        output: 80,
+                    }),
+                    model: Some("claude-x".into()),
+                    inference: Some(InferenceCost {
+                        nano_usd: 12_300_000,
+                        source: CostSource::Cli,
+                    }),
+                    cpu_ms: Some(1500),
+                    compute_nano_usd: Some(20_833),
+                },
+            },
         ]
     }
 
@@ -984,9 +1035,10 @@ mod tests {
             Event::Succeeded { .. } => 3,
             Event::Failed { .. } => 4,
             Event::Cancelled { .. } => 5,
+            Event::UsageRecorded { .. } => 6,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5]);
+        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6]);
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
