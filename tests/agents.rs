@@ -281,11 +281,13 @@ done"#,
         "{text}"
     );
     assert!(!text.contains("Follow-up: again"), "{text}");
+    // `UsageRecorded` (before each end, where the host measures CPU time) is tests/usage.rs's.
     let kinds: Vec<String> = s
         .events(&first)
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .filter(|kind| kind != "UsageRecorded")
         .collect();
     assert_eq!(
         kinds,
@@ -510,6 +512,7 @@ while true; do sleep 0.1; done"#,
         out.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .map(|e| e["type"].as_str().unwrap_or("").to_string())
+            .filter(|kind| kind != "UsageRecorded")
             .collect()
     };
     assert_eq!(types(&running_id), ["Created", "Started", "Failed"]);
@@ -565,11 +568,13 @@ while true; do sleep 0.1; done"#,
     );
 }
 
+/// The run's event types, without `UsageRecorded` (host-dependent; tests/usage.rs's).
 async fn types_online(s: &Server, id: &str) -> Vec<String> {
     s.events(id)
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .filter(|kind| kind != "UsageRecorded")
         .collect()
 }
 
