@@ -765,6 +765,7 @@ pub struct RunItem<'a> {
     pub run_time: Option<Inline<32>>,
     /// What the run's executions cost, summed; present once one of them recorded a cost.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = RequestUsage)]
     pub request_usage: Option<RequestUsage>,
     /// The metadata given at create, when there is any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -924,15 +925,19 @@ pub enum EventData<'a> {
 pub struct UsageData<'a> {
     pub execution: u32,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = TokensData)]
     pub tokens: Option<TokensData>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = String)]
     pub model: Option<Cow<'a, str>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = InferenceCostData)]
     pub inference_cost: Option<InferenceCostData<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub cpu_ms: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub compute_cost_nano_usd: Option<u64>,
 }
 
