@@ -241,6 +241,7 @@ impl Application {
                 cgroups,
                 mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
                 secrets: Arc::new(config.secrets.clone()),
+                prices: Arc::new(config.prices.clone()),
             },
         );
         // Watched from here on: before this, a start on a full disk fails on its own writes.

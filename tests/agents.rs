@@ -281,11 +281,12 @@ done"#,
         "{text}"
     );
     assert!(!text.contains("Follow-up: again"), "{text}");
+    // `UsageRecorded` (before each end, where the host measures CPU time) is tests/usage.rs's.
     let events = s.events(&first).await;
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["type"].as_str().unwrap_or(""))
-        .filter(|k| *k != "FollowupsDelivered")
+        .filter(|k| *k != "FollowupsDelivered" && *k != "UsageRecorded")
         .collect();
     assert_eq!(
         kinds,
@@ -374,6 +375,7 @@ fi"#,
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .filter(|kind| kind != "UsageRecorded")
         .collect();
     assert_eq!(
         kinds,
@@ -451,7 +453,12 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
         ["resume", "--", "thread-crash-1", "--before the crash"],
         "{argv:?}"
     );
-    let events = s.events(&id).await;
+    let events: Vec<Value> = s
+        .events(&id)
+        .await
+        .into_iter()
+        .filter(|e| e["type"] != "UsageRecorded")
+        .collect();
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["type"].as_str().unwrap_or(""))
@@ -681,6 +688,7 @@ while true; do sleep 0.1; done"#,
         out.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .map(|e| e["type"].as_str().unwrap_or("").to_string())
+            .filter(|kind| kind != "UsageRecorded")
             .collect()
     };
     assert_eq!(types(&running_id), ["Created", "Started", "Failed"]);
@@ -736,11 +744,13 @@ while true; do sleep 0.1; done"#,
     );
 }
 
+/// The run's event types, without `UsageRecorded` (host-dependent; tests/usage.rs's).
 async fn types_online(s: &Server, id: &str) -> Vec<String> {
     s.events(id)
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
+        .filter(|kind| kind != "UsageRecorded")
         .collect()
 }
 

@@ -159,6 +159,13 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     let (status, list_before) = s.get(&admin, "/agent/runs?limit=100").await;
     assert_eq!(status, 200);
     s.kill();
+    // 18, and a `UsageRecorded` for each command execution where the host measures CPU time.
+    let usage_events = before
+        .iter()
+        .flat_map(|(_, events)| events)
+        .filter(|e| e["type"] == "UsageRecorded")
+        .count();
+    let events = 18 + usage_events;
 
     let data = path_str(&s.data_dir).to_string();
     let backup = old.path().join("backup.jsonl");
@@ -176,7 +183,9 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     assert!(ok, "{err}");
     assert!(err.contains("WARNING") && err.contains("private"), "{err}");
     assert!(
-        err.contains("exported 18 events, 3 API keys and 2 instance secrets"),
+        err.contains(&format!(
+            "exported {events} events, 3 API keys and 2 instance secrets"
+        )),
         "{err}"
     );
     use std::os::unix::fs::PermissionsExt;
@@ -201,7 +210,9 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     );
     assert!(ok, "{err}");
     assert!(
-        err.contains("imported 18 events of 5 runs, 3 API keys and 2 instance secrets"),
+        err.contains(&format!(
+            "imported {events} events of 5 runs, 3 API keys and 2 instance secrets"
+        )),
         "{err}"
     );
     assert!(

@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use runledger::domain::{
-    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, RunCreated, RunId,
-    SourceType, StatusMessage, Timestamp,
+    AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
+    InferenceCost, McpServer, RunCreated, RunId, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -84,6 +84,26 @@ fn samples() -> Vec<(&'static str, Event)> {
             },
         ),
         ("requeued", Event::Requeued { execution: 2 }),
+        (
+            "usage_recorded",
+            Event::UsageRecorded {
+                execution: 2,
+                usage: ExecutionUsage {
+                    tokens: Some(Tokens {
+                        input: 12_000,
+                        cached_input: 3_000,
+                        output: 800,
+                    }),
+                    model: Some("claude-sonnet-x".into()),
+                    inference: Some(InferenceCost {
+                        nano_usd: 41_250_000,
+                        source: CostSource::Prices,
+                    }),
+                    cpu_ms: Some(1_750),
+                    compute_nano_usd: Some(175_000),
+                },
+            },
+        ),
     ]
 }
 
@@ -136,7 +156,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Failed { .. }
             | Event::Cancelled { .. }
             | Event::FollowupsDelivered { .. }
-            | Event::Requeued { .. } => {}
+            | Event::Requeued { .. }
+            | Event::UsageRecorded { .. } => {}
         }
     }
     let all = [
@@ -148,6 +169,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Cancelled",
         "FollowupsDelivered",
         "Requeued",
+        "UsageRecorded",
     ];
     assert_eq!(kinds, all);
 }

@@ -10,8 +10,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use runledger::domain::{
-    decide, evolve, AgentConfig, Command, Creator, CreatorKind, FollowupMode, Run, RunCreated,
-    RunId, RunState, SourceType, StatusMessage, Timestamp,
+    decide, evolve, AgentConfig, Command, CostSource, Creator, CreatorKind, ExecutionUsage,
+    FollowupMode, InferenceCost, Run, RunCreated, RunId, RunState, SourceType, StatusMessage,
+    Timestamp, Tokens,
 };
 use runledger::projection::{keys, Index, Order, Query, SortBy};
 use runledger::store::{self, Store};
@@ -36,6 +37,9 @@ enum Step {
     Followup,
     /// The execution in progress takes one follow-up owed to it.
     Deliver,
+    /// What the latest execution used (refused, like a stale finish, when there is none or it
+    /// was recorded already).
+    Usage(u8),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -45,7 +49,8 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Fail),
         Just(Step::Cancel),
         Just(Step::Followup),
-        Just(Step::Deliver)
+        Just(Step::Deliver),
+        any::<u8>().prop_map(Step::Usage),
     ]
 }
 
@@ -117,6 +122,27 @@ fn command(step: Step, run: &Run) -> Command {
         Step::Deliver => Command::Delivered {
             execution: run.executions,
             count: 1,
+        },
+        Step::Usage(n) => Command::RecordUsage {
+            execution: run.executions,
+            usage: ExecutionUsage {
+                tokens: (n % 2 == 0).then_some(Tokens {
+                    input: u64::from(n) * 1000,
+                    cached_input: u64::from(n),
+                    output: u64::from(n) * 10,
+                }),
+                model: Some(format!("model{}", n % 3)),
+                inference: (n % 3 != 0).then_some(InferenceCost {
+                    nano_usd: u64::from(n) * 1_000_003,
+                    source: if n % 2 == 0 {
+                        CostSource::Prices
+                    } else {
+                        CostSource::Cli
+                    },
+                }),
+                cpu_ms: (n % 5 != 0).then_some(u64::from(n) * 7),
+                compute_nano_usd: (n % 4 != 0).then_some(u64::from(n) * 11),
+            },
         },
     }
 }
@@ -250,6 +276,45 @@ proptest! {
     /// The tally is counted once, moved by every write, saved (as at a clean stop) and kept
     /// writing after; whatever the next open takes, a saved copy or a walk of the ranges, and
     /// whatever a rebuild saves, is exact.
+    /// The usage totals per environment, like the tally: summed once, moved by every write,
+    /// saved (as at a clean stop), and exact whatever the next open or a rebuild starts from.
+    #[test]
+    fn the_usage_totals_kept_by_writes_equal_a_fresh_sum(
+        specs in proptest::collection::vec(run_spec(), 1..25),
+        counted_after in 0usize..25,
+        saved_after in 0usize..25,
+    ) {
+        let (_dir, store, index) = open();
+        let counted = counted_after.min(specs.len());
+        let saved = saved_after.clamp(counted, specs.len());
+        let mut live = populate(&store, &index, &specs[..counted]);
+        index.usage_by_environment().expect("sum");
+        live.extend(populate_from(&store, &index, &specs[counted..saved], counted));
+        index.save_tally().expect("save");
+        live.extend(populate_from(&store, &index, &specs[saved..], saved));
+        let mut want: runledger::projection::UsageByEnvironment = BTreeMap::new();
+        for run in &live {
+            let u = &run.usage;
+            let t = want
+                .entry(run.config.environment_id.clone().unwrap_or_default())
+                .or_default();
+            t.inference_nano_usd += u.inference_nano_usd.unwrap_or(0);
+            t.compute_nano_usd += u.compute_nano_usd.unwrap_or(0);
+            t.input_tokens += u.input_tokens;
+            t.output_tokens += u.output_tokens;
+            t.cpu_ms += u.cpu_ms;
+        }
+        want.retain(|_, t| *t != Default::default());
+        let kept = |got: runledger::projection::UsageByEnvironment| -> runledger::projection::UsageByEnvironment {
+            got.into_iter().filter(|(_, t)| *t != Default::default()).collect()
+        };
+        prop_assert_eq!(kept(index.usage_by_environment().expect("kept")), want.clone());
+        let fresh = Index::open(store.db()).expect("reopen");
+        prop_assert_eq!(kept(fresh.usage_by_environment().expect("reopened")), want.clone());
+        index.rebuild(&store).expect("rebuild");
+        prop_assert_eq!(kept(index.usage_by_environment().expect("after rebuild")), want);
+    }
+
     #[test]
     fn the_state_tally_kept_by_writes_equals_a_fresh_count(
         specs in proptest::collection::vec(run_spec(), 1..25),

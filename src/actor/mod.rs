@@ -233,6 +233,20 @@ impl Runs {
         }
     }
 
+    /// What the runs of each environment used, from an index that holds every command
+    /// acknowledged before the call. The first call after a start without saved totals sums
+    /// the index's rows (see `Index::usage_by_environment`), so it runs off the async worker.
+    pub async fn usage_by_environment(
+        &self,
+    ) -> Result<crate::projection::UsageByEnvironment, Error> {
+        self.inner.projector.caught_up().await;
+        let index = self.inner.index.clone();
+        match actix_web::web::block(move || index.usage_by_environment()).await {
+            Ok(usage) => Ok(usage?),
+            Err(_) => Err(Error::Unavailable),
+        }
+    }
+
     /// Applies every acknowledged command to the index, stops the projector and saves the
     /// index's runs per state for the next start (at shutdown, before the last sync, so that no
     /// run is left marked dirty and the next start need not count the runs per state).

@@ -115,11 +115,13 @@ impl Handler<Execute> for RunActor {
             return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable))));
         }
         self.reset_idle(ctx);
-        // Recording how an execution ended (and what it took) is admitted while the store is
-        // only low on space;
-        // everything else adds work (or starts an agent that would add output).
+        // Recording how an execution ended (what it took and used, which come just before)
+        // is admitted while the store is only low on space; everything else adds work (or
+        // starts an agent that would add output).
         let writer = match command {
-            Command::Finish { .. } | Command::Delivered { .. } => store::Writer::Internal,
+            Command::Finish { .. } | Command::Delivered { .. } | Command::RecordUsage { .. } => {
+                store::Writer::Internal
+            }
             _ => store::Writer::Client,
         };
         let prepared = self.load().and_then(|current| {

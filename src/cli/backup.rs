@@ -770,8 +770,8 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
 mod tests {
     use super::*;
     use crate::domain::{
-        AgentConfig, Creator, CreatorKind, FollowupMode, McpServer, RunCreated, SourceType,
-        StatusMessage,
+        AgentConfig, CostSource, Creator, CreatorKind, ExecutionUsage, FollowupMode, InferenceCost,
+        McpServer, RunCreated, SourceType, StatusMessage, Tokens,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
@@ -896,7 +896,41 @@ mod tests {
             (any::<u32>(), any::<u32>())
                 .prop_map(|(execution, count)| Event::FollowupsDelivered { execution, count }),
             any::<u32>().prop_map(|execution| Event::Requeued { execution }),
+            (any::<u32>(), execution_usage())
+                .prop_map(|(execution, usage)| Event::UsageRecorded { execution, usage }),
         ]
+    }
+
+    fn execution_usage() -> impl Strategy<Value = ExecutionUsage> {
+        let tokens =
+            (any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(input, cached_input, output)| {
+                Tokens {
+                    input,
+                    cached_input,
+                    output,
+                }
+            });
+        let cost = (
+            any::<u64>(),
+            proptest::sample::select(vec![CostSource::Cli, CostSource::Prices]),
+        )
+            .prop_map(|(nano_usd, source)| InferenceCost { nano_usd, source });
+        (
+            proptest::option::of(tokens),
+            opt_text(),
+            proptest::option::of(cost),
+            proptest::option::of(any::<u64>()),
+            proptest::option::of(any::<u64>()),
+        )
+            .prop_map(|(tokens, model, inference, cpu_ms, compute_nano_usd)| {
+                ExecutionUsage {
+                    tokens,
+                    model,
+                    inference,
+                    cpu_ms,
+                    compute_nano_usd,
+                }
+            })
     }
 
     fn envelope() -> impl Strategy<Value = Envelope> {
@@ -978,6 +1012,23 @@ mod tests {
                 count: 3,
             },
             Event::Requeued { execution: 2 },
+            Event::UsageRecorded {
+                execution: 3,
+                usage: ExecutionUsage {
+                    tokens: Some(Tokens {
+                        input: 1200,
+                        cached_input: 200,
+                        output: 80,
+                    }),
+                    model: Some("claude-x".into()),
+                    inference: Some(InferenceCost {
+                        nano_usd: 12_300_000,
+                        source: CostSource::Cli,
+                    }),
+                    cpu_ms: Some(1500),
+                    compute_nano_usd: Some(20_833),
+                },
+            },
         ]
     }
 
@@ -994,9 +1045,10 @@ mod tests {
             Event::Cancelled { .. } => 5,
             Event::FollowupsDelivered { .. } => 6,
             Event::Requeued { .. } => 7,
+            Event::UsageRecorded { .. } => 8,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),

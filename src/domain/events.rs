@@ -41,6 +41,13 @@ pub enum Event {
     /// queued again for them: the first resumes it, the rest wait for its next execution.
     /// Recorded with the execution's `Succeeded` or `Failed`.
     Requeued { execution: u32 },
+    /// What execution `execution` used, with its costs priced when it was recorded (so a later
+    /// change of the configured prices never rewrites history). Recorded once per execution,
+    /// before the event that ends it.
+    UsageRecorded {
+        execution: u32,
+        usage: ExecutionUsage,
+    },
 }
 
 impl Event {
@@ -55,6 +62,7 @@ impl Event {
             Event::Cancelled { .. } => "Cancelled",
             Event::FollowupsDelivered { .. } => "FollowupsDelivered",
             Event::Requeued { .. } => "Requeued",
+            Event::UsageRecorded { .. } => "UsageRecorded",
         }
     }
 }
@@ -192,4 +200,61 @@ pub struct StatusMessage {
     pub message: String,
     pub error_code: Option<String>,
     pub retryable: Option<bool>,
+}
+
+/// What one execution used. Every figure is optional: absent means not known (the agent
+/// reported no tokens, no price was configured, the host could not measure CPU time), never 0.
+/// Costs are in nano-dollars (1e-9 USD): integers, so sums are exact and the log stays `Eq`.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct ExecutionUsage {
+    /// The tokens the agent's CLI reported.
+    pub tokens: Option<Tokens>,
+    /// The model the tokens were priced for: the one the CLI reported, else the run's
+    /// `model_id`.
+    pub model: Option<String>,
+    /// The inference cost and where it came from.
+    pub inference: Option<InferenceCost>,
+    /// CPU time of the execution's whole process tree (setup included), in milliseconds.
+    pub cpu_ms: Option<u64>,
+    /// `cpu_ms` at the configured compute price, in nano-dollars.
+    pub compute_nano_usd: Option<u64>,
+}
+
+/// Tokens of one execution. `input` counts every prompt token, the cached ones included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct Tokens {
+    pub input: u64,
+    pub cached_input: u64,
+    pub output: u64,
+}
+
+/// An inference cost in nano-dollars and its source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InferenceCost {
+    pub nano_usd: u64,
+    pub source: CostSource,
+}
+
+/// Where an inference cost came from. Append new values at the end only.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum CostSource {
+    /// The CLI's own cost report (Claude Code's `total_cost_usd`).
+    Cli,
+    /// The tokens at the per-model prices configured when it was recorded.
+    Prices,
+}
+
+impl CostSource {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CostSource::Cli => "cli",
+            CostSource::Prices => "prices",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<CostSource> {
+        [CostSource::Cli, CostSource::Prices]
+            .into_iter()
+            .find(|c| c.as_str() == s)
+    }
 }

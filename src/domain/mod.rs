@@ -11,12 +11,13 @@ pub mod ids;
 pub mod run;
 
 pub use events::{
-    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, RunCreated, SourceType,
-    StatusMessage,
+    AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
+    InferenceCost, McpServer, RunCreated, SourceType, StatusMessage, Tokens,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{
-    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection, Run, RunState,
+    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection, Run,
+    RunState, RunUsage,
 };
 
 /// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.

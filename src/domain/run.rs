@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::events::{
-    AgentConfig, Creator, Event, FollowupMode, RunCreated, SourceType, StatusMessage,
+    AgentConfig, Creator, Event, ExecutionUsage, FollowupMode, RunCreated, SourceType,
+    StatusMessage,
 };
 use super::ids::{RunId, Timestamp};
 
@@ -96,6 +97,43 @@ pub struct Run {
     pub execution_started_at: Option<Timestamp>,
     /// Number of events folded; the next event's sequence number.
     pub next_seq: u64,
+    /// What the run's executions used, summed over those whose usage was recorded.
+    pub usage: RunUsage,
+}
+
+/// The sum of a run's recorded `ExecutionUsage`s. A cost is `None` until some execution
+/// recorded one: an unknown cost is never reported as 0.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunUsage {
+    pub inference_nano_usd: Option<u64>,
+    pub compute_nano_usd: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cpu_ms: u64,
+    /// The latest execution whose usage was recorded (0: none), so each is recorded once.
+    pub recorded: u32,
+}
+
+impl RunUsage {
+    /// Adds one execution's usage. Saturating: a sum never wraps into a small number.
+    fn add(&mut self, execution: u32, usage: &ExecutionUsage) {
+        fn plus(sum: &mut Option<u64>, part: Option<u64>) {
+            if let Some(part) = part {
+                *sum = Some(sum.unwrap_or(0).saturating_add(part));
+            }
+        }
+        plus(
+            &mut self.inference_nano_usd,
+            usage.inference.map(|c| c.nano_usd),
+        );
+        plus(&mut self.compute_nano_usd, usage.compute_nano_usd);
+        if let Some(tokens) = usage.tokens {
+            self.input_tokens = self.input_tokens.saturating_add(tokens.input);
+            self.output_tokens = self.output_tokens.saturating_add(tokens.output);
+        }
+        self.cpu_ms = self.cpu_ms.saturating_add(usage.cpu_ms.unwrap_or(0));
+        self.recorded = self.recorded.max(execution);
+    }
 }
 
 impl Run {
@@ -138,6 +176,11 @@ pub enum Command {
     Delivered {
         execution: u32,
         count: u32,
+    },
+    /// What execution `execution` used, priced by the shell.
+    RecordUsage {
+        execution: u32,
+        usage: ExecutionUsage,
     },
 }
 
@@ -281,6 +324,15 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             }
             decision(vec![Event::FollowupsDelivered { execution, count }], vec![])
         }
+        // The latest execution only, and once: its usage is recorded before its end, or
+        // after a cancel stopped it (the CPU time was spent all the same). An earlier
+        // execution's report is as stale as its `Finish` would be.
+        Command::RecordUsage { execution, usage } => {
+            if execution == 0 || execution != run.executions || run.usage.recorded >= execution {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(vec![Event::UsageRecorded { execution, usage }], vec![])
+        }
     }
 }
 
@@ -310,6 +362,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run_time_ms: 0,
                 execution_started_at: None,
                 next_seq: 1,
+                usage: RunUsage::default(),
             }),
             _ => None,
         };
@@ -373,6 +426,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run.status_message = None;
             }
         }
+        Event::UsageRecorded { execution, usage } => run.usage.add(*execution, usage),
     }
     Some(run)
 }
@@ -412,6 +466,7 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
                     && !r.owed.is_empty()
             });
         }
+        Event::UsageRecorded { execution, usage } => Command::RecordUsage { execution, usage },
     };
     // An event is recordable as the first event of its command's decision (a `Finish` may
     // add a `Requeued`, checked on its own above).
@@ -763,6 +818,111 @@ mod tests {
             by: "k".into(),
         };
         assert_eq!(given(&history, more), Err(Rejection::TooManyPending));
+    }
+
+    fn usage(input: u64, nano_usd: Option<u64>, cpu_ms: Option<u64>) -> ExecutionUsage {
+        use crate::domain::events::{CostSource, InferenceCost, Tokens};
+        ExecutionUsage {
+            tokens: Some(Tokens {
+                input,
+                cached_input: 0,
+                output: 1,
+            }),
+            model: Some("m".into()),
+            inference: nano_usd.map(|nano_usd| InferenceCost {
+                nano_usd,
+                source: CostSource::Prices,
+            }),
+            cpu_ms,
+            compute_nano_usd: cpu_ms.map(|ms| ms * 10),
+        }
+    }
+
+    #[test]
+    fn usage_is_recorded_once_for_the_latest_execution_and_summed() {
+        let running = [Event::Created(created()), Event::Started { execution: 1 }];
+        let record = |execution, u: ExecutionUsage| Command::RecordUsage {
+            execution,
+            usage: u,
+        };
+        let d = given(&running, record(1, usage(10, Some(5), None))).expect("accepted");
+        assert_eq!(d.effects, vec![]);
+        let mut all = running.to_vec();
+        all.extend(d.events);
+        assert_eq!(
+            given(&all, record(1, usage(1, None, None))),
+            Err(Rejection::StaleExecution(1)),
+            "once per execution"
+        );
+        assert_eq!(
+            given(&all, record(2, usage(1, None, None))),
+            Err(Rejection::StaleExecution(2)),
+            "not an execution that never started"
+        );
+        all.push(Event::Succeeded { execution: 1 });
+        all.push(Event::FollowupReceived {
+            message: "more".into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        });
+        all.push(Event::Started { execution: 2 });
+        assert_eq!(
+            given(&all, record(1, usage(1, None, None))),
+            Err(Rejection::StaleExecution(1)),
+            "an earlier execution is stale"
+        );
+        let d = given(&all, record(2, usage(20, None, Some(7)))).expect("accepted");
+        all.extend(d.events);
+        let run = state_after(&all);
+        assert_eq!(
+            run.usage,
+            RunUsage {
+                inference_nano_usd: Some(5),
+                compute_nano_usd: Some(70),
+                input_tokens: 30,
+                output_tokens: 2,
+                cpu_ms: 7,
+                recorded: 2,
+            }
+        );
+        // The state is not moved: recording usage changes only the sums.
+        assert_eq!(run.state, RunState::InProgress);
+        for (i, event) in all.iter().enumerate() {
+            let before = (i > 0).then(|| state_after(&all[..i]));
+            assert!(recordable(before.as_ref(), event), "event {i}");
+        }
+    }
+
+    #[test]
+    fn a_cancelled_execution_still_records_its_usage() {
+        let cancelled = [
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ];
+        let d = given(
+            &cancelled,
+            Command::RecordUsage {
+                execution: 1,
+                usage: usage(1, None, Some(3)),
+            },
+        )
+        .expect("accepted");
+        let mut all = cancelled.to_vec();
+        all.extend(d.events);
+        let run = state_after(&all);
+        assert_eq!(run.state, RunState::Cancelled);
+        assert_eq!(run.usage.cpu_ms, 3);
+        assert_eq!(run.usage.inference_nano_usd, None, "unknown stays unknown");
+    }
+
+    #[test]
+    fn usage_sums_saturate() {
+        let mut sums = RunUsage::default();
+        sums.add(1, &usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10)));
+        sums.add(2, &usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10)));
+        assert_eq!(sums.input_tokens, u64::MAX);
+        assert_eq!(sums.inference_nano_usd, Some(u64::MAX));
     }
 
     #[test]

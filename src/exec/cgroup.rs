@@ -8,6 +8,12 @@
 //! then gets `<that>/<run id>-<n>` with its limits, its processes enter it before they exec (see
 //! `wrap`), and after the execution the leaf tells whether a limit was hit and is removed.
 //!
+//! Every execution also gets a leaf for CPU accounting when the host allows it (the `cpuacct`
+//! controller of v1, or `cpu.stat`, which every v2 cgroup has): its CPU time is that of every
+//! process that ever ran in it, setup included, however the tree forked or daemonized
+//! (`docs/decisions/0017-cpu-accounting.md`). Without it (a non-root server without a delegated
+//! cgroup), CPU time is not measured, and start-up logs that once.
+//!
 //! This module owns the cgroup files; it starts no process and signals none.
 
 use std::path::{Path, PathBuf};
@@ -33,6 +39,9 @@ enum Controller {
     Memory,
     Pids,
     Cpu,
+    /// CPU accounting only: no limit, no controller to enable on v2 (`cpu.stat` is always
+    /// there).
+    Cpuacct,
 }
 
 impl Controller {
@@ -41,6 +50,7 @@ impl Controller {
             Controller::Memory => "memory",
             Controller::Pids => "pids",
             Controller::Cpu => "cpu",
+            Controller::Cpuacct => "cpuacct",
         }
     }
 
@@ -49,6 +59,7 @@ impl Controller {
             Controller::Memory => "memory_mb",
             Controller::Pids => "pids_max",
             Controller::Cpu => "cpu_percent",
+            Controller::Cpuacct => "",
         }
     }
 }
@@ -116,8 +127,24 @@ impl Cgroups {
                 cgroups.hierarchies.push(hierarchy);
             }
         }
+        // Accounting is best effort: a host that does not let the server make cgroups still
+        // runs agents, only without a measured CPU time (and so without a compute cost).
+        match find(&own, Controller::Cpuacct, instance) {
+            Ok(hierarchy) => cgroups.hierarchies.push(hierarchy),
+            Err(problem) => tracing::warn!(
+                %problem,
+                "executions' CPU time cannot be measured on this host; runs get no compute_cost"
+            ),
+        }
         cgroups.remove_stale();
         Ok(cgroups)
+    }
+
+    /// Whether executions' CPU time is measured.
+    pub fn accounts_cpu(&self) -> bool {
+        self.hierarchies
+            .iter()
+            .any(|h| h.controller == Controller::Cpuacct)
     }
 
     /// Removes the leaves an earlier server of this instance left (their processes were killed
@@ -143,10 +170,11 @@ impl Cgroups {
         }
     }
 
-    /// Creates an execution's cgroup with its environment's limits; `None` without limits.
+    /// Creates an execution's cgroup with its environment's limits and CPU accounting; `None`
+    /// when there is neither.
     pub fn create(&self, env: &Environment, name: &str) -> std::io::Result<Option<Leaf>> {
         let limits = env.limits;
-        if !limits.any() {
+        if !limits.any() && !self.accounts_cpu() {
             return Ok(None);
         }
         let mut leaf = Leaf {
@@ -180,6 +208,7 @@ impl Cgroups {
                         ("cpu.cfs_quota_us", (p * 1000).to_string()),
                     ],
                 },
+                (Controller::Cpuacct, _) => vec![],
             };
             let dir = h.base.join(name);
             match std::fs::create_dir(&dir) {
@@ -239,10 +268,34 @@ impl Leaf {
                         ));
                     }
                 }
-                Controller::Cpu => {}
+                Controller::Cpu | Controller::Cpuacct => {}
             }
         }
         None
+    }
+
+    /// The CPU time (user and system) of every process that ran in the cgroup so far; `None`
+    /// when the execution has no accounting cgroup or its counter cannot be read. Read once its
+    /// processes are gone, it is the execution's whole CPU time.
+    pub fn cpu_time(&self) -> Option<std::time::Duration> {
+        let (_, dir, v2) = self
+            .dirs
+            .iter()
+            .find(|(c, _, _)| *c == Controller::Cpuacct)?;
+        if *v2 {
+            let usec = std::fs::read_to_string(dir.join("cpu.stat"))
+                .ok()?
+                .lines()
+                .find_map(|l| l.strip_prefix("usage_usec ")?.trim().parse::<u64>().ok())?;
+            Some(std::time::Duration::from_micros(usec))
+        } else {
+            let nanos = std::fs::read_to_string(dir.join("cpuacct.usage"))
+                .ok()?
+                .trim()
+                .parse::<u64>()
+                .ok()?;
+            Some(std::time::Duration::from_nanos(nanos))
+        }
     }
 
     /// Removes the cgroup once its processes are gone (a killed process can take a moment to
@@ -305,7 +358,8 @@ fn find(own: &str, controller: Controller, instance: &str) -> Result<Hierarchy, 
             let mount = PathBuf::from("/sys/fs/cgroup");
             let available =
                 std::fs::read_to_string(mount.join("cgroup.controllers")).unwrap_or_default();
-            if !available.split_whitespace().any(|c| c == name) {
+            if controller != Controller::Cpuacct && !available.split_whitespace().any(|c| c == name)
+            {
                 return Err(format!(
                     "the cgroup v2 hierarchy offers no {name} controller"
                 ));
@@ -321,7 +375,7 @@ fn find(own: &str, controller: Controller, instance: &str) -> Result<Hierarchy, 
         }
         _ => {}
     }
-    if v2 {
+    if v2 && controller != Controller::Cpuacct {
         // Controllers reach a child only through each parent's subtree_control. (A cgroup
         // with processes of its own cannot delegate them: the server must then be started in
         // a leaf of a delegated subtree, e.g. by systemd with Delegate=yes.)

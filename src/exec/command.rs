@@ -26,7 +26,7 @@ use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
 use super::{Assignment, Control, Deliveries, Supervision};
 use crate::config::{Harness, Sandbox};
-use crate::domain::{Followup, StatusMessage};
+use crate::domain::{ExecutionUsage, Followup, StatusMessage};
 
 /// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
 /// (`MAX_ARG_STRLEN`), with room for an option name in front.
@@ -795,8 +795,10 @@ struct Execution<'a> {
     deliveries: Deliveries,
     /// Follow-ups written to Claude Code's input that it had not taken when it ended.
     unconfirmed: u32,
-    /// The execution's cgroup, when its environment sets limits.
+    /// The execution's cgroup, when its environment sets limits or the host accounts CPU.
     leaf: Option<Leaf>,
+    /// What the CLI's turns of this execution reported, added up.
+    usage: observe::Usage,
 }
 
 impl Execution<'_> {
@@ -823,25 +825,35 @@ impl Execution<'_> {
 }
 
 /// Runs one execution of a command-harness agent: prepare, setup, start, supervise, finish.
+/// Returns its outcome and what it used (`None` when nothing is known).
 pub(super) async fn run(
     job: &Assignment,
     sup: &Supervision,
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
-) -> Outcome {
+) -> (Outcome, Option<ExecutionUsage>) {
     let mut x = match prepare(job, sup, control, deliveries) {
         Ok(x) => x,
-        Err(message) => return Some(Err(message)),
+        Err(message) => return (Some(Err(message)), None),
     };
     let outcome = execute(&mut x).await;
     if let (Some(Err(_)), Some(limit)) = (&outcome, x.leaf.as_ref().and_then(Leaf::exceeded)) {
         x.system(limit);
     }
     let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
+    // Every process of the execution has been stopped by now, so the cgroup's counter is the
+    // whole tree's CPU time.
+    let cpu = x.leaf.as_ref().and_then(Leaf::cpu_time);
     if let Some(leaf) = x.leaf.take() {
         leaf.remove().await;
     }
-    outcome
+    let usage = super::usage::execution_usage(
+        &x.usage,
+        job.run.config.model_id.as_deref(),
+        cpu,
+        &sup.prices,
+    );
+    (outcome, usage)
 }
 
 fn is_preset(harness: Harness) -> bool {
@@ -1025,6 +1037,7 @@ fn prepare<'a>(
         deliveries,
         unconfirmed: 0,
         leaf,
+        usage: observe::Usage::default(),
     })
 }
 
@@ -1359,6 +1372,9 @@ fn findable(program: &str, workspace: &Path, path: Option<&str>) -> bool {
 /// its CLI reported (an exit 0 with denied tools or an error result fails), and the session
 /// id it reported is kept for the next execution.
 fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Output)) -> Outcome {
+    if let Some(observer) = &output.observer {
+        x.usage.absorb(observer.usage());
+    }
     if let Some(id) = output.observer.as_ref().and_then(Observer::session) {
         if saved_session(x).as_deref() != Some(id) {
             if let Err(e) = write_private(&x.session_path, id.as_bytes()) {

@@ -20,6 +20,7 @@ pub mod process;
 pub mod repos;
 pub mod sandbox;
 pub mod transcript;
+pub mod usage;
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -27,12 +28,12 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::config::{Environment, Harness};
-use crate::domain::{Command, Followup, Run, RunId, StatusMessage};
+use crate::domain::{Command, ExecutionUsage, Followup, Run, RunId, StatusMessage};
 pub use transcript::Transcripts;
 
-/// How the executor reports back: a queued run taking its slot, and an execution's end. Both go
-/// through the run's actor (`actor::Runs` implements this), so the executor never writes an
-/// event itself and never needs more of the service than these two calls.
+/// How the executor reports back: a queued run taking its slot, what an execution used, and its
+/// end. All go through the run's actor (`actor::Runs` implements this), so the executor never
+/// writes an event itself and never needs more of the service than these calls.
 pub trait Report: Clone + 'static {
     /// Whether new work may start: `false` while the store refuses writes (it is low on space
     /// or failed), when an agent would only add output to a filling disk and its start would be
@@ -55,6 +56,14 @@ pub trait Report: Clone + 'static {
         id: RunId,
         execution: u32,
         count: u32,
+    ) -> impl std::future::Future<Output = ()>;
+    /// Records what an execution used, before its `finish` (so the usage is durable with the
+    /// run's end). A refusal (an earlier execution's report, or a second one) is only logged.
+    fn record_usage(
+        &self,
+        id: RunId,
+        execution: u32,
+        usage: ExecutionUsage,
     ) -> impl std::future::Future<Output = ()>;
 }
 
@@ -135,6 +144,13 @@ impl Report for crate::actor::Runs {
             tracing::debug!(run_id = %id, error = %e, "delivery not recorded");
         }
     }
+
+    async fn record_usage(&self, id: RunId, execution: u32, usage: ExecutionUsage) {
+        let record = Command::RecordUsage { execution, usage };
+        if let Err(e) = self.execute(id, record).await {
+            tracing::debug!(run_id = %id, error = %e, "usage not recorded");
+        }
+    }
 }
 
 /// What a live agent can be told.
@@ -183,6 +199,8 @@ pub struct Supervision {
     pub mirrors: repos::Mirrors,
     /// `[secrets]`, for the environments that list them.
     pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
+    /// `[prices]`, for the cost of each execution's usage when it is recorded.
+    pub prices: Arc<crate::config::Prices>,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -456,24 +474,31 @@ impl Executor {
             let deliveries = Deliveries(reports);
             let work = async {
                 match environment.harness {
-                    _ if shutting_down => None,
+                    _ if shutting_down => (None, None),
                     // Running it elsewhere could mean another harness and other credentials.
-                    _ if !configured => Some(Err(StatusMessage {
-                        message: format!(
-                            "the run's environment {:?} is no longer configured",
-                            assignment
-                                .run
-                                .config
-                                .environment_id
-                                .as_deref()
-                                .unwrap_or("")
-                        ),
-                        error_code: Some("resource_not_found".into()),
-                        retryable: Some(false),
-                    })),
+                    _ if !configured => (
+                        Some(Err(StatusMessage {
+                            message: format!(
+                                "the run's environment {:?} is no longer configured",
+                                assignment
+                                    .run
+                                    .config
+                                    .environment_id
+                                    .as_deref()
+                                    .unwrap_or("")
+                            ),
+                            error_code: Some("resource_not_found".into()),
+                            retryable: Some(false),
+                        })),
+                        None,
+                    ),
+                    // In-process: no tokens, and no process of its own to measure.
                     Harness::Demo => {
                         let transcripts = &executor.supervision.transcripts;
-                        demo::run(&assignment, transcripts, rx, deliveries).await
+                        (
+                            demo::run(&assignment, transcripts, rx, deliveries).await,
+                            None,
+                        )
                     }
                     Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
                         command::run(&assignment, &executor.supervision, rx, deliveries).await
@@ -481,7 +506,7 @@ impl Executor {
                 }
             };
             // The harness's handle goes with it, so the recording ends after the harness.
-            let (outcome, ()) =
+            let ((outcome, usage), ()) =
                 tokio::join!(work, record_deliveries(&runs, id, execution, delivered));
             {
                 let mut state = executor.state();
@@ -501,6 +526,11 @@ impl Executor {
                 _ if executor.state().shutting_down => Some(Err(interrupted_by_shutdown())),
                 other => other,
             };
+            // Before the end, so the usage is durable when the run's end is; also for a stopped
+            // execution (its CPU time and tokens were spent all the same).
+            if let Some(usage) = usage {
+                runs.record_usage(id, execution, usage).await;
+            }
             // `None`: the agent was stopped (the run is already cancelled).
             if let Some(outcome) = outcome {
                 runs.finish(id, execution, outcome).await;

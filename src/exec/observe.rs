@@ -25,13 +25,65 @@ const NOISE: &[&str] = &[
 /// Tool calls remembered to name a later denial.
 const CALLS_KEPT: usize = 64;
 
-/// Tokens and cost the CLI reported for one execution.
+/// The most tokens one usage report may claim; a larger count (or a negative, fractional or
+/// non-numeric one) is not believed, and the report is ignored rather than poisoning sums.
+pub const MAX_TOKENS: u64 = 1_000_000_000_000;
+/// The largest cost one CLI report may claim, in US dollars; a larger, negative or non-finite
+/// one is ignored (the tokens are priced instead, where a price is configured).
+pub const MAX_COST_USD: f64 = 100_000.0;
+
+/// Tokens and cost the CLI reported, for one turn or (added up) for a whole execution.
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct Usage {
+    /// Turns whose usage report was believed; the figures below are their sums.
+    pub turns: u32,
+    /// Every prompt token, cached ones included.
     pub input_tokens: u64,
+    /// The part of `input_tokens` read from the provider's prompt cache.
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
-    /// The CLI's own cost figure (Claude Code's `total_cost_usd`), when it gives one.
+    /// The CLI's own cost figure (Claude Code's `total_cost_usd`), when every turn gave one.
     pub cost_usd: Option<f64>,
+    /// The model the CLI said it used (Claude Code's and Gemini CLI's `init` lines).
+    pub model: Option<String>,
+}
+
+impl Usage {
+    /// Adds a later turn's usage.
+    pub fn absorb(&mut self, turn: &Usage) {
+        if turn.turns == 0 {
+            self.model = self.model.take().or_else(|| turn.model.clone());
+            return;
+        }
+        self.cost_usd = match (self.turns, self.cost_usd, turn.cost_usd) {
+            (0, _, cost) => cost,
+            (_, Some(a), Some(b)) => Some(a + b),
+            // A turn without the CLI's figure: the execution's cost is priced from tokens.
+            _ => None,
+        };
+        self.turns += turn.turns;
+        self.input_tokens = self.input_tokens.saturating_add(turn.input_tokens);
+        self.cached_input_tokens = self
+            .cached_input_tokens
+            .saturating_add(turn.cached_input_tokens);
+        self.output_tokens = self.output_tokens.saturating_add(turn.output_tokens);
+        self.model = self.model.take().or_else(|| turn.model.clone());
+    }
+}
+
+/// A token count field of a usage report: 0 when absent, `Err` when present but not a count
+/// to believe.
+fn count(v: &serde_json::Value) -> Result<u64, ()> {
+    if v.is_null() {
+        return Ok(0);
+    }
+    v.as_u64().filter(|n| *n <= MAX_TOKENS).ok_or(())
+}
+
+/// A cost the CLI reported, if it is one to believe.
+fn cost(v: &serde_json::Value) -> Option<f64> {
+    v.as_f64()
+        .filter(|c| c.is_finite() && (0.0..=MAX_COST_USD).contains(c))
 }
 
 /// A failure the CLI reported in its own words.
@@ -184,13 +236,25 @@ impl Observer {
                         .unwrap_or("the CLI reported an error");
                     self.report(text, e["api_error_status"].as_u64());
                 }
+                // The result line's usage covers the whole turn; its input is the uncached
+                // part, the cache writes and the cache reads.
                 let usage = &e["usage"];
-                self.usage.input_tokens = usage["input_tokens"].as_u64().unwrap_or(0)
-                    + usage["cache_creation_input_tokens"].as_u64().unwrap_or(0)
-                    + usage["cache_read_input_tokens"].as_u64().unwrap_or(0);
-                self.usage.output_tokens = usage["output_tokens"].as_u64().unwrap_or(0);
-                self.usage.cost_usd = e["total_cost_usd"].as_f64();
+                let parts = (
+                    count(&usage["input_tokens"]),
+                    count(&usage["cache_creation_input_tokens"]),
+                    count(&usage["cache_read_input_tokens"]),
+                    count(&usage["output_tokens"]),
+                );
+                // With streaming input one process runs several turns: each result's usage is
+                // its own turn's, while `total_cost_usd` is the process's running total.
+                if let (Ok(input), Ok(written), Ok(read), Ok(output)) = parts {
+                    if usage.is_object() {
+                        self.add_usage(input + written + read, read, output);
+                    }
+                }
+                self.usage.cost_usd = cost(&e["total_cost_usd"]);
             }
+            Some("system") if e["subtype"] == "init" => self.set_model(e["model"].as_str()),
             Some("assistant") if e["error"].is_string() => {
                 // `"error": "authentication_failed"` with the reason as the message's text.
                 let text = e["message"]["content"]
@@ -218,9 +282,26 @@ impl Observer {
                 }
             }
             Some("turn.completed") => {
+                // Its input counts the cached tokens too (`cached_input_tokens`).
                 let usage = &e["usage"];
-                self.usage.input_tokens += usage["input_tokens"].as_u64().unwrap_or(0);
-                self.usage.output_tokens += usage["output_tokens"].as_u64().unwrap_or(0);
+                let parts = (
+                    count(&usage["input_tokens"]),
+                    count(&usage["cached_input_tokens"]),
+                    count(&usage["output_tokens"]),
+                );
+                if let (Ok(input), Ok(cached), Ok(output)) = parts {
+                    if usage.is_object() {
+                        let turn = Usage {
+                            turns: 1,
+                            input_tokens: input,
+                            cached_input_tokens: cached.min(input),
+                            output_tokens: output,
+                            cost_usd: None,
+                            model: None,
+                        };
+                        self.usage.absorb(&turn);
+                    }
+                }
             }
             _ => {}
         }
@@ -261,9 +342,49 @@ impl Observer {
                 let message = e["error"]["message"].as_str().unwrap_or("the CLI failed");
                 self.report(message, None);
             }
+            // `input_tokens` is the prompt, the cached part (`cached`) included.
             let stats = &e["stats"];
-            self.usage.input_tokens = stats["input_tokens"].as_u64().unwrap_or(0);
-            self.usage.output_tokens = stats["output_tokens"].as_u64().unwrap_or(0);
+            let parts = (
+                count(&stats["input_tokens"]),
+                count(&stats["cached"]),
+                count(&stats["output_tokens"]),
+            );
+            if let (Ok(input), Ok(cached), Ok(output)) = parts {
+                if stats.is_object() {
+                    self.set_usage(input, cached, output);
+                }
+            }
+        }
+        if e["type"] == "init" {
+            self.set_model(e["model"].as_str());
+        }
+    }
+
+    /// The usage report of a whole turn (Claude Code's and Gemini CLI's final line).
+    fn set_usage(&mut self, input: u64, cached: u64, output: u64) {
+        self.usage.turns = 1;
+        self.usage.input_tokens = input;
+        self.usage.cached_input_tokens = cached.min(input);
+        self.usage.output_tokens = output;
+    }
+
+    /// Adds one more turn of the same process (Claude Code's streaming input).
+    fn add_usage(&mut self, input: u64, cached: u64, output: u64) {
+        self.usage.turns = 1;
+        self.usage.input_tokens = self.usage.input_tokens.saturating_add(input);
+        self.usage.cached_input_tokens = self
+            .usage
+            .cached_input_tokens
+            .saturating_add(cached.min(input));
+        self.usage.output_tokens = self.usage.output_tokens.saturating_add(output);
+    }
+
+    fn set_model(&mut self, model: Option<&str>) {
+        // A model id is short and printable; anything else is not one to price by.
+        if let Some(m) = model
+            .filter(|m| !m.is_empty() && m.len() <= 200 && m.chars().all(|c| c.is_ascii_graphic()))
+        {
+            self.usage.model = Some(m.to_string());
         }
     }
 
@@ -531,6 +652,21 @@ mod tests {
             err.message
         );
         assert_eq!(err.error_code.as_deref(), Some("not_authorized"));
+    }
+
+    #[test]
+    fn claude_turns_of_one_process_add_their_tokens_and_keep_the_running_cost() {
+        let o = observe(
+            Harness::Claude,
+            &[
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"a","total_cost_usd":0.0016,"usage":{"input_tokens":200,"output_tokens":40}}"#,
+                r#"{"type":"result","subtype":"success","is_error":false,"result":"b","total_cost_usd":0.0024,"usage":{"input_tokens":100,"output_tokens":20}}"#,
+            ],
+            &[],
+        );
+        assert_eq!(o.usage().input_tokens, 300);
+        assert_eq!(o.usage().output_tokens, 60);
+        assert_eq!(o.usage().cost_usd, Some(0.0024));
     }
 
     #[test]

@@ -395,6 +395,61 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         }
     }
     let load = runs.executor().load();
+    if let Ok(mut usage) = runs.usage_by_environment().await {
+        // Every configured environment has its series, at 0 until a run of it records usage;
+        // runs of an environment since removed from the configuration keep theirs.
+        for (env, _, _) in &load {
+            usage.entry(env.clone()).or_default();
+        }
+        use crate::http::wire::usd;
+        for (name, help, value) in [
+            (
+                "runledger_inference_cost_usd_total",
+                "Inference cost of the runs' executions, per environment (US dollars).",
+                (|t| usd(t.inference_nano_usd)) as fn(&crate::projection::UsageTotals) -> f64,
+            ),
+            (
+                "runledger_compute_cost_usd_total",
+                "Compute cost (CPU time at the configured price) of the runs' executions, per \
+                 environment (US dollars).",
+                |t| usd(t.compute_nano_usd),
+            ),
+            (
+                "runledger_cpu_seconds_total",
+                "CPU time of the runs' executions' process trees, per environment.",
+                |t| t.cpu_ms as f64 / 1000.0,
+            ),
+        ] {
+            family(&mut out, name, "counter", help);
+            for (env, totals) in &usage {
+                let _ = writeln!(
+                    out,
+                    "{name}{{environment=\"{}\"}} {}",
+                    escape(env),
+                    value(totals)
+                );
+            }
+        }
+        let name = "runledger_tokens_total";
+        family(
+            &mut out,
+            name,
+            "counter",
+            "Tokens the agents' CLIs reported, per environment and direction.",
+        );
+        for (env, totals) in &usage {
+            for (direction, n) in [
+                ("input", totals.input_tokens),
+                ("output", totals.output_tokens),
+            ] {
+                let _ = writeln!(
+                    out,
+                    "{name}{{environment=\"{}\",direction=\"{direction}\"}} {n}",
+                    escape(env)
+                );
+            }
+        }
+    }
     family(
         &mut out,
         "runledger_queue_depth",

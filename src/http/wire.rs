@@ -19,8 +19,9 @@ use utoipa::openapi::RefOr;
 use utoipa::ToSchema;
 
 use crate::domain::{
-    AgentConfig, Creator, CreatorKind, Event, FollowupMode, McpServer, Run, RunId, RunState,
-    SourceType, StatusMessage, Timestamp,
+    AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
+    InferenceCost, McpServer, Run, RunId, RunState, RunUsage, SourceType, StatusMessage, Timestamp,
+    Tokens,
 };
 use crate::store::keys::{KeyKind, KeyRecord};
 
@@ -762,10 +763,45 @@ pub struct RunItem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String)]
     pub run_time: Option<Inline<32>>,
+    /// What the run's executions cost, summed; present once one of them recorded a cost.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = RequestUsage)]
+    pub request_usage: Option<RequestUsage>,
     /// The metadata given at create, when there is any.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: &'a BTreeMap<String, String>,
+}
+
+/// What a run cost, in US dollars (OpenAPI `RequestUsage`). A cost nobody could tell (no
+/// report from the CLI and no configured price; CPU time not measurable on the host) is
+/// omitted, never sent as 0.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RequestUsage {
+    /// Inference: the CLI's own cost report, otherwise its tokens at the configured prices.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = Double, nullable = false)]
+    pub inference_cost: Option<f64>,
+    /// Compute: the CPU time of the executions at the configured price.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(format = Double, nullable = false)]
+    pub compute_cost: Option<f64>,
+}
+
+/// Nano-dollars as dollars.
+pub fn usd(nano_usd: u64) -> f64 {
+    nano_usd as f64 / 1e9
+}
+
+impl RequestUsage {
+    /// `None` while neither cost is known.
+    pub fn from(usage: &RunUsage) -> Option<Self> {
+        let out = RequestUsage {
+            inference_cost: usage.inference_nano_usd.map(usd),
+            compute_cost: usage.compute_nano_usd.map(usd),
+        };
+        (out.inference_cost.is_some() || out.compute_cost.is_some()).then_some(out)
+    }
 }
 
 /// What a `RunItem` needs beyond the run itself.
@@ -800,6 +836,7 @@ impl<'a> RunItem<'a> {
             }),
             status_message: run.status_message.as_ref().map(StatusMessageOut::from),
             run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
+            request_usage: RequestUsage::from(&run.usage),
             metadata: &run.metadata,
             run_id: id,
         }
@@ -883,6 +920,70 @@ pub enum EventData<'a> {
     /// The execution ended without taking every follow-up owed to it; the run is queued again
     /// for them (the first resumes it). Follows that execution's `Succeeded` or `Failed`.
     Requeued { execution: u32 },
+    /// What an execution used, priced when it was recorded; absent fields were not known.
+    UsageRecorded(UsageData<'a>),
+}
+
+/// The payload of a `UsageRecorded` event. Costs are integers of nano-dollars (1e-9 USD), as
+/// stored, so an export and import keep them exactly.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UsageData<'a> {
+    pub execution: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = TokensData)]
+    pub tokens: Option<TokensData>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = String)]
+    pub model: Option<Cow<'a, str>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = InferenceCostData)]
+    pub inference_cost: Option<InferenceCostData<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub cpu_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
+    pub compute_cost_nano_usd: Option<u64>,
+}
+
+/// Tokens an execution's CLI reported; `input` includes `cached_input`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TokensData {
+    pub input: u64,
+    pub cached_input: u64,
+    pub output: u64,
+}
+
+/// An inference cost and its source: `cli` (the CLI's own report) or `prices` (the configured
+/// per-model prices).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InferenceCostData<'a> {
+    pub nano_usd: u64,
+    #[schema(value_type = String)]
+    pub source: Cow<'a, str>,
+}
+
+impl<'a> UsageData<'a> {
+    fn from(execution: u32, u: &'a ExecutionUsage) -> Self {
+        UsageData {
+            execution,
+            tokens: u.tokens.map(|t| TokensData {
+                input: t.input,
+                cached_input: t.cached_input,
+                output: t.output,
+            }),
+            model: u.model.as_deref().map(Cow::Borrowed),
+            inference_cost: u.inference.map(|c| InferenceCostData {
+                nano_usd: c.nano_usd,
+                source: Cow::Borrowed(c.source.as_str()),
+            }),
+            cpu_ms: u.cpu_ms,
+            compute_cost_nano_usd: u.compute_nano_usd,
+        }
+    }
 }
 
 /// One stored event of a run (the events endpoint, `runledger export` and `events --json`).
@@ -931,6 +1032,9 @@ impl<'a> RunEvent<'a> {
             Event::Requeued { execution } => EventData::Requeued {
                 execution: *execution,
             },
+            Event::UsageRecorded { execution, usage } => {
+                EventData::UsageRecorded(UsageData::from(*execution, usage))
+            }
         };
         RunEvent {
             run_id: e.run_id.to_string(),
@@ -1286,6 +1390,32 @@ pub fn event_from_json(
         "Requeued" => Event::Requeued {
             execution: read::<ExecutionIn>(data, &what)?.execution,
         },
+        "UsageRecorded" => {
+            let u: UsageData<'static> = read(data, &what)?;
+            let inference = match u.inference_cost {
+                None => None,
+                Some(c) => Some(InferenceCost {
+                    nano_usd: c.nano_usd,
+                    source: CostSource::parse(&c.source).ok_or_else(|| {
+                        bad(format!("inference cost source {:?} is unknown", c.source))
+                    })?,
+                }),
+            };
+            Event::UsageRecorded {
+                execution: u.execution,
+                usage: ExecutionUsage {
+                    tokens: u.tokens.map(|t| Tokens {
+                        input: t.input,
+                        cached_input: t.cached_input,
+                        output: t.output,
+                    }),
+                    model: u.model.map(Cow::into_owned),
+                    inference,
+                    cpu_ms: u.cpu_ms,
+                    compute_nano_usd: u.compute_cost_nano_usd,
+                },
+            }
+        }
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     };
     let envelope = crate::store::Envelope {

@@ -20,6 +20,11 @@
 //! there instead of walking the ranges again (at 1M runs that walk took 0.7–6 s and left
 //! 30–40 MB in the cache). The first write after an open or a save removes the saved copy
 //! before it changes anything, so a copy that is there always matches the index.
+//!
+//! The usage totals per environment (`/metrics`) are kept the same way, from the rows rather
+//! than the ranges: every write moves them by the difference between the run's stored row and
+//! its new one; the first ask after an open without a saved copy (or after a failed write)
+//! sums the rows.
 
 mod blocks;
 pub mod keys;
@@ -37,8 +42,9 @@ const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
 /// Bumped whenever the row encoding or key layout changes, or what every writer must do; a
 /// mismatch triggers a rebuild. 6: writers remove the saved runs-per-state tally
-/// (`SAVED_TALLY_KEY`) before they write. 7: a row holds the follow-ups owed to the run's
-/// execution (`Run::owed`).
+/// (`SAVED_TALLY_KEY`) before they write. 7: rows carry the follow-ups owed to the run's
+/// execution (`Run::owed`) and the run's usage (`Run::usage`), and writers remove the saved
+/// usage totals (`SAVED_USAGE_KEY`) too.
 pub const LAYOUT_VERSION: u32 = 7;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The generation of the trees in use (absent: 0), in sled's default tree.
@@ -46,6 +52,9 @@ const GENERATION_KEY: &str = "projection_generation";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.
 const SAVED_TALLY_KEY: &str = "projection_state_counts";
+/// The usage totals per environment as of the last clean stop (a `SavedUsage`), in sled's
+/// default tree; absent while writes are being made.
+const SAVED_USAGE_KEY: &str = "projection_usage_totals";
 /// The index writes in progress when a block is split or re-keyed (see `Trees::commit`).
 const JOURNAL_KEY: &str = "projection_journal";
 /// Scratch trees that `verify` of earlier versions built inside the store; `open` drops them if
@@ -96,6 +105,103 @@ struct Serial {
     tally: Tally,
     /// Whether sled's default tree holds a saved tally that matches the index (`SAVED_TALLY_KEY`).
     saved: bool,
+    /// The usage totals per environment; `None` until counted or taken from a saved copy, and
+    /// again after a write that failed part of the way.
+    usage: Option<UsageByEnvironment>,
+    /// Whether sled's default tree holds saved usage totals that match the index.
+    usage_saved: bool,
+}
+
+/// What the runs of one environment used, summed over their recorded executions.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct UsageTotals {
+    pub inference_nano_usd: u64,
+    pub compute_nano_usd: u64,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cpu_ms: u64,
+}
+
+/// Usage totals by environment id.
+pub type UsageByEnvironment = std::collections::BTreeMap<String, UsageTotals>;
+
+impl UsageTotals {
+    fn of(run: &Run) -> UsageTotals {
+        let u = &run.usage;
+        UsageTotals {
+            inference_nano_usd: u.inference_nano_usd.unwrap_or(0),
+            compute_nano_usd: u.compute_nano_usd.unwrap_or(0),
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+            cpu_ms: u.cpu_ms,
+        }
+    }
+
+    fn is_zero(&self) -> bool {
+        *self == UsageTotals::default()
+    }
+
+    /// Adds (`sign` +1) or takes away (-1) `other`; `None` if taking away would go below 0,
+    /// which cannot happen while the totals match the rows. Adding saturates.
+    fn moved(self, other: UsageTotals, add: bool) -> Option<UsageTotals> {
+        let f = |a: u64, b: u64| {
+            if add {
+                Some(a.saturating_add(b))
+            } else {
+                a.checked_sub(b)
+            }
+        };
+        Some(UsageTotals {
+            inference_nano_usd: f(self.inference_nano_usd, other.inference_nano_usd)?,
+            compute_nano_usd: f(self.compute_nano_usd, other.compute_nano_usd)?,
+            input_tokens: f(self.input_tokens, other.input_tokens)?,
+            output_tokens: f(self.output_tokens, other.output_tokens)?,
+            cpu_ms: f(self.cpu_ms, other.cpu_ms)?,
+        })
+    }
+}
+
+/// The environment a run's usage counts for.
+fn environment_of(run: &Run) -> &str {
+    run.config.environment_id.as_deref().unwrap_or_default()
+}
+
+/// Moves the usage totals from `old` rows to `new` ones; on a contradiction, forgets them so
+/// the next ask sums the rows again rather than report a wrong figure.
+fn move_usage(usage: &mut Option<UsageByEnvironment>, old: Option<&Run>, new: Option<&Run>) {
+    let Some(totals) = usage else { return };
+    let mut step = |run: &Run, add: bool| -> Option<()> {
+        let part = UsageTotals::of(run);
+        if part.is_zero() {
+            return Some(());
+        }
+        let slot = totals.entry(environment_of(run).to_string()).or_default();
+        *slot = slot.moved(part, add)?;
+        Some(())
+    };
+    let moved = old
+        .map_or(Some(()), |o| step(o, false))
+        .and_then(|()| new.map_or(Some(()), |n| step(n, true)));
+    if moved.is_none() {
+        *usage = None;
+    }
+}
+
+/// The usage totals as saved in sled's default tree, with the generation of the trees they sum.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct SavedUsage {
+    generation: u64,
+    totals: Vec<(String, UsageTotals)>,
+}
+
+fn read_saved_usage(db: &sled::Db, generation: u64) -> Result<Option<UsageByEnvironment>, Error> {
+    let Some(bytes) = db.get(SAVED_USAGE_KEY)? else {
+        return Ok(None);
+    };
+    Ok(postcard::from_bytes::<SavedUsage>(&bytes)
+        .ok()
+        .filter(|saved| saved.generation == generation)
+        .map(|saved| saved.totals.into_iter().collect()))
 }
 
 /// The tally as saved in sled's default tree: the generation of the trees it counts, and the
@@ -569,11 +675,15 @@ impl Index {
         }
         // A journal left by a crash means index writes were under way, and the first of them
         // removed any saved tally; should one be there all the same, it is not trusted.
-        let tally = if redone {
+        let (tally, usage) = if redone {
             db.remove(SAVED_TALLY_KEY)?;
-            None
+            db.remove(SAVED_USAGE_KEY)?;
+            (None, None)
         } else {
-            read_saved_tally(db, generation)?
+            (
+                read_saved_tally(db, generation)?,
+                read_saved_usage(db, generation)?,
+            )
         };
         if tally.is_some() {
             tracing::debug!("took the runs in each state from the count saved at the last stop");
@@ -585,6 +695,8 @@ impl Index {
             serial: Arc::new(parking_lot::Mutex::new(Serial {
                 saved: tally.is_some(),
                 tally,
+                usage_saved: usage.is_some(),
+                usage,
             })),
         })
     }
@@ -597,6 +709,10 @@ impl Index {
         if serial.saved {
             self.db.remove(SAVED_TALLY_KEY)?;
             serial.saved = false;
+        }
+        if serial.usage_saved {
+            self.db.remove(SAVED_USAGE_KEY)?;
+            serial.usage_saved = false;
         }
         Ok(serial)
     }
@@ -615,6 +731,18 @@ impl Index {
     /// asked for since the open is not counted for this.
     pub fn save_tally(&self) -> Result<bool, Error> {
         let mut serial = self.serial.lock();
+        if let (Some(usage), false) = (&serial.usage, serial.usage_saved) {
+            let saved = SavedUsage {
+                generation: self.trees().generation,
+                totals: usage.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+            };
+            let bytes = postcard::to_allocvec(&saved).map_err(|e| Error::CorruptRow {
+                run_id: String::new(),
+                detail: format!("usage totals do not encode: {e}"),
+            })?;
+            self.db.insert(SAVED_USAGE_KEY, bytes)?;
+            serial.usage_saved = true;
+        }
         if serial.saved {
             return Ok(true);
         }
@@ -650,11 +778,59 @@ impl Index {
         let _writing = self.writes.begin();
         let trees = self.trees();
         let (removals, insertions) = changed_entries(changes);
-        trees.write_entries(&self.db, removals, insertions, &mut serial.tally)?;
-        for (_, new) in changes {
-            trees.rows.insert(new.id.to_bytes(), encode_row(new)?)?;
+        let written = trees
+            .write_entries(&self.db, removals, insertions, &mut serial.tally)
+            .and_then(|()| {
+                for (_, new) in changes {
+                    trees.rows.insert(new.id.to_bytes(), encode_row(new)?)?;
+                }
+                Ok(())
+            });
+        match written {
+            Ok(()) => {
+                for (old, new) in changes {
+                    move_usage(&mut serial.usage, *old, Some(new));
+                }
+                Ok(())
+            }
+            Err(e) => {
+                // Some rows may be written: sum them again when next asked.
+                serial.usage = None;
+                Err(e)
+            }
         }
-        Ok(())
+    }
+
+    /// What the runs of each environment used, as of the last write. Unless the open found
+    /// saved totals, the first call (and the first after a failed write) sums the rows,
+    /// holding writes back meanwhile so that the sum and the writes after it add up exactly.
+    pub fn usage_by_environment(&self) -> Result<UsageByEnvironment, Error> {
+        let mut serial = self.serial.lock();
+        if let Some(usage) = &serial.usage {
+            return Ok(usage.clone());
+        }
+        let started = std::time::Instant::now();
+        let mut totals = UsageByEnvironment::new();
+        for row in self.trees().rows.iter() {
+            let (key, bytes) = row?;
+            let bytes16: [u8; 16] = key.as_ref().try_into().map_err(|_| Error::CorruptRow {
+                run_id: hex(&key),
+                detail: "the key is not a run id".into(),
+            })?;
+            let id = RunId::from_bytes(bytes16);
+            let run = decode_row(id, &bytes)?;
+            let part = UsageTotals::of(&run);
+            if !part.is_zero() {
+                let slot = totals.entry(environment_of(&run).to_string()).or_default();
+                *slot = slot.moved(part, true).unwrap_or(*slot);
+            }
+        }
+        tracing::info!(
+            elapsed_ms = started.elapsed().as_millis() as u64,
+            "summed the runs' usage per environment from the read index"
+        );
+        serial.usage = Some(totals.clone());
+        Ok(totals)
     }
 
     /// How many runs are in each state, as of the last write. Unless the open found a saved
@@ -741,15 +917,28 @@ impl Index {
             .filter(|k| wanted.binary_search(k).is_err())
             .collect();
         // Inserting an entry that is there already changes nothing.
-        trees.write_entries(&self.db, removals, wanted, &mut serial.tally)?;
-        match target {
-            Some(run) => trees.rows.insert(run.id.to_bytes(), encode_row(run)?)?,
-            None => match indexed {
-                Some(run) => trees.rows.remove(run.id.to_bytes())?,
-                None => None,
-            },
-        };
-        Ok(())
+        let written = trees
+            .write_entries(&self.db, removals, wanted, &mut serial.tally)
+            .and_then(|()| {
+                match target {
+                    Some(run) => trees.rows.insert(run.id.to_bytes(), encode_row(run)?)?,
+                    None => match indexed {
+                        Some(run) => trees.rows.remove(run.id.to_bytes())?,
+                        None => None,
+                    },
+                };
+                Ok(())
+            });
+        match written {
+            Ok(()) => {
+                move_usage(&mut serial.usage, indexed, target);
+                Ok(())
+            }
+            Err(e) => {
+                serial.usage = None;
+                Err(e)
+            }
+        }
     }
 
     /// Writes the entries of an update from `old` to `new` but not the row: the state an
@@ -792,6 +981,9 @@ impl Index {
             serial.saved = false;
             write_saved_tally(&self.db, next, &counts)?;
             serial.saved = true;
+            // Summed from the new rows when next asked (saved totals name the old generation).
+            serial.usage = None;
+            serial.usage_saved = false;
         }
         // The two trees of the previous generation are dropped side by side: a drop reads back
         // and frees every page of its tree one at a time, on one core, and nothing else is

@@ -31,6 +31,8 @@ BIN = Path(os.environ.get("RUNLEDGER_BIN", REPO / "target" / "debug" / "runledge
 RUN_TIMEOUT = float(os.environ.get("MODEL_TESTS_RUN_TIMEOUT", "120"))
 KEYS = {"claude": "ANTHROPIC_API_KEY", "codex": "OPENAI_API_KEY", "gemini": "GEMINI_API_KEY"}
 TERMINAL = {"SUCCEEDED", "FAILED", "CANCELLED"}
+# Per million input and output tokens, for `[prices]`.
+PRICES = {MODELS["codex"]: (1.25, 10), MODELS["gemini"]: (0.30, 2.50)}
 
 
 def agent_visible(path):
@@ -59,6 +61,10 @@ def config_text(model_url):
         "[secrets]",
     ]
     lines += [f'{KEYS[c]} = {{ env = "RL_TEST_{KEYS[c]}" }}' for c in CLIS]
+    # Claude Code reports its own cost; the other two are priced from their tokens.
+    lines.append("\n[prices]\ncompute_per_cpu_hour = 0.05")
+    for model, (inp, out) in PRICES.items():
+        lines.append(f'[prices.models."{model}"]\ninput_per_mtok = {inp}\noutput_per_mtok = {out}')
     for cli in CLIS:
         for suffix, extra in (
             ("", f'secrets = ["{KEYS[cli]}"]'),
@@ -242,6 +248,8 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
         html = page.read().decode()
     assert "hello.txt" in html and "raw JSON output is in the transcript API" in html
     assert "&quot;type&quot;" not in html, html[-3000:]
+    # What it cost: Claude Code's own figure, the others' tokens at the configured prices.
+    first_cost = check_usage(runledger, run, cli, executions=1)
 
     status, body = runledger.call("POST", f"/agent/runs/{run_id}/followups", {"message": "the second task"})
     assert status == 200, body
@@ -254,6 +262,25 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     # By the session id the CLI reported (not a new session that repeats the task).
     system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
     assert any(t.startswith("resuming the CLI's session ") for t in system), system
+    # Summed over both executions.
+    assert check_usage(runledger, run, cli, executions=2) > first_cost, run
+
+
+def check_usage(runledger, run, cli, executions):
+    """Asserts `request_usage` is filled from what the CLI reported (the scripted server reports
+    tokens for every request) and returns its inference cost."""
+    usage = run.get("request_usage")
+    assert usage and usage.get("inference_cost", 0) > 0, run
+    # Where the host measures CPU time (a cgroup the server can create), it is priced too.
+    assert usage.get("compute_cost", 1) > 0, run
+    status, page = runledger.call("GET", f"/agent/runs/{run['run_id']}/events")
+    assert status == 200, page
+    recorded = [e["data"] for e in page["events"] if e["type"] == "UsageRecorded"]
+    assert [d["execution"] for d in recorded] == list(range(1, executions + 1)), recorded
+    for data in recorded:
+        assert data["tokens"]["input"] > 0 and data["tokens"]["output"] > 0, data
+        assert data["inference_cost"]["source"] == ("cli" if cli == "claude" else "prices"), data
+    return usage["inference_cost"]
 
 
 @pytest.mark.parametrize("prompt", ["--version", "- fix the typo"])
@@ -368,3 +395,20 @@ def test_a_follow_up_after_a_server_restart_continues_the_session(runledger, ser
     assert any(task in p for p in user_prompts(followup)), user_prompts(followup)
     system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
     assert any(t.startswith("resuming the CLI's session ") for t in system), system
+
+
+def check_usage(runledger, run, cli, executions):
+    """Asserts `request_usage` is filled from what the CLI reported (the scripted server reports
+    tokens for every request) and returns its inference cost."""
+    usage = run.get("request_usage")
+    assert usage and usage.get("inference_cost", 0) > 0, run
+    # Where the host measures CPU time (a cgroup the server can create), it is priced too.
+    assert usage.get("compute_cost", 1) > 0, run
+    status, page = runledger.call("GET", f"/agent/runs/{run['run_id']}/events")
+    assert status == 200, page
+    recorded = [e["data"] for e in page["events"] if e["type"] == "UsageRecorded"]
+    assert [d["execution"] for d in recorded] == list(range(1, executions + 1)), recorded
+    for data in recorded:
+        assert data["tokens"]["input"] > 0 and data["tokens"]["output"] > 0, data
+        assert data["inference_cost"]["source"] == ("cli" if cli == "claude" else "prices"), data
+    return usage["inference_cost"]

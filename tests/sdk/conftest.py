@@ -93,6 +93,16 @@ id = "long1"
 harness = "demo"
 demo_duration_ms = 120000
 max_concurrent = 1
+
+# A Claude Code preset whose "CLI" is a shell printing a final result line with its own cost,
+# so runs get `request_usage` (the preset's flags follow as the shell's unused arguments).
+[[environments]]
+id = "usage"
+harness = "claude"
+command = ["sh", "-c", "echo '{\\"type\\":\\"result\\",\\"subtype\\":\\"success\\",\\"is_error\\":false,\\"result\\":\\"ok\\",\\"session_id\\":\\"sdk-usage-1\\",\\"total_cost_usd\\":0.0123,\\"usage\\":{\\"input_tokens\\":10,\\"output_tokens\\":5}}'"]
+
+[prices]
+compute_per_cpu_hour = 1.0
 """
 
 LISTENING = re.compile(r"runledger listening on (http://\S+)")

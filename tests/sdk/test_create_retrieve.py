@@ -251,7 +251,7 @@ def test_list_environments(client):
         ids = [e["uid"] for e in data["environments"]]
         assert data["environments"][0]["config"]["name"] == "Fast demo"
         assert data["environments"][0]["setup_failed"] is False
-    assert ids == ["fast", "slow", "single", "long", "long1"]
+    assert ids == ["fast", "slow", "single", "long", "long1", "usage"]
 
 
 def test_special_characters_round_trip_through_filters(client):
@@ -271,3 +271,19 @@ def test_special_characters_round_trip_through_filters(client):
     assert [r.run_id for r in list_all(client, q="ÜNÏCODE TÍTLE " + tag.upper())] == only
     assert created.run_id in [r.run_id for r in list_all(client, q="& = + ? #")]
     assert created.run_id in [r.run_id for r in list_all(client, q="🚀")]
+
+
+def test_request_usage_parses_on_retrieve_and_list(client):
+    """`request_usage` (OpenAPI `RequestUsage`) is filled once known and parses strictly; a run
+    without known costs leaves it out."""
+    run_id = create_run(client, prompt=unique("usage"), config={"environment_id": "usage"}).run_id
+    run = wait_state(client, run_id, "SUCCEEDED")
+    usage = run.request_usage
+    assert usage is not None
+    assert usage.inference_cost == pytest.approx(0.0123)
+    # Only where the host measures CPU time (a cgroup the server can create).
+    assert usage.compute_cost is None or usage.compute_cost >= 0
+    listed = [r for r in list_all(client) if r.run_id == run_id]
+    assert len(listed) == 1 and listed[0].request_usage == usage
+    demo = create_run(client, prompt=unique("no usage"), config={"environment_id": "fast"}).run_id
+    assert wait_state(client, demo, "SUCCEEDED").request_usage is None
