@@ -445,7 +445,7 @@ impl Config {
             .and_then(|m| m.modified().ok())
             .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
             .map(|d| crate::domain::Timestamp(d.as_millis() as u64))
-            .unwrap_or_else(crate::actor::now);
+            .unwrap_or_else(crate::clock::now);
         let resolved = resolve(parsed, overrides, loaded_at).map(|mut config| {
             config.file = file.and_then(|p| std::path::absolute(p).ok());
             config

@@ -7,6 +7,7 @@
 
 pub mod actor;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod exec;

@@ -14,7 +14,8 @@ use std::time::Duration;
 use actix_web::{web, HttpServer};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::actor::{now, Runs};
+use crate::actor::Runs;
+use crate::clock::now;
 use crate::config::Config;
 use crate::exec::{Executor, Supervision, Transcripts};
 use crate::http::{self, AppState};
@@ -125,7 +126,7 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
         }
     }
     // Every run is caught up (or marked): this process covers the runs created from now on.
-    store.set_index_floor(crate::actor::now())?;
+    store.set_index_floor(crate::clock::now())?;
     store.sync_blocking()?;
     if !check.is_empty() {
         tracing::info!(

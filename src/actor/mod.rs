@@ -16,13 +16,12 @@ mod run_actor;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use actix::prelude::*;
 
-use crate::domain::{
-    Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage, Timestamp,
-};
+use crate::clock::now;
+use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage};
 use crate::exec::Executor;
 use crate::projection::{self, Index, Page, Query};
 use crate::store::{self, Envelope, Store};
@@ -60,16 +59,6 @@ pub struct Outcome {
     pub run: Run,
     /// Whether the run had to wait for capacity when it was queued.
     pub at_capacity: bool,
-}
-
-/// The clock of the shell. Wall time in milliseconds.
-pub fn now() -> Timestamp {
-    Timestamp(
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_millis() as u64)
-            .unwrap_or(0),
-    )
 }
 
 /// A cheap-to-clone handle on all runs: commands go through actors, reads through the index.

@@ -150,7 +150,7 @@ impl Projector {
             // A store that never had a floor marks every run it has to catch up; from now on
             // runs are covered.
             Ok(None) => {
-                let at = super::now();
+                let at = crate::clock::now();
                 match store.set_index_floor(at) {
                     Ok(()) => at.0,
                     Err(e) => {
@@ -500,7 +500,7 @@ impl Shared {
     /// stores it once it has moved `FLOOR_STEP_MS` (or at once, for a stop). Called after a
     /// batch's index writes, which the stored floor then follows in sled's log.
     fn raise_floor(&self, state: &mut State, lag_ms: u64) {
-        let mut floor = super::now().0.saturating_sub(lag_ms);
+        let mut floor = crate::clock::now().0.saturating_sub(lag_ms);
         if let Some(oldest) = state.covered.keys().next() {
             floor = floor.min(oldest.created_at().0);
         }
@@ -563,7 +563,7 @@ mod tests {
 
     /// A run created now: younger than the floor of a projector started before it.
     fn young(i: u64) -> Run {
-        let id = RunId::new(crate::actor::now(), u128::from(i));
+        let id = RunId::new(crate::clock::now(), u128::from(i));
         let event = Event::Created(crate::domain::sample_created(i));
         evolve(None, id, &event, id.created_at()).expect("created")
     }

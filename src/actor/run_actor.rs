@@ -4,7 +4,8 @@
 
 use actix::prelude::*;
 
-use super::{now, Error, Outcome, Runs, IDLE_AFTER};
+use super::{Error, Outcome, Runs, IDLE_AFTER};
+use crate::clock::now;
 use crate::domain::{decide, evolve, Command, Effect, Run, RunId};
 use crate::store;
 

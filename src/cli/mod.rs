@@ -15,7 +15,7 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 
-use crate::actor::now;
+use crate::clock::now;
 use crate::config::{Config, Overrides};
 use crate::http::wire::{event_json, format_time};
 use crate::store::keys::{KeyKind, KeyRecord};

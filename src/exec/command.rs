@@ -332,7 +332,7 @@ impl Output {
                 self.stderr_line.feed(&piece, |l| observer.stderr_line(l));
             }
         }
-        let at = crate::actor::now();
+        let at = crate::clock::now();
         let held = &mut self.held[usize::from(stream == "stderr")];
         let mut text = std::mem::take(held);
         text.push_str(&piece.text);
@@ -533,7 +533,7 @@ async fn supervise(
                     if took > 0 {
                         w.deliveries.took(took);
                         w.writer.append(&Entry {
-                            at: crate::actor::now(),
+                            at: crate::clock::now(),
                             execution: job.execution,
                             stream: "system".into(),
                             text: format!("{took} follow-up(s) reached the agent during its turn"),
@@ -549,7 +549,7 @@ async fn supervise(
             message = w.control.recv() => match message {
                 Some(Control::Followup(f)) => {
                     w.writer.append(&Entry {
-                        at: crate::actor::now(),
+                        at: crate::clock::now(),
                         execution: job.execution,
                         stream: "followup".into(),
                         text: format!("({}) {}", f.mode.as_str(), f.message),
@@ -804,7 +804,7 @@ struct Execution<'a> {
 impl Execution<'_> {
     fn system(&mut self, text: String) {
         let _ = self.writer.append(&Entry {
-            at: crate::actor::now(),
+            at: crate::clock::now(),
             execution: self.job.execution,
             stream: "system".into(),
             text,
@@ -1147,7 +1147,7 @@ async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusMessage>> {
                 message = x.control.recv() => match message {
                     Some(Control::Followup(f)) => {
                         let _ = x.writer.append(&Entry {
-                            at: crate::actor::now(),
+                            at: crate::clock::now(),
                             execution: x.job.execution,
                             stream: "followup".into(),
                             text: format!("({}) {}", f.mode.as_str(), f.message),

@@ -29,7 +29,7 @@ pub(super) async fn run(
     };
     let mut write = |stream: &str, text: String| {
         let entry = Entry {
-            at: crate::actor::now(),
+            at: crate::clock::now(),
             execution: job.execution,
             stream: stream.into(),
             text,

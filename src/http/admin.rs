@@ -9,7 +9,7 @@ use super::openapi::{
 use super::problem::ApiError;
 use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
 use super::{validate, AppState, Principal};
-use crate::actor::now;
+use crate::clock::now;
 use crate::store::keys::{KeyKind, KeyRecord};
 
 fn require_admin(key: &KeyRecord) -> Result<(), ApiError> {

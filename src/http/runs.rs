@@ -14,7 +14,7 @@ use super::wire::{
     RunEvents, RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
-use crate::actor::now;
+use crate::clock::now;
 use crate::domain::{Command, Creator, Run, RunId};
 use crate::store::IdempotencyRecord;
 
