@@ -50,10 +50,16 @@ def test_followup_in_progress_is_delivered_to_the_agent(client):
         lambda es: any(e["stream"] == "followup" and "(plan) please also run the linter" in e["text"] for e in es),
         "the running agent to acknowledge the follow-up",
     )
-    events = run_events(client, run)
-    assert [e["type"] for e in events] == ["Created", "Started", "FollowupReceived"]
+    # The agent took it: recorded as delivered, so it is not requeued when the execution ends.
+    events = poll(
+        lambda: run_events(client, run),
+        lambda es: any(e["type"] == "FollowupsDelivered" for e in es),
+        "the delivery to be recorded",
+    )
+    assert [e["type"] for e in events] == ["Created", "Started", "FollowupReceived", "FollowupsDelivered"]
     assert events[2]["data"]["message"] == "please also run the linter"
     assert events[2]["data"]["mode"] == "plan"
+    assert events[3]["data"] == {"execution": 1, "count": 1}
     assert [e["seq"] for e in events] == sorted(e["seq"] for e in events)
     assert cancel(client, run) == run
 
