@@ -11,6 +11,7 @@ Prints p50 and p99 of both and their difference. Run with `benches/cli_overhead.
 Uses the agent-CLI suite's scripted model server and its runledger driver (tests/models/).
 """
 
+import json
 import os
 import shutil
 import statistics
@@ -44,8 +45,10 @@ def first_request_after(server, t0):
 def by_hand_argv(workspace):
     model = conftest.MODELS[CLI]
     if CLI == "claude":
-        return ["claude", "-p", "--output-format", "stream-json", "--verbose",
-                "--permission-mode=bypassPermissions", f"--model={model}", "--", "Say done."]
+        # As the preset runs it: streaming input, the prompt as the first user message on stdin.
+        return ["claude", "-p", "--input-format", "stream-json", "--output-format", "stream-json",
+                "--verbose", "--replay-user-messages", "--permission-mode=bypassPermissions",
+                f"--model={model}"]
     if CLI == "codex":
         return ["codex", "exec", "--json", "--skip-git-repo-check", "--sandbox=danger-full-access",
                 f"--model={model}", "--", "Say done."]
@@ -102,9 +105,16 @@ def main():
             (root / "ws").mkdir(parents=True)
             env = by_hand_env(server, root)
             t0 = time.time()
+            streaming = CLI == "claude"
             proc = subprocess.Popen(by_hand_argv(root / "ws"), cwd=root / "ws", env=env,
-                                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                                    stdin=subprocess.PIPE if streaming else subprocess.DEVNULL,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, text=True)
+            if streaming:
+                proc.stdin.write(json.dumps({"type": "user", "message": {"role": "user", "content": "Say done."}}) + "\n")
+                proc.stdin.flush()
             by_hand.append(first_request_after(server, t0))
+            if streaming:
+                proc.stdin.close()  # the CLI ends after its turn once its input ends
             proc.wait(60)
     finally:
         rl.stop()
