@@ -274,19 +274,35 @@ struct CancelledIn {
 /// instead of being silently dropped, and a field that `event_json` stopped writing would fail
 /// the round-trip tests rather than vanish from backups.
 pub fn event_from_json(value: &serde_json::Value) -> Result<Envelope, EventJsonError> {
-    use crate::domain::{Creator, Event, FollowupMode, RunCreated, SourceType};
-    use serde::de::DeserializeOwned;
-    fn read<T: DeserializeOwned>(
-        value: &serde_json::Value,
-        what: &str,
-    ) -> Result<T, EventJsonError> {
-        T::deserialize(value).map_err(|e| EventJsonError(format!("{what}: {e}")))
-    }
-    let bad = |what: String| EventJsonError(what);
     let head = EventIn::deserialize(value).map_err(|e| bad(format!("not an event: {e}")))?;
     let data = value
         .get("data")
         .ok_or_else(|| bad("not an event: missing field `data`".into()))?;
+    let (run_id, at) = place(&head)?;
+    let envelope = Envelope {
+        run_id,
+        seq: head.seq,
+        at,
+        event: event_of(head.kind, data)?,
+    };
+    round_trips(value, &envelope)?;
+    Ok(envelope)
+}
+
+fn bad(what: String) -> EventJsonError {
+    EventJsonError(what)
+}
+
+/// Reads `value` as a `T`, naming `what` it is in the error.
+fn read<T: serde::de::DeserializeOwned>(
+    value: &serde_json::Value,
+    what: &str,
+) -> Result<T, EventJsonError> {
+    T::deserialize(value).map_err(|e| EventJsonError(format!("{what}: {e}")))
+}
+
+/// The run and the time of an event line.
+fn place(head: &EventIn<'_>) -> Result<(RunId, crate::domain::Timestamp), EventJsonError> {
     let run_id: RunId = head
         .run_id
         .parse()
@@ -297,44 +313,15 @@ pub fn event_from_json(value: &serde_json::Value) -> Result<Envelope, EventJsonE
             head.at
         ))
     })?;
-    let what = format!("{} data", head.kind);
-    let event = match head.kind {
-        "Created" => {
-            let c: CreatedIn = read(data, &what)?;
-            let kind = match c.creator.kind.as_str() {
-                "user" => CreatorKind::User,
-                "service_account" => CreatorKind::ServiceAccount,
-                other => return Err(bad(format!("creator type {other:?} is unknown"))),
-            };
-            let source = SourceType::parse(&c.source)
-                .ok_or_else(|| bad(format!("source {:?} is unknown", c.source)))?;
-            let config = AgentConfig {
-                name: c.config.name,
-                model_id: c.config.model_id,
-                base_prompt: c.config.base_prompt,
-                environment_id: c.config.environment_id,
-                skill_spec: c.config.skill_spec,
-                mcp_servers: c
-                    .config
-                    .mcp_servers
-                    .unwrap_or_default()
-                    .into_iter()
-                    .map(|(name, s)| (name, McpServer::from(s)))
-                    .collect(),
-            };
-            Event::Created(RunCreated {
-                title: c.title,
-                prompt: c.prompt,
-                config,
-                creator: Creator {
-                    kind,
-                    uid: c.creator.uid,
-                    display_name: c.creator.display_name,
-                },
-                source,
-                metadata: c.metadata,
-            })
-        }
+    Ok((run_id, at))
+}
+
+/// The event of type `kind` whose payload is `data`.
+fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonError> {
+    use crate::domain::FollowupMode;
+    let what = format!("{kind} data");
+    Ok(match kind {
+        "Created" => created(read(data, &what)?)?,
         "Started" => Event::Started {
             execution: read::<ExecutionIn>(data, &what)?.execution,
         },
@@ -375,45 +362,83 @@ pub fn event_from_json(value: &serde_json::Value) -> Result<Envelope, EventJsonE
         "Requeued" => Event::Requeued {
             execution: read::<ExecutionIn>(data, &what)?.execution,
         },
-        "UsageRecorded" => {
-            let u: UsageData<'static> = read(data, &what)?;
-            let inference = match u.inference_cost {
-                None => None,
-                Some(c) => Some(InferenceCost {
-                    nano_usd: c.nano_usd,
-                    source: CostSource::parse(&c.source).ok_or_else(|| {
-                        bad(format!("inference cost source {:?} is unknown", c.source))
-                    })?,
-                }),
-            };
-            Event::UsageRecorded {
-                execution: u.execution,
-                usage: ExecutionUsage {
-                    tokens: u.tokens.map(|t| Tokens {
-                        input: t.input,
-                        cached_input: t.cached_input,
-                        output: t.output,
-                    }),
-                    model: u.model.map(Cow::into_owned),
-                    inference,
-                    cpu_ms: u.cpu_ms,
-                    compute_nano_usd: u.compute_cost_nano_usd,
-                },
-            }
-        }
+        "UsageRecorded" => usage_recorded(read(data, &what)?)?,
         other => return Err(bad(format!("event type {other:?} is unknown"))),
+    })
+}
+
+/// A `Created` event from its payload.
+fn created(c: CreatedIn) -> Result<Event, EventJsonError> {
+    use crate::domain::{Creator, RunCreated, SourceType};
+    let kind = match c.creator.kind.as_str() {
+        "user" => CreatorKind::User,
+        "service_account" => CreatorKind::ServiceAccount,
+        other => return Err(bad(format!("creator type {other:?} is unknown"))),
     };
-    let envelope = Envelope {
-        run_id,
-        seq: head.seq,
-        at,
-        event,
+    let source = SourceType::parse(&c.source)
+        .ok_or_else(|| bad(format!("source {:?} is unknown", c.source)))?;
+    let config = AgentConfig {
+        name: c.config.name,
+        model_id: c.config.model_id,
+        base_prompt: c.config.base_prompt,
+        environment_id: c.config.environment_id,
+        skill_spec: c.config.skill_spec,
+        mcp_servers: c
+            .config
+            .mcp_servers
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(name, s)| (name, McpServer::from(s)))
+            .collect(),
     };
-    let written = event_json(&envelope);
+    Ok(Event::Created(RunCreated {
+        title: c.title,
+        prompt: c.prompt,
+        config,
+        creator: Creator {
+            kind,
+            uid: c.creator.uid,
+            display_name: c.creator.display_name,
+        },
+        source,
+        metadata: c.metadata,
+    }))
+}
+
+/// A `UsageRecorded` event from its payload.
+fn usage_recorded(u: UsageData<'static>) -> Result<Event, EventJsonError> {
+    let inference = match u.inference_cost {
+        None => None,
+        Some(c) => Some(InferenceCost {
+            nano_usd: c.nano_usd,
+            source: CostSource::parse(&c.source)
+                .ok_or_else(|| bad(format!("inference cost source {:?} is unknown", c.source)))?,
+        }),
+    };
+    Ok(Event::UsageRecorded {
+        execution: u.execution,
+        usage: ExecutionUsage {
+            tokens: u.tokens.map(|t| Tokens {
+                input: t.input,
+                cached_input: t.cached_input,
+                output: t.output,
+            }),
+            model: u.model.map(Cow::into_owned),
+            inference,
+            cpu_ms: u.cpu_ms,
+            compute_nano_usd: u.compute_cost_nano_usd,
+        },
+    })
+}
+
+/// Refuses a line that `event_json` would not write exactly so: an unknown field, a null, a
+/// time in another spelling.
+fn round_trips(value: &serde_json::Value, envelope: &Envelope) -> Result<(), EventJsonError> {
+    let written = event_json(envelope);
     if &written != value {
         return Err(bad(first_difference(value, &written, "")));
     }
-    Ok(envelope)
+    Ok(())
 }
 
 /// Where `given` (a line read back) differs from `written` (what `event_json` makes of it).
