@@ -5,7 +5,7 @@
 //! survives a crash and a revocation holds from the next request on.
 
 use crate::clock::now;
-use crate::domain::{CreatorKind, Timestamp};
+use crate::domain::Timestamp;
 use crate::failure::StorageError;
 use crate::store::keys::KeyRecord;
 use crate::store::{self, Store};
@@ -22,13 +22,6 @@ pub struct Key {
     pub admin: bool,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
-}
-
-impl Key {
-    /// How the runs this key creates are attributed.
-    pub fn creator_kind(&self) -> CreatorKind {
-        self.kind.creator_kind()
-    }
 }
 
 impl From<&KeyRecord> for Key {

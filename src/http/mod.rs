@@ -1,5 +1,7 @@
 //! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
-//! cursors. It talks to runs only through the `Runs` handle and owns every status code.
+//! cursors. It talks to runs only through the `Runs` handle and the narrow handles it hands
+//! out (API keys, idempotency records, transcript reads), never to the store, and owns every
+//! status code.
 
 mod admin;
 mod history;

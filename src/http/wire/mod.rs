@@ -2,10 +2,9 @@
 //! to and from the domain. Field names and enums follow the OpenAPI document; optional fields
 //! are omitted rather than sent as null, because the official clients validate strictly.
 //!
-//! Each type also carries its schema in our own document (`/openapi.json`): what a handler
+//! Each type also carries its schema in the service's own document (`/openapi.json`): what a handler
 //! serialises is what the document describes. String fields that hold a domain enum's wire
 //! name say so with `value_type`, pointing at a schema built from that enum's values.
-
 //!
 //! The types live by concern: `requests` and `responses` here, `token` for session links, and
 //! the parts the CLI shares (times, runs' configuration, stored events, API keys, string-enum
