@@ -6,12 +6,16 @@
 #![forbid(unsafe_code)]
 
 pub mod actor;
+pub mod api_keys;
 pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod exec;
+pub mod failure;
+pub mod format;
 pub mod http;
+pub mod idempotency;
 pub mod memo;
 pub mod memory;
 pub mod metrics;

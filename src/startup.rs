@@ -297,7 +297,7 @@ impl Application {
                 Ok(requeued) => {
                     tracing::info!(failed_lost, requeued, "recovery complete");
                     // A shutdown that began meanwhile has made the service unready for good.
-                    if !requeue_runs.executor().is_shutting_down() {
+                    if !requeue_runs.is_shutting_down() {
                         requeue_state.ready.store(true, Ordering::Release);
                     }
                 }
@@ -310,7 +310,7 @@ impl Application {
             while condition.changed().await.is_ok() {
                 let writable = *condition.borrow_and_update() == store::health::Condition::Writable;
                 if writable {
-                    resume_runs.executor().resume(&resume_runs);
+                    resume_runs.resume_queues();
                 }
             }
         });
@@ -371,7 +371,7 @@ impl Application {
         tracing::info!(signal, "shutting down");
         state.ready.store(false, Ordering::Release);
         handle.pause().await;
-        if !runs.executor().shutdown(grace + AGENT_STOP_SLACK).await {
+        if !runs.stop_agents(grace + AGENT_STOP_SLACK).await {
             tracing::warn!(
                 "some runs were not recorded in time; the next start fails them as lost"
             );
@@ -390,7 +390,7 @@ impl Application {
         {
             tracing::warn!("the projector did not stop cleanly; the next start catches up");
         }
-        runs.store().sync().await.map_err(Error::FinalSync)?;
+        runs.sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");
         Ok(())
     }

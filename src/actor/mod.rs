@@ -20,12 +20,19 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
+use crate::api_keys::Keys;
 use crate::clock::now;
 use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage};
-use crate::exec::Executor;
+use crate::exec::{transcript, Executor, Transcripts};
+use crate::failure::{self, Cause};
+use crate::idempotency::Idempotency;
 use crate::projection::{self, Index, Page, Query};
-use crate::store::{self, Envelope, Store};
+use crate::store::{self, Store};
 use run_actor::{Execute, RunActor};
+
+/// One stored event with its place in the run's log and the time it was recorded, as
+/// `Runs::durable_events` yields it.
+pub use crate::store::Envelope;
 
 /// How long a live run's actor waits for a message before it stops.
 const IDLE_AFTER: Duration = Duration::from_secs(30);
@@ -51,6 +58,52 @@ impl Error {
                 | Error::Index(projection::Error::Store(store::Error::Corrupt { .. }))
         )
     }
+
+    /// What the failure means to a caller that must answer for it.
+    pub fn cause(&self) -> Cause<'_> {
+        match self {
+            Error::Rejected(rejection) => Cause::Rejected(rejection),
+            Error::Unavailable => Cause::Unavailable,
+            Error::Index(projection::Error::BadCursor(why)) => Cause::BadCursor(why),
+            Error::Store(e) | Error::Index(projection::Error::Store(e)) => failure::of_store(e),
+            Error::Index(_) => Cause::Internal,
+        }
+    }
+}
+
+/// What the health endpoints and metrics show of the store.
+#[derive(Debug, Clone)]
+pub struct StoreHealth {
+    /// Why the store refuses writes; `None` while it accepts them.
+    pub refusal: Option<String>,
+    /// Whether the refusal can clear without a restart (the store is low on space).
+    pub refusal_clears: bool,
+    /// Group-commit syncs so far, and the microseconds spent in them.
+    pub syncs: (u64, u64),
+    /// Writes refused because the store could not durably write.
+    pub refused_writes: u64,
+}
+
+/// Reads of the runs' transcripts (the agents' output), without the writers.
+#[derive(Clone, Copy)]
+pub struct TranscriptReader<'a>(&'a Transcripts);
+
+impl TranscriptReader<'_> {
+    /// Entries of run `id` from `offset`: at most `limit` of them and about `max_bytes`.
+    pub fn read(
+        &self,
+        id: RunId,
+        offset: u64,
+        limit: usize,
+        max_bytes: u64,
+    ) -> std::io::Result<transcript::Slice> {
+        self.0.read(id, offset, limit, max_bytes)
+    }
+
+    /// The last entries of run `id`, about `max_bytes` of them.
+    pub fn tail(&self, id: RunId, max_bytes: u64) -> std::io::Result<transcript::Slice> {
+        self.0.tail(id, max_bytes)
+    }
 }
 
 /// The result of a command that was accepted.
@@ -71,6 +124,8 @@ struct Inner {
     store: Store,
     index: Index,
     executor: Executor,
+    keys: Keys,
+    idempotency: Idempotency,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
     feed: Arc<feed::Feed>,
     projector: projector::Projector,
@@ -81,6 +136,8 @@ impl Runs {
         Runs {
             inner: Arc::new(Inner {
                 projector: projector::Projector::start(index.clone(), store.clone()),
+                keys: Keys::new(store.clone()),
+                idempotency: Idempotency::new(store.clone()),
                 store,
                 index,
                 executor,
@@ -90,12 +147,61 @@ impl Runs {
         }
     }
 
-    pub fn store(&self) -> &Store {
-        &self.inner.store
+    /// The instance's API keys.
+    pub fn keys(&self) -> &Keys {
+        &self.inner.keys
     }
 
-    pub fn executor(&self) -> &Executor {
-        &self.inner.executor
+    /// The records of idempotent creates.
+    pub fn idempotency(&self) -> &Idempotency {
+        &self.inner.idempotency
+    }
+
+    /// The agents' output.
+    pub fn transcripts(&self) -> TranscriptReader<'_> {
+        TranscriptReader(self.inner.executor.transcripts())
+    }
+
+    /// Whether the store accepts writes (it is neither low on space nor failed).
+    pub fn accepts_writes(&self) -> bool {
+        self.inner.store.condition() == store::health::Condition::Writable
+    }
+
+    /// The store's condition and counters.
+    pub fn store_health(&self) -> StoreHealth {
+        let condition = self.inner.store.condition();
+        StoreHealth {
+            refusal: condition.reason(),
+            refusal_clears: condition == store::health::Condition::LowSpace,
+            syncs: self.inner.store.sync_stats(),
+            refused_writes: self.inner.store.refused_writes(),
+        }
+    }
+
+    /// Per environment: its name, the runs waiting for a slot and the executions holding one.
+    pub fn load(&self) -> Vec<(String, usize, usize)> {
+        self.inner.executor.load()
+    }
+
+    /// Whether the shutdown has begun (no execution starts any more).
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.executor.is_shutting_down()
+    }
+
+    /// Starts what waits in every queue, once the store writes again after refusing.
+    pub fn resume_queues(&self) {
+        self.inner.executor.resume(self);
+    }
+
+    /// Stops every agent and records its run (see `Executor::shutdown`); `false` if some were
+    /// still running after `limit`.
+    pub async fn stop_agents(&self, limit: Duration) -> bool {
+        self.inner.executor.shutdown(limit).await
+    }
+
+    /// Makes everything written so far durable.
+    pub async fn sync(&self) -> Result<(), store::Error> {
+        self.inner.store.sync().await
     }
 
     /// Number of live actors (for metrics and tests).

@@ -1,6 +1,6 @@
 //! Backup and restore: `runledger export [--with-keys] [--output FILE]` and `runledger import`.
 //!
-//! A backup is JSON lines. An event line is exactly what `http::wire::event_json` writes (the
+//! A backup is JSON lines. An event line is exactly what `format::events::event_json` writes (the
 //! events API shares it), and `event_from_json` reads it back, refusing anything that would not
 //! render to the same line, so every event comes back as it was stored. `--with-keys` frames
 //! the events with a `backup` header line and, after them, writes one line per API key record
@@ -27,7 +27,8 @@ use serde_json::{json, Value};
 
 use super::{held, open_salvage, Cli};
 use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
-use crate::http::wire::{event_from_json, event_json, format_time, hex, parse_exact_time};
+use crate::format::events::{event_from_json, event_json};
+use crate::format::time::{format_time, hex, parse_exact_time};
 use crate::projection::Index;
 use crate::store::keys::{KeyKind, KeyRecord};
 use crate::store::{self, Envelope, Store};

@@ -15,9 +15,11 @@ use std::time::Instant;
 use anyhow::{bail, Context as _};
 use clap::{Parser, Subcommand};
 
+use crate::api_keys::Key;
 use crate::clock::now;
 use crate::config::{Config, Overrides};
-use crate::http::wire::{event_json, format_time};
+use crate::format::events::event_json;
+use crate::format::time::format_time;
 use crate::store::keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
@@ -242,7 +244,7 @@ fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
 }
 
 fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
-    let json = |k: &KeyRecord| crate::http::admin_key_json(k);
+    let json = |k: &KeyRecord| crate::format::keys::key_json(&Key::from(k));
     match command {
         KeysCmd::Create { name, kind, admin } => {
             let kind = KeyKind::parse(kind).context("kind must be personal or agent")?;

@@ -120,7 +120,7 @@ pub enum Started {
 
 impl Report for crate::actor::Runs {
     fn accepts_new_work(&self) -> bool {
-        self.store().condition() == crate::store::health::Condition::Writable
+        self.accepts_writes()
     }
 
     async fn start(&self, id: RunId) -> Started {

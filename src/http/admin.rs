@@ -9,21 +9,14 @@ use super::openapi::{
 use super::problem::ApiError;
 use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
 use super::{validate, AppState, Principal};
-use crate::clock::now;
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::api_keys::{Key, KeyKind};
 
-fn require_admin(key: &KeyRecord) -> Result<(), ApiError> {
+fn require_admin(key: &Key) -> Result<(), ApiError> {
     if key.admin {
         Ok(())
     } else {
         Err(ApiError::forbidden("only admin keys may manage keys"))
     }
-}
-
-/// A key as the admin API and `runledger keys list --json` show it.
-pub fn key_json(k: &KeyRecord) -> serde_json::Value {
-    // A plain struct of strings and booleans always serialises.
-    serde_json::to_value(ApiKey::from(k)).unwrap_or(serde_json::Value::Null)
 }
 
 /// Every API key of the instance, revoked ones included.
@@ -45,7 +38,7 @@ pub async fn list(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
-    let keys = state.runs.store().keys().list()?;
+    let keys = state.runs.keys().list()?;
     Ok(HttpResponse::Ok().json(ApiKeyList {
         keys: keys.iter().map(ApiKey::from).collect(),
     }))
@@ -86,13 +79,11 @@ pub async fn create(
         Some(k) => KeyKind::parse(k)
             .ok_or_else(|| ApiError::bad_request("kind must be personal or agent"))?,
     };
-    let store = state.runs.store();
-    store.admit(crate::store::Writer::Client)?;
-    let (record, secret) =
-        store
-            .keys()
-            .create(&request.name, kind, request.admin.unwrap_or(false), now())?;
-    store.sync().await?;
+    let (record, secret) = state
+        .runs
+        .keys()
+        .create(&request.name, kind, request.admin.unwrap_or(false))
+        .await?;
     Ok(HttpResponse::Ok().json(CreatedApiKey {
         record: ApiKey::from(&record),
         key: &secret,
@@ -123,12 +114,11 @@ pub async fn revoke(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
-    let store = state.runs.store();
-    store.admit(crate::store::Writer::Client)?;
-    let record = store
+    let record = state
+        .runs
         .keys()
-        .revoke(&path, now())?
+        .revoke(&path)
+        .await?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
-    store.sync().await?;
     Ok(HttpResponse::Ok().json(ApiKey::from(&record)))
 }

@@ -6,8 +6,8 @@
 //! the log only through the iterator it is given; knows nothing of sled or actors.
 
 use super::wire::RunEvent;
+use crate::actor::Envelope;
 use crate::domain::RunId;
-use crate::store::Envelope;
 
 /// JSON bytes after which a page ends even before `limit` events: enough for about a thousand
 /// typical events, small enough that many clients paging at once stay within bounded memory.

@@ -1,9 +1,10 @@
 //! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
-//! cursors. It talks to runs only through the `Runs` handle and owns every status code.
+//! cursors. It talks to runs only through the `Runs` handle and the narrow handles it hands
+//! out (API keys, idempotency records, transcript reads), never to the store, and owns every
+//! status code.
 
 mod admin;
 mod history;
-pub use admin::key_json as admin_key_json;
 pub mod openapi;
 pub mod problem;
 pub mod ratelimit;
@@ -24,8 +25,8 @@ use actix_web::{web, FromRequest, HttpRequest, HttpResponse};
 use tracing::Instrument;
 
 use crate::actor::Runs;
+use crate::api_keys::Key;
 use crate::config::Config;
-use crate::store::keys::KeyRecord;
 use problem::{ApiError, REQUEST};
 use ratelimit::RateLimiter;
 use wire::{Health, HealthStatus, Ready, ReadyStatus};
@@ -40,8 +41,6 @@ pub struct AppState {
     /// Base of `session_link`s (the configured public URL or the bound address).
     pub public_url: String,
     pub session_secret: [u8; 32],
-    /// Serialises creates that carry the same idempotency key (striped by key hash).
-    pub idempotency_locks: Vec<tokio::sync::Mutex<()>>,
     pub ready: std::sync::atomic::AtomicBool,
     /// Per-key token buckets; `None` when rate limiting is off.
     pub rate_limiter: Option<RateLimiter>,
@@ -65,7 +64,6 @@ impl AppState {
             config,
             public_url,
             session_secret,
-            idempotency_locks: (0..64).map(|_| tokio::sync::Mutex::new(())).collect(),
             ready: std::sync::atomic::AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             rendered: render::RenderCache::new(render::DEFAULT_BUDGET),
@@ -75,7 +73,7 @@ impl AppState {
 
 /// The authenticated caller of an `/api/v1` request, charged one token of its key's rate limit.
 /// Every `/api/v1` handler takes one, which is what puts the whole API under the limit.
-pub struct Principal(pub KeyRecord);
+pub struct Principal(pub Key);
 
 impl FromRequest for Principal {
     type Error = ApiError;
@@ -104,7 +102,7 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         .ok_or_else(|| {
             ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
         })?;
-    let Some(key) = state.runs.store().keys().authenticate(secret)? else {
+    let Some(key) = state.runs.keys().authenticate(secret)? else {
         return Err(ApiError::unauthenticated(
             "the API key is not valid or has been revoked",
         ));
@@ -352,10 +350,10 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
         return Err(ApiError::unavailable("the service is still recovering"));
     }
     // A store that cannot write takes no new work: a load balancer should send it elsewhere.
-    let condition = state.runs.store().condition();
-    if let Some(reason) = condition.reason() {
+    let health = state.runs.store_health();
+    if let Some(reason) = health.refusal {
         return Err(ApiError {
-            retryable: condition == crate::store::health::Condition::LowSpace,
+            retryable: health.refusal_clears,
             ..ApiError::unavailable(format!("the store refuses writes: {reason}"))
         });
     }
@@ -379,7 +377,8 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     use crate::metrics::{escape, family};
     use std::fmt::Write;
     let runs = &state.runs;
-    let (syncs, sync_micros) = runs.store().sync_stats();
+    let store = runs.store_health();
+    let (syncs, sync_micros) = store.syncs;
     let mut out = String::new();
     family(
         &mut out,
@@ -394,7 +393,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
             let _ = writeln!(out, "runledger_runs{{state=\"{}\"}} {n}", state.as_str());
         }
     }
-    let load = runs.executor().load();
+    let load = runs.load();
     if let Ok(mut usage) = runs.usage_by_environment().await {
         // Every configured environment has its series, at 0 until a run of it records usage;
         // runs of an environment since removed from the configuration keep theirs.
@@ -494,7 +493,6 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         "runledger_durable_sync_seconds_total {:.6}",
         sync_micros as f64 / 1e6
     );
-    let condition = runs.store().condition();
     family(
         &mut out,
         "runledger_store_writable",
@@ -504,7 +502,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let _ = writeln!(
         out,
         "runledger_store_writable {}",
-        u8::from(condition == crate::store::health::Condition::Writable)
+        u8::from(store.refusal.is_none())
     );
     family(
         &mut out,
@@ -515,7 +513,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     let _ = writeln!(
         out,
         "runledger_store_refused_writes_total {}",
-        runs.store().refused_writes()
+        store.refused_writes
     );
     family(
         &mut out,

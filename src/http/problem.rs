@@ -9,6 +9,8 @@ use actix_web::http::{header, StatusCode};
 use actix_web::{HttpResponse, ResponseError};
 use serde::Serialize;
 
+use crate::failure::Cause;
+
 tokio::task_local! {
     /// `(request id, request path)` of the request being served.
     pub static REQUEST: (String, String);
@@ -120,7 +122,7 @@ impl ApiError {
     /// A run whose stored history failed its checksum: logged with the record it names,
     /// answered with the run (which the client named) but no storage details. Not retryable:
     /// the damage stays until an operator repairs it.
-    pub fn damaged(cause: &crate::store::Error) -> ApiError {
+    pub fn damaged(cause: &dyn std::fmt::Display) -> ApiError {
         let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
         tracing::error!(error = %cause, %trace_id, %path, "damaged event record");
         ApiError::new(
@@ -132,11 +134,10 @@ impl ApiError {
     }
 
     /// A write the store refused before writing anything: it cannot durably write (a full or
-    /// read-only filesystem, a failed write or sync). Retryable only while the condition can
-    /// clear without a restart (low on space).
-    pub fn refused(refusal: &crate::store::Refusal) -> ApiError {
-        let reason = refusal.condition.reason().unwrap_or_default();
-        let detail = if refusal.retryable() {
+    /// read-only filesystem, a failed write or sync), for `reason`. Retryable only while the
+    /// condition can clear without a restart (low on space).
+    pub fn refused(reason: &str, retryable: bool) -> ApiError {
+        let detail = if retryable {
             format!(
                 "{reason}; new work is refused until space is freed, and nothing of this \
                  request was stored. Retry later"
@@ -148,7 +149,7 @@ impl ApiError {
             )
         };
         ApiError {
-            retryable: refusal.retryable(),
+            retryable,
             ..ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "resource_unavailable",
@@ -157,43 +158,37 @@ impl ApiError {
         }
     }
 
-    /// A write whose events reached the store but could not be made durable: whether it took
-    /// effect is unknown, and stays so until a restart recovers what is on disk.
-    pub fn outcome_unknown(
-        cause: crate::store::health::Cause,
-        error: &dyn std::fmt::Display,
-    ) -> ApiError {
+    /// A write whose events reached the store but could not be made durable (`cause` in
+    /// words): whether it took effect is unknown, and stays so until a restart recovers what is
+    /// on disk.
+    pub fn outcome_unknown(cause: &str, error: &dyn std::fmt::Display) -> ApiError {
         let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
         tracing::error!(%error, %trace_id, %path, "a write could not be made durable");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "resource_unavailable",
             format!(
-                "{}: this request was written but could not be made durable, so its outcome is \
+                "{cause}: this request was written but could not be made durable, so its outcome is \
                  unknown until the server is restarted. The store refuses writes until then. \
                  Retry a create with the same Idempotency-Key once the service is back (it \
                  answers the run if it was stored, and creates it once otherwise); look a \
-                 follow-up or cancel up in the run's events before sending it again",
-                cause.words()
+                 follow-up or cancel up in the run's events before sending it again"
             ),
         )
     }
 
-    /// A storage operation that failed with an I/O error (a full or read-only filesystem, a
-    /// failing device), before or instead of writing: nothing of the request took effect.
-    pub fn storage_failed(
-        cause: crate::store::health::Cause,
-        error: &dyn std::fmt::Display,
-    ) -> ApiError {
+    /// A storage operation that failed with an I/O error (`cause` in words: a full or
+    /// read-only filesystem, a failing device), before or instead of writing: nothing of the
+    /// request took effect.
+    pub fn storage_failed(cause: &str, error: &dyn std::fmt::Display) -> ApiError {
         let (trace_id, path) = REQUEST.try_with(|r| r.clone()).unwrap_or_default();
         tracing::error!(%error, %trace_id, %path, "storage operation failed");
         ApiError::new(
             StatusCode::SERVICE_UNAVAILABLE,
             "resource_unavailable",
             format!(
-                "{}; the store could not complete this request. The operator must fix the \
-                 storage and restart the server",
-                cause.words()
+                "{cause}; the store could not complete this request. The operator must fix the \
+                 storage and restart the server"
             ),
         )
     }
@@ -291,36 +286,35 @@ impl ResponseError for ApiError {
     }
 }
 
-impl From<crate::actor::Error> for ApiError {
-    fn from(e: crate::actor::Error) -> ApiError {
-        use crate::actor::Error as E;
+impl ApiError {
+    /// The answer to a failure below the HTTP layer, by what it means (`failure::Cause`).
+    /// `error` is logged for the failures that are not the client's.
+    fn of_cause(cause: Cause<'_>, error: &dyn std::fmt::Display) -> ApiError {
         use crate::domain::Rejection as R;
-        match e {
-            E::Rejected(R::NotFound) => ApiError::not_found("no run with this id"),
-            E::Rejected(r @ R::AlreadyTerminal(_)) => ApiError::bad_request(r.to_string()),
-            E::Rejected(r @ R::EmptyMessage) => ApiError::bad_request(r.to_string()),
-            E::Rejected(r) => ApiError::conflict(r.to_string()),
-            E::Unavailable => ApiError::unavailable("the run is busy; retry shortly"),
-            E::Index(crate::projection::Error::BadCursor(why)) => {
-                ApiError::bad_request(format!("cursor: {why}"))
-            }
-            E::Store(e) | E::Index(crate::projection::Error::Store(e)) => ApiError::from(e),
-            other => ApiError::internal(&other),
+        match cause {
+            Cause::Rejected(R::NotFound) => ApiError::not_found("no run with this id"),
+            Cause::Rejected(r @ R::AlreadyTerminal(_)) => ApiError::bad_request(r.to_string()),
+            Cause::Rejected(r @ R::EmptyMessage) => ApiError::bad_request(r.to_string()),
+            Cause::Rejected(r) => ApiError::conflict(r.to_string()),
+            Cause::Unavailable => ApiError::unavailable("the run is busy; retry shortly"),
+            Cause::BadCursor(why) => ApiError::bad_request(format!("cursor: {why}")),
+            Cause::Damaged => ApiError::damaged(error),
+            Cause::Refused { reason, retryable } => ApiError::refused(&reason, retryable),
+            Cause::OutcomeUnknown { words } => ApiError::outcome_unknown(words, error),
+            Cause::StorageFailed { words } => ApiError::storage_failed(words, error),
+            Cause::Internal => ApiError::internal(error),
         }
     }
 }
 
-impl From<crate::store::Error> for ApiError {
-    fn from(e: crate::store::Error) -> ApiError {
-        use crate::store::health::Cause;
-        match e {
-            crate::store::Error::Corrupt { .. } => ApiError::damaged(&e),
-            crate::store::Error::Refused(refusal) => ApiError::refused(&refusal),
-            crate::store::Error::Sync(ref sync) => ApiError::outcome_unknown(sync.cause, &e),
-            crate::store::Error::Sled(sled::Error::Io(ref io)) => {
-                ApiError::storage_failed(Cause::of_io(io), &e)
-            }
-            other => ApiError::internal(&other),
-        }
+impl From<crate::actor::Error> for ApiError {
+    fn from(e: crate::actor::Error) -> ApiError {
+        ApiError::of_cause(e.cause(), &e)
+    }
+}
+
+impl From<crate::failure::StorageError> for ApiError {
+    fn from(e: crate::failure::StorageError) -> ApiError {
+        ApiError::of_cause(e.cause(), &e)
     }
 }

@@ -2,7 +2,6 @@
 //! the OpenAPI document and lists every status it can answer.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use sha2::{Digest, Sha256};
 
 use super::openapi::{
     BadRequest, Conflict, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
@@ -16,10 +15,7 @@ use super::wire::{
 use super::{validate, AppState, Principal};
 use crate::clock::now;
 use crate::domain::{Command, Creator, Run, RunId};
-use crate::store::IdempotencyRecord;
-
-/// How long an idempotency key is remembered.
-const IDEMPOTENCY_TTL_MS: u64 = 24 * 3600 * 1000;
+use crate::idempotency::{IdempotencyKey, Recall};
 
 /// Unknown and malformed run ids are both "no such run".
 fn run_id(raw: &str) -> Result<RunId, ApiError> {
@@ -95,70 +91,37 @@ pub async fn create(
     let created = validate::create(&body, &state.config, creator)?;
     let idempotency_key = match req.headers().get("idempotency-key") {
         None => None,
-        Some(v) => {
-            let v = v
-                .to_str()
-                .ok()
-                .filter(|v| !v.is_empty() && v.len() <= 255)
-                .ok_or_else(|| {
-                    ApiError::bad_request("Idempotency-Key must be 1-255 visible ASCII characters")
-                })?;
-            Some(v.to_string())
-        }
+        Some(v) => Some(
+            IdempotencyKey::parse(v.as_bytes())
+                .map_err(|e| ApiError::bad_request(e.to_string()))?,
+        ),
     };
     let Some(idempotency_key) = idempotency_key else {
         let outcome = state.runs.create(created).await?;
         return Ok(created_response(&outcome.run, outcome.at_capacity));
     };
 
-    // Keys are scoped to the API key that used them.
-    let scope: [u8; 32] = Sha256::new()
-        .chain_update(key.id.as_bytes())
-        .chain_update([0])
-        .chain_update(idempotency_key.as_bytes())
-        .finalize()
-        .into();
-    // The fingerprint is of the parsed body (object keys sorted), so a retry that formats the
-    // same JSON differently is still the same request.
-    let canonical = serde_json::from_slice::<serde_json::Value>(&body)
-        .map(|v| v.to_string().into_bytes())
-        .unwrap_or_else(|_| body.to_vec());
-    let fingerprint: [u8; 32] = Sha256::digest(&canonical).into();
-    let _guard = state.idempotency_locks[usize::from(scope[0]) % state.idempotency_locks.len()]
-        .lock()
-        .await;
-    let store = state.runs.store();
+    let request = idempotency_key.request(&key.id, &body);
+    let idempotency = state.runs.idempotency();
+    let _guard = idempotency.lock(&request).await;
     let at = now();
-    let mut id = None;
-    if let Some(seen) = store.idempotency_get(&scope)? {
-        if at.0.saturating_sub(seen.at.0) < IDEMPOTENCY_TTL_MS {
-            if seen.fingerprint != fingerprint {
-                return Err(ApiError::conflict(
-                    "this Idempotency-Key was already used with a different request body",
-                ));
-            }
-            if let Some(run) = state.runs.get(seen.run_id)? {
+    let id = match idempotency.recall(&request, at)? {
+        Recall::Conflict => {
+            return Err(ApiError::conflict(
+                "this Idempotency-Key was already used with a different request body",
+            ))
+        }
+        Recall::Same(id) => {
+            if let Some(run) = state.runs.get(id)? {
                 return Ok(created_response(&run, false));
             }
             // The key was recorded but its run never became durable: create it now, under
             // the id the key already names.
-            id = Some(seen.run_id);
+            id
         }
-    }
-    let id = match id {
-        Some(id) => id,
-        None => {
+        Recall::New => {
             let id = state.runs.new_id();
-            // Written before the run's events, so the create's sync covers both and a crash
-            // can never leave a durable run without its key.
-            store.idempotency_put(
-                &scope,
-                &IdempotencyRecord {
-                    run_id: id,
-                    fingerprint,
-                    at,
-                },
-            )?;
+            idempotency.record(&request, id, at)?;
             id
         }
     };
@@ -442,7 +405,6 @@ pub async fn transcript(
         .ok_or_else(|| ApiError::not_found("no run with this id"))?;
     let slice = state
         .runs
-        .executor()
         .transcripts()
         .read(id, offset, limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;

@@ -104,7 +104,6 @@ pub async fn page(
     // The page shows the latest output; the full transcript is paged through the API.
     let slice = state
         .runs
-        .executor()
         .transcripts()
         .tail(id, 256 * 1024)
         .map_err(|e| ApiError::internal(&e))?;

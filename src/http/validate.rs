@@ -379,43 +379,42 @@ fn lookup<T: Copy>(table: &[(&str, T)], name: &str) -> Option<T> {
 
 /// Parses the list query string (`state` repeats; `metadata[key]=value`).
 pub fn list_query(raw: &str) -> Result<Query, ApiError> {
-    let mut q = Query {
-        limit: 20,
-        ..Query::default()
-    };
-    let mut seen_cursor = None;
-    let mut foreign_state = false;
-    let time = |key: &str, value: &str, ceil: bool| -> Result<Timestamp, ApiError> {
-        let nanos = parse_time(value)
-            .ok_or_else(|| ApiError::bad_request(format!("{key} must be an RFC 3339 timestamp")))?;
-        if nanos < 0 {
-            return Err(ApiError::bad_request(format!("{key} is before 1970")));
-        }
-        let ms = nanos / 1_000_000;
-        let ms = if ceil && nanos % 1_000_000 != 0 {
-            ms + 1
-        } else {
-            ms
-        };
-        Ok(Timestamp(ms as u64))
-    };
+    let mut list = ListParams::default();
     for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
-        let value = value.into_owned();
-        // Exact-match filters compare with stored values of at most MAX_FIELD_BYTES.
-        let nonempty = |v: String| -> Result<String, ApiError> {
-            if v.is_empty() {
-                Err(ApiError::bad_request(format!("{key} must not be empty")))
-            } else if v.len() > MAX_FIELD_BYTES {
-                Err(ApiError::bad_request(format!(
-                    "{key} is longer than {MAX_FIELD_BYTES} bytes"
-                )))
-            } else {
-                Ok(v)
-            }
-        };
-        match key.as_ref() {
+        list.apply(&key, value.into_owned())?;
+    }
+    list.finish()
+}
+
+/// A list query as its parameters are read, with what only the whole query decides.
+struct ListParams {
+    q: Query,
+    /// The raw cursor, decoded once the filters are known.
+    cursor: Option<String>,
+    /// Whether a `state` of the hosted service's that runledger never takes was asked for.
+    foreign_state: bool,
+}
+
+impl Default for ListParams {
+    fn default() -> ListParams {
+        ListParams {
+            q: Query {
+                limit: 20,
+                ..Query::default()
+            },
+            cursor: None,
+            foreign_state: false,
+        }
+    }
+}
+
+impl ListParams {
+    /// Reads one parameter.
+    fn apply(&mut self, key: &str, value: String) -> Result<(), ApiError> {
+        let q = &mut self.q;
+        match key {
             "limit" => q.limit = limit(&value, MAX_LIST_LIMIT)?,
-            "cursor" => seen_cursor = Some(value),
+            "cursor" => self.cursor = Some(value),
             "sort_by" => {
                 q.sort_by = lookup(&SORT_BY, &value).ok_or_else(|| {
                     ApiError::bad_request("sort_by must be one of updated_at, created_at, title")
@@ -426,7 +425,7 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     .ok_or_else(|| ApiError::bad_request("sort_order must be asc or desc"))?;
             }
             "state" if FOREIGN_STATES.contains(&value.as_str()) => {
-                foreign_state = true;
+                self.foreign_state = true;
             }
             "state" => {
                 let state = RunState::parse(&value).ok_or_else(|| {
@@ -438,25 +437,25 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     q.states.push(state);
                 }
             }
-            "name" | "config_name" => q.name = Some(nonempty(value)?),
-            "model_id" => q.model_id = Some(nonempty(value)?),
-            "creator" => q.creator = Some(nonempty(value)?),
-            "environment_id" => q.environment_id = Some(nonempty(value)?),
+            "name" | "config_name" => q.name = Some(exact_filter(key, value)?),
+            "model_id" => q.model_id = Some(exact_filter(key, value)?),
+            "creator" => q.creator = Some(exact_filter(key, value)?),
+            "environment_id" => q.environment_id = Some(exact_filter(key, value)?),
             "source" => {
                 q.source = Some(SourceType::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(format!("source {value:?} is not a known source type"))
                 })?)
             }
-            "created_after" => q.created_after = Some(time("created_after", &value, false)?),
-            "created_before" => q.created_before = Some(time("created_before", &value, true)?),
-            "updated_after" => q.updated_after = Some(time("updated_after", &value, false)?),
+            "created_after" => q.created_after = Some(time_filter(key, &value, false)?),
+            "created_before" => q.created_before = Some(time_filter(key, &value, true)?),
+            "updated_after" => q.updated_after = Some(time_filter(key, &value, false)?),
             "q" if value.len() > MAX_QUERY_TEXT_BYTES => {
                 return Err(ApiError::bad_request(format!(
                     "q is longer than {MAX_QUERY_TEXT_BYTES} bytes"
                 )))
             }
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
-            "skill" | "skill_spec" => q.skill_spec = Some(nonempty(value)?),
+            "skill" | "skill_spec" => q.skill_spec = Some(exact_filter(key, value)?),
             k if MATCH_NOTHING_PARAMS.contains(&k) => {
                 q.matches_nothing = true;
             }
@@ -465,32 +464,75 @@ pub fn list_query(raw: &str) -> Result<Query, ApiError> {
                     .strip_prefix("metadata[")
                     .and_then(|r| r.strip_suffix(']'))
                 {
-                    metadata_pair(k, &value)?;
-                    q.metadata.retain(|(existing, _)| existing != k);
-                    q.metadata.push((k.to_string(), value));
-                    if q.metadata.len() > MAX_METADATA_FILTERS {
-                        return Err(ApiError::bad_request(format!(
-                            "at most {MAX_METADATA_FILTERS} metadata filters"
-                        )));
-                    }
+                    metadata_filter(q, k, value)?;
                 }
                 // Remaining parameters of the hosted API (`execution_location`, `executor`)
                 // do not narrow runledger's runs; they are ignored.
             }
         }
+        Ok(())
     }
-    q.metadata.sort();
-    q.states.sort();
-    if foreign_state && q.states.is_empty() {
-        q.matches_nothing = true;
+
+    /// The query, once every parameter is read.
+    fn finish(self) -> Result<Query, ApiError> {
+        let mut q = self.q;
+        q.metadata.sort();
+        q.states.sort();
+        if self.foreign_state && q.states.is_empty() {
+            q.matches_nothing = true;
+        }
+        if let Some(c) = self.cursor {
+            q.cursor = Some(
+                Cursor::decode(&c)
+                    .map_err(|_| ApiError::bad_request("cursor is not valid for this server"))?,
+            );
+        }
+        Ok(q)
     }
-    if let Some(c) = seen_cursor {
-        q.cursor = Some(
-            Cursor::decode(&c)
-                .map_err(|_| ApiError::bad_request("cursor is not valid for this server"))?,
-        );
+}
+
+/// The value of an exact-match filter. Filters compare with stored values of at most
+/// `MAX_FIELD_BYTES`, so a longer one is refused rather than matching nothing.
+fn exact_filter(key: &str, v: String) -> Result<String, ApiError> {
+    if v.is_empty() {
+        Err(ApiError::bad_request(format!("{key} must not be empty")))
+    } else if v.len() > MAX_FIELD_BYTES {
+        Err(ApiError::bad_request(format!(
+            "{key} is longer than {MAX_FIELD_BYTES} bytes"
+        )))
+    } else {
+        Ok(v)
     }
-    Ok(q)
+}
+
+/// A time filter in milliseconds: rounded up (`ceil`) for an exclusive upper bound, so that a
+/// sub-millisecond bound excludes nothing it should keep.
+fn time_filter(key: &str, value: &str, ceil: bool) -> Result<Timestamp, ApiError> {
+    let nanos = parse_time(value)
+        .ok_or_else(|| ApiError::bad_request(format!("{key} must be an RFC 3339 timestamp")))?;
+    if nanos < 0 {
+        return Err(ApiError::bad_request(format!("{key} is before 1970")));
+    }
+    let ms = nanos / 1_000_000;
+    let ms = if ceil && nanos % 1_000_000 != 0 {
+        ms + 1
+    } else {
+        ms
+    };
+    Ok(Timestamp(ms as u64))
+}
+
+/// Adds the filter `metadata[key]=value`; a repeated key keeps its last value.
+fn metadata_filter(q: &mut Query, key: &str, value: String) -> Result<(), ApiError> {
+    metadata_pair(key, &value)?;
+    q.metadata.retain(|(existing, _)| existing != key);
+    q.metadata.push((key.to_string(), value));
+    if q.metadata.len() > MAX_METADATA_FILTERS {
+        return Err(ApiError::bad_request(format!(
+            "at most {MAX_METADATA_FILTERS} metadata filters"
+        )));
+    }
+    Ok(())
 }
 
 fn limit(value: &str, max: usize) -> Result<usize, ApiError> {

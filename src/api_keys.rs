@@ -1,0 +1,91 @@
+//! The `Keys` handle: authentication by bearer secret and the management of API keys
+//! (create, list, revoke) on a running server. Callers see `Key`, a key without its stored
+//! hash; the records, their trees and the secret's hashing stay in the store. Every write is
+//! admitted by the store's condition and made durable before it returns, so a key handed out
+//! survives a crash and a revocation holds from the next request on.
+
+use crate::clock::now;
+use crate::domain::Timestamp;
+use crate::failure::StorageError;
+use crate::store::keys::KeyRecord;
+use crate::store::{self, Store};
+
+pub use crate::store::keys::KeyKind;
+
+/// An API key as callers see it: everything but the hash of its secret.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Key {
+    pub id: String,
+    pub name: String,
+    pub kind: KeyKind,
+    /// Admin keys may manage other keys through the admin API.
+    pub admin: bool,
+    pub created_at: Timestamp,
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl From<&KeyRecord> for Key {
+    fn from(r: &KeyRecord) -> Key {
+        Key {
+            id: r.id.clone(),
+            name: r.name.clone(),
+            kind: r.kind,
+            admin: r.admin,
+            created_at: r.created_at,
+            revoked_at: r.revoked_at,
+        }
+    }
+}
+
+impl From<KeyRecord> for Key {
+    fn from(r: KeyRecord) -> Key {
+        Key::from(&r)
+    }
+}
+
+/// A cheap-to-clone handle on the instance's API keys.
+#[derive(Clone)]
+pub struct Keys {
+    store: Store,
+}
+
+impl Keys {
+    pub fn new(store: Store) -> Keys {
+        Keys { store }
+    }
+
+    /// The live key whose secret is `secret` (the bearer token of a request), if any.
+    pub fn authenticate(&self, secret: &str) -> Result<Option<Key>, StorageError> {
+        Ok(self.store.keys().authenticate(secret)?.map(Key::from))
+    }
+
+    /// Every key, revoked ones included.
+    pub fn list(&self) -> Result<Vec<Key>, StorageError> {
+        Ok(self.store.keys().list()?.iter().map(Key::from).collect())
+    }
+
+    /// Creates a key and returns it with its secret, once it is durable: the secret is shown
+    /// only to this caller and is not stored.
+    pub async fn create(
+        &self,
+        name: &str,
+        kind: KeyKind,
+        admin: bool,
+    ) -> Result<(Key, String), StorageError> {
+        self.store.admit(store::Writer::Client)?;
+        let (record, secret) = self.store.keys().create(name, kind, admin, now())?;
+        self.store.sync().await?;
+        Ok((Key::from(record), secret))
+    }
+
+    /// Revokes the key `id` and returns it once the revocation is durable; `None` if there is
+    /// no such key. Revoking twice keeps the first `revoked_at`.
+    pub async fn revoke(&self, id: &str) -> Result<Option<Key>, StorageError> {
+        self.store.admit(store::Writer::Client)?;
+        let Some(record) = self.store.keys().revoke(id, now())? else {
+            return Ok(None);
+        };
+        self.store.sync().await?;
+        Ok(Some(Key::from(record)))
+    }
+}

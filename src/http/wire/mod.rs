@@ -1,0 +1,26 @@
+//! JSON wire types of the v1 API (OpenAPI `RunAgentRequest`, `RunItem`, …) and their mapping
+//! to and from the domain. Field names and enums follow the OpenAPI document; optional fields
+//! are omitted rather than sent as null, because the official clients validate strictly.
+//!
+//! Each type also carries its schema in the service's own document (`/openapi.json`): what a handler
+//! serialises is what the document describes. String fields that hold a domain enum's wire
+//! name say so with `value_type`, pointing at a schema built from that enum's values.
+//!
+//! The types live by concern: `requests` and `responses` here, `token` for session links, and
+//! the parts the CLI shares (times, runs' configuration, stored events, API keys, string-enum
+//! schemas) in `crate::format`, re-exported here so handlers name one module.
+
+mod requests;
+mod responses;
+mod schema;
+mod token;
+
+pub use crate::format::events::*;
+pub use crate::format::keys::*;
+pub use crate::format::run::*;
+pub use crate::format::schema::*;
+pub use crate::format::time::*;
+pub use requests::*;
+pub use responses::*;
+pub use schema::*;
+pub use token::*;

@@ -1,0 +1,58 @@
+//! Request bodies of the v1 API (OpenAPI `RunAgentRequest`, …), as parsed before validation
+//! (`http::validate` checks what the types cannot say).
+
+use std::collections::BTreeMap;
+
+use serde::Deserialize;
+use utoipa::ToSchema;
+
+use super::schema::metadata_request_schema;
+use crate::format::run::*;
+use crate::format::schema::*;
+
+/// Request body of a create (OpenAPI `RunAgentRequest`). Either `prompt` or a skill (`skill`
+/// or `config.skill_spec`) is required. Other fields of the hosted service's request are
+/// accepted and ignored.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct RunAgentRequest {
+    /// The instruction for the agent. At most 64 KiB; required unless a skill is given.
+    #[schema(max_length = 65536)]
+    pub prompt: Option<String>,
+    /// Skill to run (`owner/repo:skill-name` or `owner/repo:path/to/SKILL.md`); takes
+    /// precedence over `config.skill_spec`. At most 256 bytes.
+    #[schema(max_length = 256, pattern = r"^[A-Za-z0-9._-]+/[A-Za-z0-9._-]+:\S+$")]
+    pub skill: Option<String>,
+    pub config: Option<AgentConfigIn>,
+    /// Title of the run (at most 256 characters, not blank); generated from the prompt when
+    /// absent.
+    #[schema(min_length = 1, max_length = 256)]
+    pub title: Option<String>,
+    #[schema(schema_with = metadata_request_schema)]
+    pub metadata: Option<BTreeMap<String, String>>,
+}
+
+/// Request body of a follow-up.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct FollowupRequest {
+    /// The message for the agent: not blank, at most 64 KiB. (Optional for serde so that a
+    /// missing message gets a precise 400.)
+    #[schema(value_type = String, required = true, min_length = 1, max_length = 65536,
+             pattern = r"\S")]
+    pub message: Option<String>,
+    /// `normal` when absent.
+    #[schema(value_type = Option<FollowupModeSchema>)]
+    pub mode: Option<String>,
+}
+
+/// Request body of a key create.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CreateApiKeyRequest {
+    /// 1–128 bytes, not blank.
+    #[schema(min_length = 1, max_length = 128, pattern = r"\S")]
+    pub name: String,
+    /// `personal` when absent.
+    #[schema(value_type = Option<KeyKindSchema>)]
+    pub kind: Option<String>,
+    /// `false` when absent.
+    pub admin: Option<bool>,
+}

@@ -1,0 +1,78 @@
+//! OpenAPI schemas of the v1 API's own inputs: the metadata of a create and the list query's
+//! sort, state and metadata filters, built from the tables `http::validate` checks against.
+
+use std::borrow::Cow;
+
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::RefOr;
+use utoipa::ToSchema;
+
+use crate::domain::RunState;
+use crate::format::schema::string_enum_schema;
+
+/// Metadata of a create request: at most 20 keys of 1–64 characters `[A-Za-z0-9._-]`, each
+/// value at most 256 bytes without NUL.
+pub fn metadata_request_schema() -> Schema {
+    metadata_map(ObjectBuilder::new())
+        .schema_type(SchemaType::from_iter([Type::Object, Type::Null]))
+        .description(Some(
+            "Free-form labels: at most 20 keys of 1-64 characters [A-Za-z0-9._-], each value \
+             at most 256 bytes without NUL.",
+        ))
+        .max_properties(Some(crate::http::validate::MAX_METADATA_KEYS))
+        .into()
+}
+
+/// The key and value rules every metadata map shares (checked by `validate::metadata_pair`).
+fn metadata_map(object: ObjectBuilder) -> ObjectBuilder {
+    object
+        .property_names(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .pattern(Some(METADATA_KEY_PATTERN)),
+        ))
+        .additional_properties(Some(
+            ObjectBuilder::new()
+                .schema_type(Type::String)
+                .max_length(Some(256)),
+        ))
+}
+
+/// What a metadata key must match (checked by `validate::metadata_pair`).
+pub const METADATA_KEY_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
+
+string_enum_schema! {
+    /// Sort field of a list query.
+    SortBySchema as "SortBy" = crate::http::validate::SORT_BY.map(|(name, _)| name)
+}
+
+string_enum_schema! {
+    /// Sort direction of a list query.
+    SortOrderSchema as "SortOrder" = crate::http::validate::SORT_ORDER.map(|(name, _)| name)
+}
+
+string_enum_schema! {
+    /// A `state` filter: runledger's states, and the hosted service's others, which match
+    /// nothing.
+    StateFilterSchema as "RunStateFilter" = RunState::ALL
+        .map(RunState::as_str)
+        .into_iter()
+        .chain(crate::http::validate::FOREIGN_STATES)
+}
+
+/// The `metadata[key]=value` filters of a list query.
+pub enum MetadataFilterSchema {}
+
+impl utoipa::PartialSchema for MetadataFilterSchema {
+    fn schema() -> RefOr<Schema> {
+        metadata_map(ObjectBuilder::new().schema_type(Type::Object))
+            .max_properties(Some(crate::http::validate::MAX_METADATA_FILTERS))
+            .into()
+    }
+}
+
+impl ToSchema for MetadataFilterSchema {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("MetadataFilter")
+    }
+}
