@@ -134,42 +134,58 @@ async fn cancel_is_durable_before_the_answer_and_refused_on_finished_runs() {
     assert_problem(status, &body, 404, "resource_not_found");
 }
 
+/// Creates a run with `prompt` in the one-slot `single` environment: the create's answer.
+async fn create_single(s: &Server, prompt: &str) -> Value {
+    let (status, body) = s
+        .post(
+            &s.key,
+            "/agent/runs",
+            json!({"prompt": prompt, "config": {"environment_id": "single"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn run_id(created: &Value) -> String {
+    created["run_id"].as_str().expect("id").to_string()
+}
+
+/// The entries of run `id`'s transcript.
+async fn transcript_entries(s: &Server, id: &str) -> Vec<Value> {
+    let (_, t) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
+    t["entries"].as_array().cloned().unwrap_or_default()
+}
+
 #[tokio::test]
-async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs() {
+async fn capacity_is_fifo_and_waiting_runs_hold_no_actor() {
     let s = Server::start();
     s.wait_ready().await;
-    let single = json!({"environment_id": "single"});
-    let (_, first) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "first", "config": single}),
-        )
-        .await;
-    let first = first["run_id"].as_str().expect("id").to_string();
+    let first = run_id(&create_single(&s, "first").await);
     s.wait_state(&first, "INPROGRESS").await;
-    let (_, second) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "second", "config": single}),
-        )
-        .await;
+    let second = create_single(&s, "second").await;
     assert_eq!(second["at_capacity"], true, "{second}");
-    let second = second["run_id"].as_str().expect("id").to_string();
-    let (_, third) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "third", "config": single}),
-        )
-        .await;
-    let third = third["run_id"].as_str().expect("id").to_string();
+    let second = run_id(&second);
+    let third = run_id(&create_single(&s, "third").await);
 
     // Waiting runs hold no actor; only the run in progress does.
     s.wait_live_actors(1).await;
 
-    // Queued: kept for the agent.
+    // Freeing the slot starts the oldest waiting run, not the newest.
+    s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
+        .await;
+    s.wait_state(&second, "INPROGRESS").await;
+    assert_eq!(s.run(&third).await["state"], "QUEUED");
+}
+
+#[tokio::test]
+async fn a_followup_to_a_queued_run_is_kept_for_its_agent() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
+    s.wait_state(&first, "INPROGRESS").await;
+    let second = run_id(&create_single(&s, "second").await);
+
     let (status, body) = s
         .post(
             &s.key,
@@ -179,6 +195,36 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
+
+    s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
+        .await;
+    s.wait_state(&second, "INPROGRESS").await;
+    // The agent's introduction, written as it starts, names the follow-ups that waited for it.
+    let names_the_note = |lines: &[Value]| {
+        lines.iter().any(|e| {
+            e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("queued follow-up (plan): queued note"))
+        })
+    };
+    let mut second_lines = transcript_entries(&s, &second).await;
+    for _ in 0..100 {
+        if names_the_note(&second_lines) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        second_lines = transcript_entries(&s, &second).await;
+    }
+    assert!(names_the_note(&second_lines), "{second_lines:?}");
+}
+
+#[tokio::test]
+async fn a_followup_reaches_a_running_agent_and_resumes_a_finished_run_as_a_new_execution() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
+    s.wait_state(&first, "INPROGRESS").await;
+
     // In progress: delivered to the agent.
     let (status, _) = s
         .post(
@@ -190,12 +236,9 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     assert_eq!(status, 200);
     // The agent reports taking it (so the cancel below drops nothing it was owed).
     s.wait_events(&first, "FollowupsDelivered", 1).await;
-
-    // Freeing the slot starts the oldest waiting run, not the newest.
     s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
         .await;
-    s.wait_state(&second, "INPROGRESS").await;
-    assert_eq!(s.run(&third).await["state"], "QUEUED");
+    s.wait_state(&first, "CANCELLED").await;
 
     // Finished: the run resumes as a new execution.
     let (status, body) = s
@@ -207,11 +250,6 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
-    s.post(&s.key, &format!("/agent/runs/{second}/cancel"), json!({}))
-        .await;
-    s.wait_state(&third, "INPROGRESS").await;
-    s.post(&s.key, &format!("/agent/runs/{third}/cancel"), json!({}))
-        .await;
     s.wait_state(&first, "INPROGRESS").await;
 
     let kinds: Vec<(String, Value)> = s
@@ -240,24 +278,19 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     );
     assert_eq!(kinds[6].1["execution"], 2);
 
-    let transcript = |id: String| {
-        let s = &s;
-        async move {
-            let (_, t) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
-            t["entries"].as_array().cloned().unwrap_or_default()
-        }
-    };
-    let first_lines = transcript(first.clone()).await;
+    let first_lines = transcript_entries(&s, &first).await;
     assert!(first_lines.iter().any(|e| e["stream"] == "followup"
         && e["text"].as_str().is_some_and(|t| t.contains("live note"))));
     assert!(first_lines.iter().any(
         |e| e["execution"] == 2 && e["text"].as_str().is_some_and(|t| t.contains("try again"))
     ));
-    let second_lines = transcript(second.clone()).await;
-    assert!(second_lines.iter().any(|e| e["text"]
-        .as_str()
-        .is_some_and(|t| t.contains("queued follow-up (plan): queued note"))));
+}
 
+#[tokio::test]
+async fn an_empty_followup_is_refused() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
     let (status, body) = s
         .post(
             &s.key,
