@@ -301,21 +301,35 @@ async fn an_empty_followup_is_refused() {
     assert_problem(status, &body, 400, "invalid_request");
 }
 
+/// The status and body of a failure, which must be `application/problem+json`.
+async fn problem(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(ct, "application/problem+json");
+    (status, r.json::<Value>().await.expect("json"))
+}
+
+/// POSTs `body` as a create with the server's key.
+async fn post_create(s: &Server, body: impl Into<reqwest::Body>) -> reqwest::Response {
+    s.client
+        .post(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("req")
+}
+
 #[tokio::test]
-async fn every_failure_is_problem_json() {
+async fn an_unknown_route_or_method_is_problem_json() {
     let s = Server::start();
     s.wait_ready().await;
-    let problem = |r: reqwest::Response| async move {
-        let status = r.status().as_u16();
-        let ct = r
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        assert_eq!(ct, "application/problem+json");
-        (status, r.json::<Value>().await.expect("json"))
-    };
     let c = &s.client;
     let (st, b) = problem(c.get(s.url("/nope")).send().await.expect("req")).await;
     assert_problem(st, &b, 404, "resource_not_found");
@@ -331,6 +345,13 @@ async fn every_failure_is_problem_json() {
     );
     let (st, b) = problem(r).await;
     assert_eq!(st, 405, "{b}");
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_key_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let c = &s.client;
     let (st, b) = problem(c.get(s.api("/agent/runs")).send().await.expect("req")).await;
     assert_problem(st, &b, 401, "authentication_required");
     let (st, b) = problem(
@@ -342,13 +363,12 @@ async fn every_failure_is_problem_json() {
     )
     .await;
     assert_problem(st, &b, 401, "authentication_required");
-    let post = |body: &'static str| {
-        c.post(s.api("/agent/runs"))
-            .bearer_auth(&s.key)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
+}
+
+#[tokio::test]
+async fn a_bad_create_body_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
     for bad in [
         "{not json",
         "",
@@ -362,10 +382,17 @@ async fn every_failure_is_problem_json() {
         r#"{"prompt": "x", "metadata": {"bad key": "v"}}"#,
         r#"{"prompt": "a\u0000b"}"#,
     ] {
-        let (st, b) = problem(post(bad).await.expect("req")).await;
+        let (st, b) = problem(post_create(&s, bad).await).await;
         assert_problem(st, &b, 400, "invalid_request");
         assert!(b["instance"] == "/api/v1/agent/runs", "{b}");
     }
+}
+
+#[tokio::test]
+async fn a_bad_query_value_is_problem_json_naming_its_parameter() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let c = &s.client;
     let (st, b) = problem(
         c.get(s.api("/agent/runs?limit=0"))
             .bearer_auth(&s.key)
@@ -397,24 +424,23 @@ async fn every_failure_is_problem_json() {
             "{path}: {b}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
     let huge = "x".repeat(2 * 1024 * 1024);
-    let r = c
-        .post(s.api("/agent/runs"))
-        .bearer_auth(&s.key)
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"prompt":"{huge}"}}"#))
-        .send()
-        .await
-        .expect("req");
-    let (st, b) = problem(r).await;
+    let (st, b) = problem(post_create(&s, format!(r#"{{"prompt":"{huge}"}}"#)).await).await;
     assert_problem(st, &b, 413, "invalid_request");
-    // Unknown fields are ignored.
-    let (st, _) = problem_ok(
-        post(r#"{"prompt": "x", "surprise": {"a": 1}}"#)
-            .await
-            .expect("req"),
-    )
-    .await;
+}
+
+#[tokio::test]
+async fn unknown_fields_of_a_create_are_ignored() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let (st, _) =
+        problem_ok(post_create(&s, r#"{"prompt": "x", "surprise": {"a": 1}}"#).await).await;
     assert_eq!(st, 200);
 }
 
@@ -553,8 +579,9 @@ async fn an_idempotency_key_returns_the_first_run() {
     assert_eq!(list["runs"].as_array().map(Vec::len), Some(2));
 }
 
-#[tokio::test]
-async fn keys_are_managed_offline_and_revoked_live() {
+/// A data directory given an agent key ("ci-bot") and an admin key ("ops") offline, and a
+/// server started on it with the admin key: `(dir, agent key, admin key, server)`.
+async fn offline_keys() -> (tempfile::TempDir, String, String, Server) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf8");
@@ -600,6 +627,12 @@ async fn keys_are_managed_offline_and_revoked_live() {
     s.key = admin_key.clone();
     s.wait_ready().await;
 
+    (dir, agent_key, admin_key, s)
+}
+
+#[tokio::test]
+async fn keys_made_offline_authenticate_as_their_creator_and_only_admins_manage_keys() {
+    let (_dir, agent_key, admin_key, s) = offline_keys().await;
     let (st, created) = s
         .post(&agent_key, "/agent/runs", json!({"prompt": "by the bot"}))
         .await;
@@ -622,7 +655,13 @@ async fn keys_are_managed_offline_and_revoked_live() {
     // Non-admin keys may not manage keys.
     let (st, body) = s.get(&agent_key, "/admin/keys").await;
     assert_problem(st, &body, 403, "not_authorized");
+}
 
+#[tokio::test]
+async fn keys_are_revoked_live_through_the_admin_api_while_a_server_runs() {
+    let (dir, agent_key, admin_key, s) = offline_keys().await;
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf8");
     // While the server holds the directory, the CLI goes through the admin API.
     let env = [
         ("RUNLEDGER_ADMIN_KEY", admin_key.as_str()),
@@ -648,7 +687,13 @@ async fn keys_are_managed_offline_and_revoked_live() {
     assert!(ok, "{err}");
     let (st, body) = s.get(&agent_key, "/agent/runs").await;
     assert_problem(st, &body, 401, "authentication_required");
+}
 
+#[tokio::test]
+async fn the_keys_cli_without_an_admin_key_says_what_it_needs_while_a_server_runs() {
+    let (dir, _agent_key, _admin_key, _s) = offline_keys().await;
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf8");
     // Without an admin key the CLI says what it needs instead of failing obscurely.
     let (ok, _, err) = cli(&["--data-dir", data, "keys", "list"], &[]);
     assert!(!ok);
