@@ -194,9 +194,9 @@ async fn failures_say_why_and_setup_failures_have_their_code() {
     );
 }
 
-#[tokio::test]
-async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
-    let f = Fixture::new();
+/// A server whose one-slot `chat` environment runs an agent that echoes each stdin line as
+/// `got: <line>` and exits at a line containing "done".
+async fn chat_server(f: &Fixture) -> Server {
     let agent = f.agent(
         "chat.sh",
         r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP prompt=$1"
@@ -210,6 +210,13 @@ done"#,
     ));
     let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
+    s
+}
+
+#[tokio::test]
+async fn a_followup_sent_while_a_run_waits_for_its_slot_is_handed_over_when_it_starts() {
+    let f = Fixture::new();
+    let s = chat_server(&f).await;
     let first = s.create(json!({"prompt": "talk"})).await;
     s.wait_state(&first, "INPROGRESS").await;
     // A second run waits for the slot; its follow-up is handed over when it starts.
@@ -220,7 +227,35 @@ done"#,
         json!({"message": "queued hello"}),
     )
     .await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{first}/followups"),
+        json!({"message": "done now"}),
+    )
+    .await;
+    s.wait_state(&first, "SUCCEEDED").await;
 
+    s.wait_state(&second, "INPROGRESS").await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{second}/followups"),
+        json!({"message": "done"}),
+    )
+    .await;
+    s.wait_state(&second, "SUCCEEDED").await;
+    let text = s.transcript_text(&second).await;
+    assert!(
+        text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
+    let f = Fixture::new();
+    let s = chat_server(&f).await;
+    let first = s.create(json!({"prompt": "talk"})).await;
+    s.wait_state(&first, "INPROGRESS").await;
     let (st, _) = s
         .post(
             &s.key,
@@ -239,20 +274,6 @@ done"#,
     let text = s.transcript_text(&first).await;
     assert!(
         text.contains(r#"got: {"type":"followup","message":"hello","mode":"plan"}"#),
-        "{text}"
-    );
-
-    s.wait_state(&second, "INPROGRESS").await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{second}/followups"),
-        json!({"message": "done"}),
-    )
-    .await;
-    s.wait_state(&second, "SUCCEEDED").await;
-    let text = s.transcript_text(&second).await;
-    assert!(
-        text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
         "{text}"
     );
 
