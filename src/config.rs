@@ -14,10 +14,10 @@ pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache, which is what the process keeps of a load once the load is over: about
-/// 20 MB of RSS at 16 MiB, 80 MB at 64 MiB. In alternating full load runs at 1M stored runs,
-/// 16 MiB read as fast as 64 MiB and kept the idle server under the 150 MB of issue #2 after a
-/// load (`docs/performance.md`).
+/// sled's page cache, which is what the process keeps of a load once the load is over. A larger
+/// cache holds more of the index and event pages in memory; a smaller one keeps the idle
+/// server's memory low after a load. Reads of the index are dominated by its blocks, not by
+/// cache misses, so the default sits at the small end (figures in `docs/performance.md`).
 pub const DEFAULT_CACHE_MB: u64 = 16;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;

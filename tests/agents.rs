@@ -194,9 +194,9 @@ async fn failures_say_why_and_setup_failures_have_their_code() {
     );
 }
 
-#[tokio::test]
-async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
-    let f = Fixture::new();
+/// A server whose one-slot `chat` environment runs an agent that echoes each stdin line as
+/// `got: <line>` and exits at a line containing "done".
+async fn chat_server(f: &Fixture) -> Server {
     let agent = f.agent(
         "chat.sh",
         r#"echo "execution=$RUNLEDGER_EXECUTION followup=$RUNLEDGER_FOLLOWUP prompt=$1"
@@ -210,6 +210,13 @@ done"#,
     ));
     let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
+    s
+}
+
+#[tokio::test]
+async fn a_followup_sent_while_a_run_waits_for_its_slot_is_handed_over_when_it_starts() {
+    let f = Fixture::new();
+    let s = chat_server(&f).await;
     let first = s.create(json!({"prompt": "talk"})).await;
     s.wait_state(&first, "INPROGRESS").await;
     // A second run waits for the slot; its follow-up is handed over when it starts.
@@ -220,7 +227,35 @@ done"#,
         json!({"message": "queued hello"}),
     )
     .await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{first}/followups"),
+        json!({"message": "done now"}),
+    )
+    .await;
+    s.wait_state(&first, "SUCCEEDED").await;
 
+    s.wait_state(&second, "INPROGRESS").await;
+    s.post(
+        &s.key,
+        &format!("/agent/runs/{second}/followups"),
+        json!({"message": "done"}),
+    )
+    .await;
+    s.wait_state(&second, "SUCCEEDED").await;
+    let text = s.transcript_text(&second).await;
+    assert!(
+        text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
+    let f = Fixture::new();
+    let s = chat_server(&f).await;
+    let first = s.create(json!({"prompt": "talk"})).await;
+    s.wait_state(&first, "INPROGRESS").await;
     let (st, _) = s
         .post(
             &s.key,
@@ -239,20 +274,6 @@ done"#,
     let text = s.transcript_text(&first).await;
     assert!(
         text.contains(r#"got: {"type":"followup","message":"hello","mode":"plan"}"#),
-        "{text}"
-    );
-
-    s.wait_state(&second, "INPROGRESS").await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{second}/followups"),
-        json!({"message": "done"}),
-    )
-    .await;
-    s.wait_state(&second, "SUCCEEDED").await;
-    let text = s.transcript_text(&second).await;
-    assert!(
-        text.contains(r#"got: {"type":"followup","message":"queued hello","mode":"normal"}"#),
         "{text}"
     );
 
@@ -754,13 +775,12 @@ async fn types_online(s: &Server, id: &str) -> Vec<String> {
         .collect()
 }
 
-#[tokio::test]
-async fn presets_run_the_agent_clis_with_their_argv_templates() {
-    let f = Fixture::new();
+/// A server whose `claude`, `codex` and `gemini` environments run fake CLIs from `f`'s `bin`:
+/// each records what it got in `.record/<cli>-<execution>.*` of its workspace, and reports a
+/// session id the way the real one does.
+async fn preset_server(f: &Fixture) -> Server {
     let bin = f.path("bin");
     std::fs::create_dir(&bin).expect("mkdir");
-    // Each fake CLI records what it got in its workspace, and reports a session id the way
-    // the real one does.
     for (cli, session) in [
         (
             "claude",
@@ -810,30 +830,33 @@ cat >> $out.stdin"#
     );
     let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
     s.wait_ready().await;
+    s
+}
+
+/// The file `file` (`claude-1.stdin`, say) a fake CLI recorded in run `id`'s workspace.
+fn recorded(s: &Server, id: &str, file: &str) -> String {
+    std::fs::read_to_string(workspace(s, id).join(".record").join(file))
+        .unwrap_or_else(|e| panic!("{file} recorded: {e}"))
+}
+
+/// The argv the fake CLI of `cli-<execution>` got for run `id`.
+fn argv(s: &Server, id: &str, cli: &str) -> Vec<String> {
+    recorded(s, id, &format!("{cli}.argv"))
+        .split_terminator('\0')
+        .map(str::to_string)
+        .collect()
+}
+
+#[tokio::test]
+async fn the_claude_preset_runs_claude_code_with_its_argv_and_resumes_its_session() {
+    let f = Fixture::new();
+    let s = preset_server(&f).await;
     let mcp = json!({"fs": {"command": "npx", "args": ["srv"]}});
     let claude = s
         .create(json!({"prompt": "fix it", "config": {"environment_id": "claude", "base_prompt": "be brief", "mcp_servers": mcp}}))
         .await;
-    let codex = s
-        .create(json!({"prompt": "fix it", "config": {"environment_id": "codex", "model_id": "o4", "base_prompt": "be brief"}}))
-        .await;
-    let gemini = s
-        .create(
-            json!({"prompt": "fix it", "config": {"environment_id": "gemini", "mcp_servers": mcp}}),
-        )
-        .await;
-    for id in [&claude, &codex, &gemini] {
-        s.wait_state(id, "SUCCEEDED").await;
-    }
-    let record = |id: &str| workspace(&s, id).join(".record");
-    let argv = |id: &str, cli: &str| -> Vec<String> {
-        std::fs::read_to_string(record(id).join(format!("{cli}.argv")))
-            .expect("argv recorded")
-            .split_terminator('\0')
-            .map(str::to_string)
-            .collect()
-    };
-    let claude_argv = argv(&claude, "claude-1");
+    s.wait_state(&claude, "SUCCEEDED").await;
+    let claude_argv = argv(&s, &claude, "claude-1");
     let mcp_path = f
         .path("data")
         .join("agent-files")
@@ -857,69 +880,15 @@ cat >> $out.stdin"#
     );
     // The prompt is the first user message of its streaming input.
     assert_eq!(
-        std::fs::read_to_string(record(&claude).join("claude-1.stdin")).expect("stdin"),
+        recorded(&s, &claude, "claude-1.stdin"),
         "{\"message\":{\"content\":\"fix it\",\"role\":\"user\"},\"type\":\"user\"}\n"
     );
     // Inside runledger's sandbox Claude Code may skip its permission prompts.
-    assert_eq!(
-        std::fs::read_to_string(record(&claude).join("claude-1.env"))
-            .expect("env")
-            .trim(),
-        "IS_SANDBOX=1"
-    );
+    assert_eq!(recorded(&s, &claude, "claude-1.env").trim(), "IS_SANDBOX=1");
     let written: Value =
         serde_json::from_str(&std::fs::read_to_string(&mcp_path).expect("mcp file")).expect("json");
     assert_eq!(written["mcpServers"]["fs"]["command"], "npx");
-    assert_eq!(
-        argv(&codex, "codex-1"),
-        [
-            "exec",
-            "--json",
-            "--skip-git-repo-check",
-            "--sandbox=danger-full-access",
-            "--model=o4",
-            "--",
-            "be brief\n\nfix it"
-        ]
-    );
-    // The endpoint reaches Codex as a provider block in its private home.
-    let codex_config: toml::Table = std::fs::read_to_string(record(&codex).join("codex-1.config"))
-        .expect("config.toml")
-        .parse()
-        .expect("toml");
-    assert_eq!(codex_config["model_provider"].as_str(), Some("runledger"));
-    assert_eq!(
-        codex_config["model_providers"]["runledger"]["base_url"].as_str(),
-        Some("http://127.0.0.1:9/v1")
-    );
-    assert_eq!(
-        argv(&gemini, "gemini-1"),
-        [
-            "--skip-trust",
-            "--output-format",
-            "stream-json",
-            "--approval-mode=yolo",
-            "--model=gemini-pro",
-            "--prompt=fix it"
-        ]
-    );
-    // Gemini's settings live in the run's home, never in the workspace.
-    assert!(!workspace(&s, &gemini).join(".gemini").exists());
-    let settings: Value = serde_json::from_str(
-        &std::fs::read_to_string(record(&gemini).join("gemini-1.settings")).expect("settings"),
-    )
-    .expect("json");
-    assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
-    assert_eq!(
-        settings["security"]["auth"]["selectedType"],
-        "gemini-api-key"
-    );
-    assert_eq!(
-        std::fs::read_to_string(record(&claude).join("claude-1.run"))
-            .expect("run")
-            .trim(),
-        claude
-    );
+    assert_eq!(recorded(&s, &claude, "claude-1.run").trim(), claude);
 
     // A resumed run continues the session the CLI reported, with the follow-up as the prompt.
     let (st, _) = s
@@ -931,19 +900,51 @@ cat >> $out.stdin"#
         .await;
     assert_eq!(st, 200);
     eventually(10, "second execution recorded", || {
-        record(&claude).join("claude-2.run").exists()
+        workspace(&s, &claude).join(".record/claude-2.run").exists()
     })
     .await;
     s.wait_state(&claude, "SUCCEEDED").await;
-    let resumed = argv(&claude, "claude-2");
+    let resumed = argv(&s, &claude, "claude-2");
     assert!(
         resumed.contains(&"--resume=sess-claude-1".to_string()),
         "{resumed:?}"
     );
     assert_eq!(
-        std::fs::read_to_string(record(&claude).join("claude-2.stdin")).expect("stdin"),
+        recorded(&s, &claude, "claude-2.stdin"),
         "{\"message\":{\"content\":\"now the tests\",\"role\":\"user\"},\"type\":\"user\"}\n"
     );
+}
+
+#[tokio::test]
+async fn the_codex_preset_runs_codex_with_its_argv_and_provider_and_resumes_its_thread() {
+    let f = Fixture::new();
+    let s = preset_server(&f).await;
+    let codex = s
+        .create(json!({"prompt": "fix it", "config": {"environment_id": "codex", "model_id": "o4", "base_prompt": "be brief"}}))
+        .await;
+    s.wait_state(&codex, "SUCCEEDED").await;
+    assert_eq!(
+        argv(&s, &codex, "codex-1"),
+        [
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox=danger-full-access",
+            "--model=o4",
+            "--",
+            "be brief\n\nfix it"
+        ]
+    );
+    // The endpoint reaches Codex as a provider block in its private home.
+    let codex_config: toml::Table = recorded(&s, &codex, "codex-1.config")
+        .parse()
+        .expect("toml");
+    assert_eq!(codex_config["model_provider"].as_str(), Some("runledger"));
+    assert_eq!(
+        codex_config["model_providers"]["runledger"]["base_url"].as_str(),
+        Some("http://127.0.0.1:9/v1")
+    );
+
     // Codex: options before `resume`, the thread id and the prompt after `--`.
     s.post(
         &s.key,
@@ -952,24 +953,61 @@ cat >> $out.stdin"#
     )
     .await;
     eventually(10, "codex resumed", || {
-        record(&codex).join("codex-2.run").exists()
+        workspace(&s, &codex).join(".record/codex-2.run").exists()
     })
     .await;
     s.wait_state(&codex, "SUCCEEDED").await;
-    let resumed = argv(&codex, "codex-2");
+    let resumed = argv(&s, &codex, "codex-2");
     assert_eq!(
         resumed[resumed.len() - 4..],
         ["resume", "--", "thread-codex-1", "-v"],
         "{resumed:?}"
     );
+}
 
-    // A skill-only run names its skill as the prompt.
+#[tokio::test]
+async fn the_gemini_preset_runs_gemini_cli_with_its_argv_and_settings_in_its_home() {
+    let f = Fixture::new();
+    let s = preset_server(&f).await;
+    let mcp = json!({"fs": {"command": "npx", "args": ["srv"]}});
+    let gemini = s
+        .create(
+            json!({"prompt": "fix it", "config": {"environment_id": "gemini", "mcp_servers": mcp}}),
+        )
+        .await;
+    s.wait_state(&gemini, "SUCCEEDED").await;
+    assert_eq!(
+        argv(&s, &gemini, "gemini-1"),
+        [
+            "--skip-trust",
+            "--output-format",
+            "stream-json",
+            "--approval-mode=yolo",
+            "--model=gemini-pro",
+            "--prompt=fix it"
+        ]
+    );
+    // Gemini's settings live in the run's home, never in the workspace.
+    assert!(!workspace(&s, &gemini).join(".gemini").exists());
+    let settings: Value =
+        serde_json::from_str(&recorded(&s, &gemini, "gemini-1.settings")).expect("json");
+    assert_eq!(settings["mcpServers"]["fs"]["args"], json!(["srv"]));
+    assert_eq!(
+        settings["security"]["auth"]["selectedType"],
+        "gemini-api-key"
+    );
+}
+
+#[tokio::test]
+async fn a_skill_only_preset_run_names_its_skill_as_the_prompt() {
+    let f = Fixture::new();
+    let s = preset_server(&f).await;
     let skill = s
         .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "codex"}}))
         .await;
     s.wait_state(&skill, "SUCCEEDED").await;
     assert_eq!(
-        argv(&skill, "codex-1").last().map(String::as_str),
+        argv(&s, &skill, "codex-1").last().map(String::as_str),
         Some("Run the skill acme/tools:deploy.")
     );
 }

@@ -353,9 +353,9 @@ async fn an_import_never_merges_and_changes_nothing_it_refuses() {
     assert!(!ok && err.contains("0 events and 1 API keys"), "{err}");
 }
 
-#[tokio::test]
-async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
-    let tmp = tempfile::tempdir().expect("tempdir");
+/// A data directory of two finished runs, exported: `(plain, framed)`, the export without
+/// and with keys. Run a is lines 1-3 of the plain export, run b lines 4-6.
+async fn two_run_exports(tmp: &tempfile::TempDir) -> (String, String) {
     let mut s = Server::start_in(tmp.path(), CONFIG);
     let a = s.create(json!({"prompt": "first"})).await;
     let b = s.create(json!({"prompt": "second"})).await;
@@ -367,19 +367,31 @@ async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
     assert!(ok, "{err}");
     let (ok, framed, err) = cli(&["export", "--with-keys", "--data-dir", &data], &[]);
     assert!(ok, "{err}");
-    // Two runs of three events each, in key order: run a is lines 1-3, run b lines 4-6.
-    let lines: Vec<&str> = plain.lines().collect();
-    assert_eq!(lines.len(), 6, "{plain}");
-    let without = |n: usize| {
-        let mut l = lines.clone();
-        l.remove(n - 1);
-        l.join("\n") + "\n"
-    };
-    let replaced = |n: usize, with: &str| {
-        let mut l = lines.clone();
-        l[n - 1] = with;
-        l.join("\n") + "\n"
-    };
+    // Two runs of three events each, in key order.
+    assert_eq!(plain.lines().count(), 6, "{plain}");
+    (plain, framed)
+}
+
+/// `text`'s lines with line `n` (from 1) replaced by `with`.
+fn replaced(text: &str, n: usize, with: &str) -> String {
+    let mut l: Vec<&str> = text.lines().collect();
+    l[n - 1] = with;
+    l.join("\n") + "\n"
+}
+
+/// `text`'s lines without line `n` (from 1).
+fn without(text: &str, n: usize) -> String {
+    let mut l: Vec<&str> = text.lines().collect();
+    l.remove(n - 1);
+    l.join("\n") + "\n"
+}
+
+#[tokio::test]
+async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (plain, framed) = two_run_exports(&tmp).await;
+    let without = |n: usize| without(&plain, n);
+    let replaced = |n: usize, with: &str| replaced(&plain, n, with);
     let truncated = {
         let mut l: Vec<&str> = framed.lines().collect();
         l.pop();
@@ -423,12 +435,29 @@ async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
             entries(&parent)
         );
     }
+    let gap = tmp.path().join("seq-gap.jsonl");
+    let (_, _, err) = cli(
+        &["import", path_str(&gap), "--data-dir", "/nonexistent/x"],
+        &[],
+    );
+    assert!(err.contains("skips from event 0 to event 2"), "{err}");
+}
+
+#[tokio::test]
+async fn an_event_out_of_turn_is_imported_with_a_note() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (plain, _) = two_run_exports(&tmp).await;
+    let lines: Vec<&str> = plain.lines().collect();
     // An event that the service would not have recorded (an execution number out of turn) is
     // imported with a note: backups of older versions, with other rules, must restore.
     let odd = tmp.path().join("odd.jsonl");
     std::fs::write(
         &odd,
-        replaced(2, &lines[1].replace("\"execution\":1", "\"execution\":5")),
+        replaced(
+            &plain,
+            2,
+            &lines[1].replace("\"execution\":1", "\"execution\":5"),
+        ),
     )
     .expect("write");
     let target = tmp.path().join("odd");
@@ -441,19 +470,18 @@ async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
         err.contains("note: event 1 (Started) of run ") && err.contains("imported as it is"),
         "{err}"
     );
+}
 
-    let gap = tmp.path().join("seq-gap.jsonl");
-    let (_, _, err) = cli(
-        &["import", path_str(&gap), "--data-dir", "/nonexistent/x"],
-        &[],
-    );
-    assert!(err.contains("skips from event 0 to event 2"), "{err}");
-
+#[tokio::test]
+async fn an_existing_empty_directory_stays_empty_when_an_import_fails_and_takes_one_from_stdin() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let (plain, framed) = two_run_exports(&tmp).await;
+    let bad = tmp.path().join("bad-json.jsonl");
+    std::fs::write(&bad, replaced(&plain, 2, "{\"run_id\": ")).expect("write");
     // An existing empty directory (a mount point, say) stays empty when the import fails, and
     // takes the store when it succeeds; `-` reads stdin.
     let empty = tmp.path().join("empty");
     std::fs::create_dir(&empty).expect("mkdir");
-    let bad = tmp.path().join("bad-json.jsonl");
     let (ok, _, _) = cli(
         &["import", path_str(&bad), "--data-dir", path_str(&empty)],
         &[],

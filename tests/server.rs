@@ -134,42 +134,58 @@ async fn cancel_is_durable_before_the_answer_and_refused_on_finished_runs() {
     assert_problem(status, &body, 404, "resource_not_found");
 }
 
+/// Creates a run with `prompt` in the one-slot `single` environment: the create's answer.
+async fn create_single(s: &Server, prompt: &str) -> Value {
+    let (status, body) = s
+        .post(
+            &s.key,
+            "/agent/runs",
+            json!({"prompt": prompt, "config": {"environment_id": "single"}}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body
+}
+
+fn run_id(created: &Value) -> String {
+    created["run_id"].as_str().expect("id").to_string()
+}
+
+/// The entries of run `id`'s transcript.
+async fn transcript_entries(s: &Server, id: &str) -> Vec<Value> {
+    let (_, t) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
+    t["entries"].as_array().cloned().unwrap_or_default()
+}
+
 #[tokio::test]
-async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs() {
+async fn capacity_is_fifo_and_waiting_runs_hold_no_actor() {
     let s = Server::start();
     s.wait_ready().await;
-    let single = json!({"environment_id": "single"});
-    let (_, first) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "first", "config": single}),
-        )
-        .await;
-    let first = first["run_id"].as_str().expect("id").to_string();
+    let first = run_id(&create_single(&s, "first").await);
     s.wait_state(&first, "INPROGRESS").await;
-    let (_, second) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "second", "config": single}),
-        )
-        .await;
+    let second = create_single(&s, "second").await;
     assert_eq!(second["at_capacity"], true, "{second}");
-    let second = second["run_id"].as_str().expect("id").to_string();
-    let (_, third) = s
-        .post(
-            &s.key,
-            "/agent/runs",
-            json!({"prompt": "third", "config": single}),
-        )
-        .await;
-    let third = third["run_id"].as_str().expect("id").to_string();
+    let second = run_id(&second);
+    let third = run_id(&create_single(&s, "third").await);
 
     // Waiting runs hold no actor; only the run in progress does.
     s.wait_live_actors(1).await;
 
-    // Queued: kept for the agent.
+    // Freeing the slot starts the oldest waiting run, not the newest.
+    s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
+        .await;
+    s.wait_state(&second, "INPROGRESS").await;
+    assert_eq!(s.run(&third).await["state"], "QUEUED");
+}
+
+#[tokio::test]
+async fn a_followup_to_a_queued_run_is_kept_for_its_agent() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
+    s.wait_state(&first, "INPROGRESS").await;
+    let second = run_id(&create_single(&s, "second").await);
+
     let (status, body) = s
         .post(
             &s.key,
@@ -179,6 +195,36 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
+
+    s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
+        .await;
+    s.wait_state(&second, "INPROGRESS").await;
+    // The agent's introduction, written as it starts, names the follow-ups that waited for it.
+    let names_the_note = |lines: &[Value]| {
+        lines.iter().any(|e| {
+            e["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("queued follow-up (plan): queued note"))
+        })
+    };
+    let mut second_lines = transcript_entries(&s, &second).await;
+    for _ in 0..100 {
+        if names_the_note(&second_lines) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        second_lines = transcript_entries(&s, &second).await;
+    }
+    assert!(names_the_note(&second_lines), "{second_lines:?}");
+}
+
+#[tokio::test]
+async fn a_followup_reaches_a_running_agent_and_resumes_a_finished_run_as_a_new_execution() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
+    s.wait_state(&first, "INPROGRESS").await;
+
     // In progress: delivered to the agent.
     let (status, _) = s
         .post(
@@ -190,12 +236,9 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     assert_eq!(status, 200);
     // The agent reports taking it (so the cancel below drops nothing it was owed).
     s.wait_events(&first, "FollowupsDelivered", 1).await;
-
-    // Freeing the slot starts the oldest waiting run, not the newest.
     s.post(&s.key, &format!("/agent/runs/{first}/cancel"), json!({}))
         .await;
-    s.wait_state(&second, "INPROGRESS").await;
-    assert_eq!(s.run(&third).await["state"], "QUEUED");
+    s.wait_state(&first, "CANCELLED").await;
 
     // Finished: the run resumes as a new execution.
     let (status, body) = s
@@ -207,11 +250,6 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
-    s.post(&s.key, &format!("/agent/runs/{second}/cancel"), json!({}))
-        .await;
-    s.wait_state(&third, "INPROGRESS").await;
-    s.post(&s.key, &format!("/agent/runs/{third}/cancel"), json!({}))
-        .await;
     s.wait_state(&first, "INPROGRESS").await;
 
     let kinds: Vec<(String, Value)> = s
@@ -240,24 +278,19 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     );
     assert_eq!(kinds[6].1["execution"], 2);
 
-    let transcript = |id: String| {
-        let s = &s;
-        async move {
-            let (_, t) = s.get(&s.key, &format!("/agent/runs/{id}/transcript")).await;
-            t["entries"].as_array().cloned().unwrap_or_default()
-        }
-    };
-    let first_lines = transcript(first.clone()).await;
+    let first_lines = transcript_entries(&s, &first).await;
     assert!(first_lines.iter().any(|e| e["stream"] == "followup"
         && e["text"].as_str().is_some_and(|t| t.contains("live note"))));
     assert!(first_lines.iter().any(
         |e| e["execution"] == 2 && e["text"].as_str().is_some_and(|t| t.contains("try again"))
     ));
-    let second_lines = transcript(second.clone()).await;
-    assert!(second_lines.iter().any(|e| e["text"]
-        .as_str()
-        .is_some_and(|t| t.contains("queued follow-up (plan): queued note"))));
+}
 
+#[tokio::test]
+async fn an_empty_followup_is_refused() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let first = run_id(&create_single(&s, "first").await);
     let (status, body) = s
         .post(
             &s.key,
@@ -268,21 +301,35 @@ async fn capacity_is_fifo_and_followups_reach_queued_running_and_finished_runs()
     assert_problem(status, &body, 400, "invalid_request");
 }
 
+/// The status and body of a failure, which must be `application/problem+json`.
+async fn problem(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(ct, "application/problem+json");
+    (status, r.json::<Value>().await.expect("json"))
+}
+
+/// POSTs `body` as a create with the server's key.
+async fn post_create(s: &Server, body: impl Into<reqwest::Body>) -> reqwest::Response {
+    s.client
+        .post(s.api("/agent/runs"))
+        .bearer_auth(&s.key)
+        .header("content-type", "application/json")
+        .body(body)
+        .send()
+        .await
+        .expect("req")
+}
+
 #[tokio::test]
-async fn every_failure_is_problem_json() {
+async fn an_unknown_route_or_method_is_problem_json() {
     let s = Server::start();
     s.wait_ready().await;
-    let problem = |r: reqwest::Response| async move {
-        let status = r.status().as_u16();
-        let ct = r
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string();
-        assert_eq!(ct, "application/problem+json");
-        (status, r.json::<Value>().await.expect("json"))
-    };
     let c = &s.client;
     let (st, b) = problem(c.get(s.url("/nope")).send().await.expect("req")).await;
     assert_problem(st, &b, 404, "resource_not_found");
@@ -298,6 +345,13 @@ async fn every_failure_is_problem_json() {
     );
     let (st, b) = problem(r).await;
     assert_eq!(st, 405, "{b}");
+}
+
+#[tokio::test]
+async fn a_missing_or_wrong_key_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let c = &s.client;
     let (st, b) = problem(c.get(s.api("/agent/runs")).send().await.expect("req")).await;
     assert_problem(st, &b, 401, "authentication_required");
     let (st, b) = problem(
@@ -309,13 +363,12 @@ async fn every_failure_is_problem_json() {
     )
     .await;
     assert_problem(st, &b, 401, "authentication_required");
-    let post = |body: &'static str| {
-        c.post(s.api("/agent/runs"))
-            .bearer_auth(&s.key)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-    };
+}
+
+#[tokio::test]
+async fn a_bad_create_body_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
     for bad in [
         "{not json",
         "",
@@ -329,10 +382,17 @@ async fn every_failure_is_problem_json() {
         r#"{"prompt": "x", "metadata": {"bad key": "v"}}"#,
         r#"{"prompt": "a\u0000b"}"#,
     ] {
-        let (st, b) = problem(post(bad).await.expect("req")).await;
+        let (st, b) = problem(post_create(&s, bad).await).await;
         assert_problem(st, &b, 400, "invalid_request");
         assert!(b["instance"] == "/api/v1/agent/runs", "{b}");
     }
+}
+
+#[tokio::test]
+async fn a_bad_query_value_is_problem_json_naming_its_parameter() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let c = &s.client;
     let (st, b) = problem(
         c.get(s.api("/agent/runs?limit=0"))
             .bearer_auth(&s.key)
@@ -364,24 +424,23 @@ async fn every_failure_is_problem_json() {
             "{path}: {b}"
         );
     }
+}
+
+#[tokio::test]
+async fn a_body_over_the_limit_is_problem_json() {
+    let s = Server::start();
+    s.wait_ready().await;
     let huge = "x".repeat(2 * 1024 * 1024);
-    let r = c
-        .post(s.api("/agent/runs"))
-        .bearer_auth(&s.key)
-        .header("content-type", "application/json")
-        .body(format!(r#"{{"prompt":"{huge}"}}"#))
-        .send()
-        .await
-        .expect("req");
-    let (st, b) = problem(r).await;
+    let (st, b) = problem(post_create(&s, format!(r#"{{"prompt":"{huge}"}}"#)).await).await;
     assert_problem(st, &b, 413, "invalid_request");
-    // Unknown fields are ignored.
-    let (st, _) = problem_ok(
-        post(r#"{"prompt": "x", "surprise": {"a": 1}}"#)
-            .await
-            .expect("req"),
-    )
-    .await;
+}
+
+#[tokio::test]
+async fn unknown_fields_of_a_create_are_ignored() {
+    let s = Server::start();
+    s.wait_ready().await;
+    let (st, _) =
+        problem_ok(post_create(&s, r#"{"prompt": "x", "surprise": {"a": 1}}"#).await).await;
     assert_eq!(st, 200);
 }
 
@@ -520,8 +579,9 @@ async fn an_idempotency_key_returns_the_first_run() {
     assert_eq!(list["runs"].as_array().map(Vec::len), Some(2));
 }
 
-#[tokio::test]
-async fn keys_are_managed_offline_and_revoked_live() {
+/// A data directory given an agent key ("ci-bot") and an admin key ("ops") offline, and a
+/// server started on it with the admin key: `(dir, agent key, admin key, server)`.
+async fn offline_keys() -> (tempfile::TempDir, String, String, Server) {
     let dir = tempfile::tempdir().expect("tempdir");
     let data = dir.path().join("data");
     let data = data.to_str().expect("utf8");
@@ -567,6 +627,12 @@ async fn keys_are_managed_offline_and_revoked_live() {
     s.key = admin_key.clone();
     s.wait_ready().await;
 
+    (dir, agent_key, admin_key, s)
+}
+
+#[tokio::test]
+async fn keys_made_offline_authenticate_as_their_creator_and_only_admins_manage_keys() {
+    let (_dir, agent_key, admin_key, s) = offline_keys().await;
     let (st, created) = s
         .post(&agent_key, "/agent/runs", json!({"prompt": "by the bot"}))
         .await;
@@ -589,7 +655,13 @@ async fn keys_are_managed_offline_and_revoked_live() {
     // Non-admin keys may not manage keys.
     let (st, body) = s.get(&agent_key, "/admin/keys").await;
     assert_problem(st, &body, 403, "not_authorized");
+}
 
+#[tokio::test]
+async fn keys_are_revoked_live_through_the_admin_api_while_a_server_runs() {
+    let (dir, agent_key, admin_key, s) = offline_keys().await;
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf8");
     // While the server holds the directory, the CLI goes through the admin API.
     let env = [
         ("RUNLEDGER_ADMIN_KEY", admin_key.as_str()),
@@ -615,7 +687,13 @@ async fn keys_are_managed_offline_and_revoked_live() {
     assert!(ok, "{err}");
     let (st, body) = s.get(&agent_key, "/agent/runs").await;
     assert_problem(st, &body, 401, "authentication_required");
+}
 
+#[tokio::test]
+async fn the_keys_cli_without_an_admin_key_says_what_it_needs_while_a_server_runs() {
+    let (dir, _agent_key, _admin_key, _s) = offline_keys().await;
+    let data = dir.path().join("data");
+    let data = data.to_str().expect("utf8");
     // Without an admin key the CLI says what it needs instead of failing obscurely.
     let (ok, _, err) = cli(&["--data-dir", data, "keys", "list"], &[]);
     assert!(!ok);

@@ -158,9 +158,10 @@ async fn compute_cost_needs_a_price_and_a_later_price_does_not_rewrite_history()
 
 /// Fake CLIs that print their usage lines as the real ones do (and, for the hostile ones,
 /// as no real one would).
-#[tokio::test]
-async fn presets_report_the_clis_usage_and_absurd_reports_are_ignored() {
-    let dir = common::agent_visible_dir();
+/// A server whose `claude`, `codex`, `gemini` and `hostile` environments run fake CLIs that
+/// report usage: Claude Code its own cost, Codex tokens only (two turns), and Gemini CLI and a
+/// hostile Claude Code absurd figures.
+async fn usage_server(dir: &tempfile::TempDir) -> Server {
     let bin = dir.path().join("bin");
     std::fs::create_dir(&bin).expect("mkdir");
     let lines = |out: &[&str]| {
@@ -216,8 +217,13 @@ async fn presets_report_the_clis_usage_and_absurd_reports_are_ignored() {
     );
     let s = Server::start_with(dir.path(), &config, &[("PATH", path)]);
     s.wait_ready().await;
+    s
+}
+
+/// Creates a run in each of `environments` and waits for all to succeed: `(ids, runs)`.
+async fn run_in(s: &Server, environments: &[&str]) -> (Vec<String>, Vec<Value>) {
     let mut ids = Vec::new();
-    for env in ["claude", "codex", "gemini", "hostile"] {
+    for env in environments {
         ids.push(
             s.create(json!({"prompt": "go", "config": {"environment_id": env}}))
                 .await,
@@ -227,12 +233,43 @@ async fn presets_report_the_clis_usage_and_absurd_reports_are_ignored() {
     for id in &ids {
         runs.push(s.wait_state(id, "SUCCEEDED").await);
     }
-    let inference = |run: &Value| run["request_usage"]["inference_cost"].as_f64();
+    (ids, runs)
+}
+
+fn inference(run: &Value) -> Option<f64> {
+    run["request_usage"]["inference_cost"].as_f64()
+}
+
+fn inference_total(metrics: &str, env: &str) -> Option<f64> {
+    metric(
+        metrics,
+        &format!("runledger_inference_cost_usd_total{{environment=\"{env}\"}}"),
+    )
+}
+
+#[tokio::test]
+async fn claude_code_reports_its_own_cost_which_wins_over_any_price() {
+    let dir = common::agent_visible_dir();
+    let s = usage_server(&dir).await;
+    let (_, runs) = run_in(&s, &["claude"]).await;
     assert_eq!(inference(&runs[0]), Some(0.0123), "{}", runs[0]);
+    let metrics = s.metrics().await;
+    assert_eq!(
+        inference_total(&metrics, "claude"),
+        Some(0.0123),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn codex_reports_tokens_priced_by_the_runs_model() {
+    let dir = common::agent_visible_dir();
+    let s = usage_server(&dir).await;
+    let (ids, runs) = run_in(&s, &["codex"]).await;
     // 800k uncached × $2 + 200k cached × $1 + 100k out × $10, per million.
-    let codex = inference(&runs[1]).expect("priced");
-    assert!((codex - 2.8).abs() < 1e-9, "{}", runs[1]);
-    let recorded = s.events(&ids[1]).await;
+    let codex = inference(&runs[0]).expect("priced");
+    assert!((codex - 2.8).abs() < 1e-9, "{}", runs[0]);
+    let recorded = s.events(&ids[0]).await;
     let data = &usage_events(&recorded)[0]["data"];
     assert_eq!(
         data["tokens"],
@@ -242,7 +279,23 @@ async fn presets_report_the_clis_usage_and_absurd_reports_are_ignored() {
         data["inference_cost"],
         json!({"nano_usd": 2_800_000_000u64, "source": "prices"})
     );
-    for run in &runs[2..] {
+    let metrics = s.metrics().await;
+    assert_eq!(inference_total(&metrics, "codex"), Some(2.8));
+    assert_eq!(
+        metric(
+            &metrics,
+            "runledger_tokens_total{environment=\"codex\",direction=\"input\"}"
+        ),
+        Some(1_000_000.0)
+    );
+}
+
+#[tokio::test]
+async fn absurd_usage_reports_are_ignored() {
+    let dir = common::agent_visible_dir();
+    let s = usage_server(&dir).await;
+    let (ids, runs) = run_in(&s, &["gemini", "hostile"]).await;
+    for run in &runs {
         assert!(
             inference(run).is_none(),
             "an absurd report is ignored, not sent: {run}"
@@ -254,30 +307,15 @@ async fn presets_report_the_clis_usage_and_absurd_reports_are_ignored() {
             }
         }
     }
-    for id in &ids[2..] {
+    for id in &ids {
         for e in usage_events(&s.events(id).await) {
             assert!(e["data"].get("tokens").is_none(), "{e}");
             assert!(e["data"].get("inference_cost").is_none(), "{e}");
         }
     }
     let metrics = s.metrics().await;
-    let total = |env: &str| {
-        metric(
-            &metrics,
-            &format!("runledger_inference_cost_usd_total{{environment=\"{env}\"}}"),
-        )
-    };
-    assert_eq!(total("claude"), Some(0.0123), "{metrics}");
-    assert_eq!(total("codex"), Some(2.8));
-    assert_eq!(total("gemini"), Some(0.0));
-    assert_eq!(total("hostile"), Some(0.0));
-    assert_eq!(
-        metric(
-            &metrics,
-            "runledger_tokens_total{environment=\"codex\",direction=\"input\"}"
-        ),
-        Some(1_000_000.0)
-    );
+    assert_eq!(inference_total(&metrics, "gemini"), Some(0.0));
+    assert_eq!(inference_total(&metrics, "hostile"), Some(0.0));
     assert_eq!(
         metric(
             &metrics,

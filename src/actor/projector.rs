@@ -43,15 +43,16 @@ use crate::projection::Index;
 use crate::store::Store;
 
 /// Commands the projector may lag behind before new commands wait for it to catch up to this
-/// distance. It bounds the projector's memory and how long a list may wait for it: about 30 ms
-/// at the ~10k index updates a second of this machine under full load.
+/// distance. Larger lets writes run further ahead of the index under load; smaller bounds the
+/// projector's memory and how long a list may wait for it (the backlog divided by the index
+/// update rate).
 const BACKLOG: u64 = 256;
 
 /// How long the projector, woken for a small batch, waits for more runs. A batch writes each
 /// index block it touches once, so a batch of a few runs costs nearly what a full one does:
-/// measured under create load, 35 µs of projector time per run in batches of about 8 and 25 µs
-/// in batches of about 100. Reads do not wait for it: `get` answers from the pending rows, and
-/// a list that must wait for the projector cuts the gathering short (`hurry`).
+/// waiting trades a little index lag for fewer block writes per run under load. Reads do not
+/// pay for it: `get` answers from the pending rows, and a list that must wait for the
+/// projector cuts the gathering short (`hurry`).
 const GATHER: std::time::Duration = std::time::Duration::from_millis(2);
 
 /// A batch this large is applied without gathering more.

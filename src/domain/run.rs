@@ -488,6 +488,177 @@ mod tests {
     use super::*;
     use crate::domain::events::CreatorKind;
 
+    /// Given / when / then over `decide` and `fold`, as cqrs-es's test framework reads:
+    /// `given(history).when(command).then_events(..)`. The n-th event of a history is
+    /// recorded at `Timestamp(n * 10)`, so run times in the assertions are multiples of 10.
+    mod scenario {
+        use super::super::*;
+
+        const ID: RunId = RunId(42);
+
+        /// The run `history` folds to, each event stamped 10 ms after the one before.
+        fn fold_history(history: &[Event]) -> Option<Run> {
+            fold(
+                ID,
+                history
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
+            )
+        }
+
+        /// A run's recorded history: the "given" of a scenario.
+        #[derive(Clone)]
+        pub struct Given {
+            history: Vec<Event>,
+        }
+
+        /// A run that has these events.
+        pub fn given(history: impl IntoIterator<Item = Event>) -> Given {
+            Given {
+                history: history.into_iter().collect(),
+            }
+        }
+
+        /// A run that does not exist yet.
+        pub fn given_no_run() -> Given {
+            given(Vec::new())
+        }
+
+        impl Given {
+            /// The same history followed by `events`.
+            pub fn and(mut self, events: impl IntoIterator<Item = Event>) -> Self {
+                self.history.extend(events);
+                self
+            }
+
+            /// The command decided against the state the history folds to.
+            pub fn when(self, command: Command) -> When {
+                let outcome = decide(fold_history(&self.history).as_ref(), command);
+                When {
+                    history: self.history,
+                    outcome,
+                }
+            }
+
+            /// The state the history folds to passes `check`.
+            #[track_caller]
+            pub fn then_state(self, check: impl FnOnce(&Run)) -> Self {
+                check(&fold_history(&self.history).expect("the history creates the run"));
+                self
+            }
+
+            /// The history folds to no run at all.
+            #[track_caller]
+            pub fn then_no_run(self) -> Self {
+                assert_eq!(fold_history(&self.history), None);
+                self
+            }
+
+            /// Every event of the history is one the service may record where it stands.
+            #[track_caller]
+            pub fn then_recordable(self) -> Self {
+                for (i, event) in self.history.iter().enumerate() {
+                    let before = fold_history(&self.history[..i]);
+                    assert!(recordable(before.as_ref(), event), "event {i}");
+                }
+                self
+            }
+
+            /// `event` is not one the service would record after this history.
+            #[track_caller]
+            pub fn then_refuses_to_record(self, event: Event) -> Self {
+                let run = fold_history(&self.history);
+                assert!(!recordable(run.as_ref(), &event), "{event:?}");
+                self
+            }
+        }
+
+        /// A decided command: the "when" of a scenario, checked by its `then_*` steps.
+        pub struct When {
+            history: Vec<Event>,
+            outcome: Result<Decision, Rejection>,
+        }
+
+        impl When {
+            #[track_caller]
+            fn decision(&self) -> &Decision {
+                match &self.outcome {
+                    Ok(decision) => decision,
+                    Err(rejection) => panic!("the command was rejected: {rejection:?}"),
+                }
+            }
+
+            /// The history with the decided events appended.
+            fn after(&self) -> Vec<Event> {
+                let mut all = self.history.clone();
+                all.extend(self.decision().events.iter().cloned());
+                all
+            }
+
+            /// The command is accepted (whatever it decides).
+            #[track_caller]
+            pub fn then_accepted(self) -> Self {
+                self.decision();
+                self
+            }
+
+            /// The command is accepted and records exactly `events`.
+            #[track_caller]
+            pub fn then_events(self, events: impl IntoIterator<Item = Event>) -> Self {
+                let expected: Vec<Event> = events.into_iter().collect();
+                assert_eq!(self.decision().events, expected);
+                self
+            }
+
+            /// The command is accepted and asks the shell for exactly `effects`.
+            #[track_caller]
+            pub fn then_effects(self, effects: impl IntoIterator<Item = Effect>) -> Self {
+                let expected: Vec<Effect> = effects.into_iter().collect();
+                assert_eq!(self.decision().effects, expected);
+                self
+            }
+
+            /// The command is refused with `rejection`.
+            #[track_caller]
+            pub fn then_rejects(self, rejection: Rejection) {
+                assert_eq!(self.outcome, Err(rejection));
+            }
+
+            /// The command is refused with `rejection`, for the reason `why`.
+            #[track_caller]
+            pub fn then_rejects_because(self, rejection: Rejection, why: &str) {
+                assert_eq!(self.outcome, Err(rejection), "{why}");
+            }
+
+            /// The state after the decided events passes `check`.
+            #[track_caller]
+            pub fn then_state(self, check: impl FnOnce(&Run)) -> Self {
+                check(&fold_history(&self.after()).expect("the history creates the run"));
+                self
+            }
+
+            /// Each decided event is one the service may record where it lands.
+            #[track_caller]
+            pub fn then_recordable(self) -> Self {
+                let all = self.after();
+                for i in self.history.len()..all.len() {
+                    let before = fold_history(&all[..i]);
+                    assert!(recordable(before.as_ref(), &all[i]), "event {i}");
+                }
+                self
+            }
+
+            /// A new scenario whose history holds the decided events: the next "given".
+            #[track_caller]
+            pub fn and_then(self) -> Given {
+                given(self.after())
+            }
+        }
+    }
+
+    use scenario::{given, given_no_run};
+
     fn created() -> RunCreated {
         RunCreated {
             title: "Fix the bug".into(),
@@ -503,31 +674,6 @@ mod tests {
         }
     }
 
-    const ID: RunId = RunId(42);
-
-    /// Given `history`, when `command` is decided: the result.
-    fn given(history: &[Event], command: Command) -> Result<Decision, Rejection> {
-        let run = fold(
-            ID,
-            history
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
-        );
-        decide(run.as_ref(), command)
-    }
-
-    fn state_after(history: &[Event]) -> Run {
-        fold(
-            ID,
-            history
-                .iter()
-                .enumerate()
-                .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
-        )
-        .expect("history creates the run")
-    }
-
     fn failure() -> StatusMessage {
         StatusMessage {
             message: "exit code 1".into(),
@@ -536,288 +682,31 @@ mod tests {
         }
     }
 
-    #[test]
-    fn recordable_accepts_what_decide_records_and_nothing_else() {
-        let history = [
-            Event::Created(created()),
-            Event::Started { execution: 1 },
-            Event::Failed {
-                execution: 1,
-                status: failure(),
-            },
-        ];
-        for (i, event) in history.iter().enumerate() {
-            let run = (i > 0).then(|| state_after(&history[..i]));
-            assert!(recordable(run.as_ref(), event), "event {i}");
-        }
-        let queued = state_after(&history[..1]);
-        // A second Created, a skipped execution number, a finish of a run never started, and
-        // a cancel of a finished run are not what the service writes.
-        assert!(!recordable(Some(&queued), &Event::Created(created())));
-        assert!(!recordable(Some(&queued), &Event::Started { execution: 2 }));
-        assert!(!recordable(
-            Some(&queued),
-            &Event::Succeeded { execution: 0 }
-        ));
-        assert!(!recordable(None, &Event::Started { execution: 1 }));
-        let failed = state_after(&history);
-        let cancel = Event::Cancelled { by: "key1".into() };
-        assert!(!recordable(Some(&failed), &cancel));
-    }
-
-    #[test]
-    fn create_queues_a_new_run() {
-        let d = given(&[], Command::Create(created())).expect("accepted");
-        assert_eq!(d.events, vec![Event::Created(created())]);
-        assert_eq!(d.effects, vec![Effect::Enqueue]);
-        let run = state_after(&d.events);
-        assert_eq!(run.state, RunState::Queued);
-        assert_eq!(run.next_seq, 1);
-    }
-
-    #[test]
-    fn create_twice_is_rejected() {
-        assert_eq!(
-            given(&[Event::Created(created())], Command::Create(created())),
-            Err(Rejection::AlreadyExists)
-        );
-    }
-
-    #[test]
-    fn commands_on_missing_runs_are_not_found() {
-        for cmd in [
-            Command::Start,
-            Command::Cancel { by: "k".into() },
-            Command::Followup {
-                message: "hi".into(),
-                mode: FollowupMode::Normal,
-                by: "k".into(),
-            },
-        ] {
-            assert_eq!(given(&[], cmd), Err(Rejection::NotFound));
+    fn received(message: &str) -> Event {
+        Event::FollowupReceived {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
         }
     }
 
-    #[test]
-    fn start_launches_the_first_execution_with_queued_followups() {
-        let history = [
-            Event::Created(created()),
-            Event::FollowupReceived {
-                message: "also add tests".into(),
-                mode: FollowupMode::Plan,
-                by: "k".into(),
-            },
-        ];
-        let d = given(&history, Command::Start).expect("accepted");
-        assert_eq!(d.events, vec![Event::Started { execution: 1 }]);
-        assert_eq!(
-            d.effects,
-            vec![Effect::Launch {
-                execution: 1,
-                followups: vec![Followup {
-                    message: "also add tests".into(),
-                    mode: FollowupMode::Plan
-                }],
-                resumed_by: None,
-            }]
-        );
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        let run = state_after(&all);
-        assert_eq!(run.state, RunState::InProgress);
-        assert!(run.pending_followups.is_empty());
-        assert_eq!(run.started_at, Some(Timestamp(20)));
-    }
-
-    #[test]
-    fn start_is_refused_unless_queued() {
-        let history = [Event::Created(created()), Event::Started { execution: 1 }];
-        assert_eq!(given(&history, Command::Start), Err(Rejection::NotQueued));
-    }
-
-    #[test]
-    fn finish_records_success_and_run_time() {
-        let history = [Event::Created(created()), Event::Started { execution: 1 }];
-        let d = given(
-            &history,
-            Command::Finish {
-                execution: 1,
-                outcome: Ok(()),
-            },
-        )
-        .expect("accepted");
-        assert_eq!(d.events, vec![Event::Succeeded { execution: 1 }]);
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        let run = state_after(&all);
-        assert_eq!(run.state, RunState::Succeeded);
-        assert_eq!(run.run_time_ms, 10);
-    }
-
-    #[test]
-    fn failure_carries_its_status_message() {
-        let history = [Event::Created(created()), Event::Started { execution: 1 }];
-        let d = given(
-            &history,
-            Command::Finish {
-                execution: 1,
-                outcome: Err(failure()),
-            },
-        )
-        .expect("accepted");
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        let run = state_after(&all);
-        assert_eq!(run.state, RunState::Failed);
-        assert_eq!(run.status_message, Some(failure()));
-    }
-
-    #[test]
-    fn finish_of_a_stale_execution_is_refused() {
-        let cancelled = [
-            Event::Created(created()),
-            Event::Started { execution: 1 },
-            Event::Cancelled { by: "k".into() },
-        ];
-        let finish = Command::Finish {
-            execution: 1,
-            outcome: Ok(()),
-        };
-        assert_eq!(
-            given(&cancelled, finish.clone()),
-            Err(Rejection::StaleExecution(1))
-        );
-        let wrong = [Event::Created(created()), Event::Started { execution: 2 }];
-        assert_eq!(given(&wrong, finish), Err(Rejection::StaleExecution(1)));
-    }
-
-    #[test]
-    fn cancel_queued_dequeues_and_in_progress_stops() {
-        let queued = [Event::Created(created())];
-        let d = given(&queued, Command::Cancel { by: "k".into() }).expect("accepted");
-        assert_eq!(d.events, vec![Event::Cancelled { by: "k".into() }]);
-        assert_eq!(d.effects, vec![Effect::Dequeue]);
-
-        let running = [Event::Created(created()), Event::Started { execution: 1 }];
-        let d = given(&running, Command::Cancel { by: "k".into() }).expect("accepted");
-        assert_eq!(d.effects, vec![Effect::Stop { execution: 1 }]);
-        let mut all = running.to_vec();
-        all.extend(d.events);
-        assert_eq!(state_after(&all).state, RunState::Cancelled);
-    }
-
-    #[test]
-    fn cancel_of_a_finished_run_is_refused() {
-        for end in [
-            Event::Succeeded { execution: 1 },
-            Event::Failed {
-                execution: 1,
-                status: failure(),
-            },
-            Event::Cancelled { by: "k".into() },
-        ] {
-            let history = [
-                Event::Created(created()),
-                Event::Started { execution: 1 },
-                end,
-            ];
-            let state = state_after(&history).state;
-            assert_eq!(
-                given(&history, Command::Cancel { by: "k".into() }),
-                Err(Rejection::AlreadyTerminal(state))
-            );
+    fn followup(message: &str) -> Followup {
+        Followup {
+            message: message.into(),
+            mode: FollowupMode::Normal,
         }
     }
 
-    #[test]
-    fn followup_while_in_progress_is_delivered() {
-        let running = [Event::Created(created()), Event::Started { execution: 1 }];
-        let d = given(
-            &running,
-            Command::Followup {
-                message: "more".into(),
-                mode: FollowupMode::Normal,
-                by: "k".into(),
-            },
-        )
-        .expect("accepted");
-        assert_eq!(
-            d.effects,
-            vec![Effect::Deliver(Followup {
-                message: "more".into(),
-                mode: FollowupMode::Normal
-            })]
-        );
-    }
-
-    #[test]
-    fn followup_on_a_finished_run_resumes_it_as_a_new_execution() {
-        let done = [
-            Event::Created(created()),
-            Event::Started { execution: 1 },
-            Event::Failed {
-                execution: 1,
-                status: failure(),
-            },
-        ];
-        let followup = Event::FollowupReceived {
-            message: "try again".into(),
+    fn send(message: &str) -> Command {
+        Command::Followup {
+            message: message.into(),
             mode: FollowupMode::Normal,
             by: "k".into(),
-        };
-        let d = given(
-            &done,
-            Command::Followup {
-                message: "try again".into(),
-                mode: FollowupMode::Normal,
-                by: "k".into(),
-            },
-        )
-        .expect("accepted");
-        assert_eq!(d.events, vec![followup.clone()]);
-        assert_eq!(d.effects, vec![Effect::Enqueue]);
-        let mut all = done.to_vec();
-        all.push(followup);
-        let run = state_after(&all);
-        assert_eq!(run.state, RunState::Queued);
-        assert_eq!(run.status_message, None);
-        let d = decide(Some(&run), Command::Start).expect("accepted");
-        assert_eq!(d.events, vec![Event::Started { execution: 2 }]);
-        assert!(matches!(
-            &d.effects[..],
-            [Effect::Launch { execution: 2, resumed_by: Some(f), .. }] if f.message == "try again"
-        ));
+        }
     }
 
-    #[test]
-    fn empty_followups_are_refused() {
-        assert_eq!(
-            given(
-                &[Event::Created(created())],
-                Command::Followup {
-                    message: String::new(),
-                    mode: FollowupMode::Normal,
-                    by: "k".into()
-                }
-            ),
-            Err(Rejection::EmptyMessage)
-        );
-    }
-
-    #[test]
-    fn followups_waiting_for_a_queued_run_are_bounded() {
-        let mut history = vec![Event::Created(created())];
-        history.extend((0..MAX_PENDING_FOLLOWUPS).map(|i| Event::FollowupReceived {
-            message: format!("note {i}"),
-            mode: FollowupMode::Normal,
-            by: "k".into(),
-        }));
-        let more = Command::Followup {
-            message: "one more".into(),
-            mode: FollowupMode::Normal,
-            by: "k".into(),
-        };
-        assert_eq!(given(&history, more), Err(Rejection::TooManyPending));
+    fn cancel() -> Command {
+        Command::Cancel { by: "k".into() }
     }
 
     fn usage(input: u64, nano_usd: Option<u64>, cpu_ms: Option<u64>) -> ExecutionUsage {
@@ -838,215 +727,401 @@ mod tests {
         }
     }
 
+    fn record(execution: u32, usage: ExecutionUsage) -> Command {
+        Command::RecordUsage { execution, usage }
+    }
+
+    #[test]
+    fn recordable_accepts_what_decide_records_and_nothing_else() {
+        given([
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ])
+        .then_recordable()
+        // A cancel of a finished run is not what the service writes.
+        .then_refuses_to_record(Event::Cancelled { by: "key1".into() });
+        // A second Created, a skipped execution number, and a finish of a run never started
+        // are not what the service writes.
+        given([Event::Created(created())])
+            .then_refuses_to_record(Event::Created(created()))
+            .then_refuses_to_record(Event::Started { execution: 2 })
+            .then_refuses_to_record(Event::Succeeded { execution: 0 });
+        given_no_run().then_refuses_to_record(Event::Started { execution: 1 });
+    }
+
+    #[test]
+    fn create_queues_a_new_run() {
+        given_no_run()
+            .when(Command::Create(created()))
+            .then_events([Event::Created(created())])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 1);
+            });
+    }
+
+    #[test]
+    fn create_twice_is_rejected() {
+        given([Event::Created(created())])
+            .when(Command::Create(created()))
+            .then_rejects(Rejection::AlreadyExists);
+    }
+
+    #[test]
+    fn commands_on_missing_runs_are_not_found() {
+        for command in [Command::Start, cancel(), send("hi")] {
+            given_no_run()
+                .when(command)
+                .then_rejects(Rejection::NotFound);
+        }
+    }
+
+    #[test]
+    fn start_launches_the_first_execution_with_queued_followups() {
+        given([
+            Event::Created(created()),
+            Event::FollowupReceived {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+                by: "k".into(),
+            },
+        ])
+        .when(Command::Start)
+        .then_events([Event::Started { execution: 1 }])
+        .then_effects([Effect::Launch {
+            execution: 1,
+            followups: vec![Followup {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+            }],
+            resumed_by: None,
+        }])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::InProgress);
+            assert!(run.pending_followups.is_empty());
+            assert_eq!(run.started_at, Some(Timestamp(20)));
+        });
+    }
+
+    #[test]
+    fn start_is_refused_unless_queued() {
+        given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(Command::Start)
+            .then_rejects(Rejection::NotQueued);
+    }
+
+    #[test]
+    fn finish_records_success_and_run_time() {
+        given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(Command::Finish {
+                execution: 1,
+                outcome: Ok(()),
+            })
+            .then_events([Event::Succeeded { execution: 1 }])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Succeeded);
+                assert_eq!(run.run_time_ms, 10);
+            });
+    }
+
+    #[test]
+    fn failure_carries_its_status_message() {
+        given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(Command::Finish {
+                execution: 1,
+                outcome: Err(failure()),
+            })
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Failed);
+                assert_eq!(run.status_message, Some(failure()));
+            });
+    }
+
+    #[test]
+    fn finish_of_a_stale_execution_is_refused() {
+        let finish = Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        };
+        given([
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(finish.clone())
+        .then_rejects(Rejection::StaleExecution(1));
+        given([Event::Created(created()), Event::Started { execution: 2 }])
+            .when(finish)
+            .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn cancel_queued_dequeues_and_in_progress_stops() {
+        given([Event::Created(created())])
+            .when(cancel())
+            .then_events([Event::Cancelled { by: "k".into() }])
+            .then_effects([Effect::Dequeue]);
+        given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(cancel())
+            .then_effects([Effect::Stop { execution: 1 }])
+            .then_state(|run| assert_eq!(run.state, RunState::Cancelled));
+    }
+
+    #[test]
+    fn cancel_of_a_finished_run_is_refused() {
+        for (end, state) in [
+            (Event::Succeeded { execution: 1 }, RunState::Succeeded),
+            (
+                Event::Failed {
+                    execution: 1,
+                    status: failure(),
+                },
+                RunState::Failed,
+            ),
+            (Event::Cancelled { by: "k".into() }, RunState::Cancelled),
+        ] {
+            given([
+                Event::Created(created()),
+                Event::Started { execution: 1 },
+                end,
+            ])
+            .then_state(|run| assert_eq!(run.state, state))
+            .when(cancel())
+            .then_rejects(Rejection::AlreadyTerminal(state));
+        }
+    }
+
+    #[test]
+    fn followup_while_in_progress_is_delivered() {
+        given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(send("more"))
+            .then_effects([Effect::Deliver(followup("more"))]);
+    }
+
+    #[test]
+    fn followup_on_a_finished_run_resumes_it_as_a_new_execution() {
+        given([
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ])
+        .when(send("try again"))
+        .then_events([received("try again")])
+        .then_effects([Effect::Enqueue])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Queued);
+            assert_eq!(run.status_message, None);
+        })
+        .and_then()
+        .when(Command::Start)
+        .then_events([Event::Started { execution: 2 }])
+        .then_effects([Effect::Launch {
+            execution: 2,
+            followups: vec![],
+            resumed_by: Some(followup("try again")),
+        }]);
+    }
+
+    #[test]
+    fn empty_followups_are_refused() {
+        given([Event::Created(created())])
+            .when(send(""))
+            .then_rejects(Rejection::EmptyMessage);
+    }
+
+    #[test]
+    fn followups_waiting_for_a_queued_run_are_bounded() {
+        let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
+        given(std::iter::once(Event::Created(created())).chain(waiting))
+            .when(send("one more"))
+            .then_rejects(Rejection::TooManyPending);
+    }
+
     #[test]
     fn usage_is_recorded_once_for_the_latest_execution_and_summed() {
-        let running = [Event::Created(created()), Event::Started { execution: 1 }];
-        let record = |execution, u: ExecutionUsage| Command::RecordUsage {
-            execution,
-            usage: u,
-        };
-        let d = given(&running, record(1, usage(10, Some(5), None))).expect("accepted");
-        assert_eq!(d.effects, vec![]);
-        let mut all = running.to_vec();
-        all.extend(d.events);
-        assert_eq!(
-            given(&all, record(1, usage(1, None, None))),
-            Err(Rejection::StaleExecution(1)),
-            "once per execution"
-        );
-        assert_eq!(
-            given(&all, record(2, usage(1, None, None))),
-            Err(Rejection::StaleExecution(2)),
-            "not an execution that never started"
-        );
-        all.push(Event::Succeeded { execution: 1 });
-        all.push(Event::FollowupReceived {
-            message: "more".into(),
-            mode: FollowupMode::Normal,
-            by: "k".into(),
-        });
-        all.push(Event::Started { execution: 2 });
-        assert_eq!(
-            given(&all, record(1, usage(1, None, None))),
-            Err(Rejection::StaleExecution(1)),
-            "an earlier execution is stale"
-        );
-        let d = given(&all, record(2, usage(20, None, Some(7)))).expect("accepted");
-        all.extend(d.events);
-        let run = state_after(&all);
-        assert_eq!(
-            run.usage,
-            RunUsage {
-                inference_nano_usd: Some(5),
-                compute_nano_usd: Some(70),
-                input_tokens: 30,
-                output_tokens: 2,
-                cpu_ms: 7,
-                recorded: 2,
-            }
-        );
-        // The state is not moved: recording usage changes only the sums.
-        assert_eq!(run.state, RunState::InProgress);
-        for (i, event) in all.iter().enumerate() {
-            let before = (i > 0).then(|| state_after(&all[..i]));
-            assert!(recordable(before.as_ref(), event), "event {i}");
-        }
+        let recorded = given([Event::Created(created()), Event::Started { execution: 1 }])
+            .when(record(1, usage(10, Some(5), None)))
+            .then_effects([])
+            .and_then();
+        recorded
+            .clone()
+            .when(record(1, usage(1, None, None)))
+            .then_rejects_because(Rejection::StaleExecution(1), "once per execution");
+        recorded
+            .clone()
+            .when(record(2, usage(1, None, None)))
+            .then_rejects_because(
+                Rejection::StaleExecution(2),
+                "not an execution that never started",
+            );
+        let second = recorded.and([
+            Event::Succeeded { execution: 1 },
+            received("more"),
+            Event::Started { execution: 2 },
+        ]);
+        second
+            .clone()
+            .when(record(1, usage(1, None, None)))
+            .then_rejects_because(
+                Rejection::StaleExecution(1),
+                "an earlier execution is stale",
+            );
+        second
+            .when(record(2, usage(20, None, Some(7))))
+            .then_state(|run| {
+                assert_eq!(
+                    run.usage,
+                    RunUsage {
+                        inference_nano_usd: Some(5),
+                        compute_nano_usd: Some(70),
+                        input_tokens: 30,
+                        output_tokens: 2,
+                        cpu_ms: 7,
+                        recorded: 2,
+                    }
+                );
+                // The state is not moved: recording usage changes only the sums.
+                assert_eq!(run.state, RunState::InProgress);
+            })
+            .and_then()
+            .then_recordable();
     }
 
     #[test]
     fn a_cancelled_execution_still_records_its_usage() {
-        let cancelled = [
+        given([
             Event::Created(created()),
             Event::Started { execution: 1 },
             Event::Cancelled { by: "k".into() },
-        ];
-        let d = given(
-            &cancelled,
-            Command::RecordUsage {
-                execution: 1,
-                usage: usage(1, None, Some(3)),
-            },
-        )
-        .expect("accepted");
-        let mut all = cancelled.to_vec();
-        all.extend(d.events);
-        let run = state_after(&all);
-        assert_eq!(run.state, RunState::Cancelled);
-        assert_eq!(run.usage.cpu_ms, 3);
-        assert_eq!(run.usage.inference_nano_usd, None, "unknown stays unknown");
+        ])
+        .when(record(1, usage(1, None, Some(3))))
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Cancelled);
+            assert_eq!(run.usage.cpu_ms, 3);
+            assert_eq!(run.usage.inference_nano_usd, None, "unknown stays unknown");
+        });
     }
 
     #[test]
     fn usage_sums_saturate() {
-        let mut sums = RunUsage::default();
-        sums.add(1, &usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10)));
-        sums.add(2, &usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10)));
-        assert_eq!(sums.input_tokens, u64::MAX);
-        assert_eq!(sums.inference_nano_usd, Some(u64::MAX));
+        let most = || usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10));
+        given([
+            Event::Created(created()),
+            Event::Started { execution: 1 },
+            Event::UsageRecorded {
+                execution: 1,
+                usage: most(),
+            },
+            Event::Succeeded { execution: 1 },
+            received("more"),
+            Event::Started { execution: 2 },
+        ])
+        .when(record(2, most()))
+        .then_state(|run| {
+            assert_eq!(run.usage.input_tokens, u64::MAX);
+            assert_eq!(run.usage.inference_nano_usd, Some(u64::MAX));
+        });
     }
 
     #[test]
     fn evolve_ignores_events_that_do_not_apply() {
-        assert_eq!(
-            evolve(None, ID, &Event::Started { execution: 1 }, Timestamp(1)),
-            None
-        );
-        let run = state_after(&[Event::Created(created())]);
-        let again = evolve(
-            Some(run.clone()),
-            ID,
-            &Event::Created(created()),
-            Timestamp(5),
-        )
-        .expect("still exists");
-        assert_eq!(again.state, run.state);
-        assert_eq!(again.title, run.title);
-    }
-
-    fn received(message: &str) -> Event {
-        Event::FollowupReceived {
-            message: message.into(),
-            mode: FollowupMode::Normal,
-            by: "k".into(),
-        }
-    }
-
-    fn followup(message: &str) -> Followup {
-        Followup {
-            message: message.into(),
-            mode: FollowupMode::Normal,
-        }
+        given([Event::Started { execution: 1 }]).then_no_run();
+        let once = given([Event::Created(created())]);
+        let (mut state, mut title) = (None, None);
+        once.then_state(|run| {
+            state = Some(run.state);
+            title = Some(run.title.clone());
+        })
+        .and([Event::Created(created())])
+        .then_state(|again| {
+            assert_eq!(Some(again.state), state);
+            assert_eq!(Some(&again.title), title.as_ref());
+        });
     }
 
     #[test]
     fn an_execution_owes_the_followups_handed_at_its_start_and_sent_while_it_runs() {
         // Given a follow-up sent while the run was queued, and one while it ran,
-        let history = [
+        given([
             Event::Created(created()),
             received("while queued"),
             Event::Started { execution: 1 },
             received("while running"),
-        ];
-        let run = state_after(&history);
+        ])
         // then both are owed to execution 1, oldest first,
-        assert_eq!(
-            run.owed,
-            vec![followup("while queued"), followup("while running")]
-        );
-        assert!(run.pending_followups.is_empty());
+        .then_state(|run| {
+            assert_eq!(
+                run.owed,
+                vec![followup("while queued"), followup("while running")]
+            );
+            assert!(run.pending_followups.is_empty());
+        })
         // and when it takes one, the other is still owed.
-        let d = given(
-            &history,
-            Command::Delivered {
-                execution: 1,
-                count: 1,
-            },
-        )
-        .expect("accepted");
-        assert_eq!(
-            d.events,
-            vec![Event::FollowupsDelivered {
-                execution: 1,
-                count: 1
-            }]
-        );
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        assert_eq!(state_after(&all).owed, vec![followup("while running")]);
+        .when(Command::Delivered {
+            execution: 1,
+            count: 1,
+        })
+        .then_events([Event::FollowupsDelivered {
+            execution: 1,
+            count: 1,
+        }])
+        .then_state(|run| assert_eq!(run.owed, vec![followup("while running")]));
     }
 
     #[test]
     fn an_execution_cannot_take_more_than_it_is_owed_nor_report_for_another() {
-        let history = [
+        let owing = given([
             Event::Created(created()),
             Event::Started { execution: 1 },
             received("one"),
-        ];
+        ]);
         // More than owed is recorded as what was owed.
-        let d = given(
-            &history,
-            Command::Delivered {
+        owing
+            .clone()
+            .when(Command::Delivered {
                 execution: 1,
                 count: 5,
-            },
-        )
-        .expect("accepted");
-        assert_eq!(
-            d.events,
-            vec![Event::FollowupsDelivered {
+            })
+            .then_events([Event::FollowupsDelivered {
                 execution: 1,
-                count: 1
-            }]
-        );
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        assert_eq!(
-            given(
-                &all,
-                Command::Delivered {
-                    execution: 1,
-                    count: 1
-                }
-            ),
-            Err(Rejection::NothingOwed(1))
-        );
-        assert_eq!(
-            given(
-                &history,
-                Command::Delivered {
-                    execution: 2,
-                    count: 1
-                }
-            ),
-            Err(Rejection::StaleExecution(2))
-        );
+                count: 1,
+            }])
+            .and_then()
+            .when(Command::Delivered {
+                execution: 1,
+                count: 1,
+            })
+            .then_rejects(Rejection::NothingOwed(1));
+        owing
+            .when(Command::Delivered {
+                execution: 2,
+                count: 1,
+            })
+            .then_rejects(Rejection::StaleExecution(2));
     }
 
     #[test]
     fn an_execution_that_ends_owing_followups_requeues_the_run_for_them() {
-        for outcome in [Ok(()), Err(failure())] {
+        for (outcome, end) in [
+            (Ok(()), Event::Succeeded { execution: 1 }),
+            (
+                Err(failure()),
+                Event::Failed {
+                    execution: 1,
+                    status: failure(),
+                },
+            ),
+        ] {
             // Given an execution that took the first of three follow-ups,
-            let history = [
+            given([
                 Event::Created(created()),
                 Event::Started { execution: 1 },
                 received("a"),
@@ -1056,48 +1131,37 @@ mod tests {
                     execution: 1,
                     count: 1,
                 },
-            ];
+            ])
             // when it ends, however it ends,
-            let d = given(
-                &history,
-                Command::Finish {
-                    execution: 1,
-                    outcome: outcome.clone(),
-                },
-            )
-            .expect("accepted");
+            .when(Command::Finish {
+                execution: 1,
+                outcome,
+            })
             // then the run is queued again: "b" resumes it and "c" waits for that execution.
-            assert_eq!(d.events.len(), 2);
-            assert_eq!(d.events[1], Event::Requeued { execution: 1 });
-            assert_eq!(d.effects, vec![Effect::Enqueue]);
-            let mut all = history.to_vec();
-            all.extend(d.events.clone());
-            let run = state_after(&all);
-            assert_eq!(run.state, RunState::Queued);
-            assert_eq!(run.resumed_by, Some(followup("b")));
-            assert_eq!(run.pending_followups, vec![followup("c")]);
-            assert!(run.owed.is_empty());
+            .then_events([end, Event::Requeued { execution: 1 }])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.resumed_by, Some(followup("b")));
+                assert_eq!(run.pending_followups, vec![followup("c")]);
+                assert!(run.owed.is_empty());
+            })
             // Both events are what the service records.
-            let before = state_after(&history);
-            assert!(recordable(Some(&before), &d.events[0]));
-            let after_end = state_after(&all[..all.len() - 1]);
-            assert!(recordable(Some(&after_end), &d.events[1]));
+            .then_recordable()
             // The next execution is handed "c" and owes it.
-            let start = decide(Some(&run), Command::Start).expect("start");
-            assert_eq!(
-                start.effects,
-                vec![Effect::Launch {
-                    execution: 2,
-                    followups: vec![followup("c")],
-                    resumed_by: Some(followup("b")),
-                }]
-            );
+            .and_then()
+            .when(Command::Start)
+            .then_effects([Effect::Launch {
+                execution: 2,
+                followups: vec![followup("c")],
+                resumed_by: Some(followup("b")),
+            }]);
         }
     }
 
     #[test]
     fn an_execution_that_took_everything_ends_the_run() {
-        let history = [
+        given([
             Event::Created(created()),
             Event::Started { execution: 1 },
             received("a"),
@@ -1105,72 +1169,65 @@ mod tests {
                 execution: 1,
                 count: 1,
             },
-        ];
-        let d = given(
-            &history,
-            Command::Finish {
-                execution: 1,
-                outcome: Ok(()),
-            },
-        )
-        .expect("accepted");
-        assert_eq!(d.events, vec![Event::Succeeded { execution: 1 }]);
-        assert!(d.effects.is_empty());
+        ])
+        .when(Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        })
+        .then_events([Event::Succeeded { execution: 1 }])
+        .then_effects([])
         // A Requeued the service would not write is not recordable.
-        let mut all = history.to_vec();
-        all.extend(d.events);
-        assert!(!recordable(
-            Some(&state_after(&all)),
-            &Event::Requeued { execution: 1 }
-        ));
+        .and_then()
+        .then_refuses_to_record(Event::Requeued { execution: 1 });
     }
 
     #[test]
     fn a_cancel_drops_what_is_owed() {
-        let history = [
+        given([
             Event::Created(created()),
             Event::Started { execution: 1 },
             received("a"),
             Event::Cancelled { by: "k".into() },
-        ];
-        let run = state_after(&history);
-        assert!(run.owed.is_empty());
-        assert_eq!(run.state, RunState::Cancelled);
+        ])
+        .then_state(|run| {
+            assert!(run.owed.is_empty());
+            assert_eq!(run.state, RunState::Cancelled);
+        });
     }
 
     #[test]
     fn followups_waiting_for_a_running_agent_are_bounded() {
-        let mut history = vec![Event::Created(created()), Event::Started { execution: 1 }];
-        history.extend((0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}"))));
-        let more = Command::Followup {
-            message: "one more".into(),
-            mode: FollowupMode::Normal,
-            by: "k".into(),
-        };
-        assert_eq!(
-            given(&history, more.clone()),
-            Err(Rejection::TooManyPending)
+        let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
+        let full = given(
+            [Event::Created(created()), Event::Started { execution: 1 }]
+                .into_iter()
+                .chain(waiting),
         );
+        full.clone()
+            .when(send("one more"))
+            .then_rejects(Rejection::TooManyPending);
         // Once the agent takes them, there is room again.
-        history.push(Event::FollowupsDelivered {
+        full.and([Event::FollowupsDelivered {
             execution: 1,
             count: 50,
-        });
-        assert!(given(&history, more).is_ok());
+        }])
+        .when(send("one more"))
+        .then_accepted();
     }
 
     /// Logs written before follow-ups were tracked have in-progress follow-ups without
     /// `FollowupsDelivered`; they fold to the same states as before.
     #[test]
     fn a_log_without_deliveries_folds_as_it_always_did() {
-        let history = [
+        given([
             Event::Created(created()),
             Event::Started { execution: 1 },
             received("a"),
             Event::Succeeded { execution: 1 },
-        ];
-        let run = state_after(&history);
-        assert_eq!(run.state, RunState::Succeeded);
-        assert_eq!(run.resumed_by, None);
+        ])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Succeeded);
+            assert_eq!(run.resumed_by, None);
+        });
     }
 }

@@ -12,7 +12,7 @@
 //! A block holds at most `MAX_BLOCK` positions and `MAX_BYTES` bytes (a single longer position
 //! gets a block of its own) and is split in halves beyond that.
 //!
-//! Why: sled 0.34 costs 6–15 µs of CPU per write and keeps one in-memory page-table entry per
+//! Why: each sled 0.34 write costs CPU, and sled keeps one in-memory page-table entry per
 //! leaf of a tree (up to 32 small entries, or 16 large ones such as full blocks). With a key
 //! per position, every run cost 6–7 index writes on each transition and 6–7 entries for good.
 //! Blocked, the positions of all runs the projector applies in one batch that land in the same

@@ -42,9 +42,10 @@ const MEMO_VALUES: usize = 4096;
 
 thread_local! {
     /// `value_hash` of recently seen values, per field tag. Filter values repeat a lot (five
-    /// states, a few creators, models and environments), and SHA-256 costs about 0.3 µs on a
-    /// CPU without SHA instructions: 6 hashes per run made 15 % of a rebuild's CPU, and an
-    /// index update hashes the fields of two runs.
+    /// states, a few creators, models and environments), and SHA-256 is not free on a CPU
+    /// without SHA instructions: a rebuild hashes 6 values per run and an index update the
+    /// fields of two runs. The memo trades up to `MEMO_VALUES` values per field and thread
+    /// for those hashes.
     static MEMO: RefCell<[Memo<String, [u8; 8]>; 8]> =
         RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }

@@ -63,8 +63,8 @@ const VERIFY_ROWS: &str = "verify_runs";
 const VERIFY_INDEX: &str = "verify_run_index";
 /// Where `verify` builds its scratch index, in the data directory: a sled database of its own,
 /// so that a verification writes nothing to the store. (Built inside the store, the scratch
-/// copy grew its file by the index's size and left the page ids it freed in sled's page table
-/// until new pages reused them: 28 MB more memory for the server at 410k runs.)
+/// copy would grow its file by the index's size and leave the page ids it freed in sled's page
+/// table, in the server's memory, until new pages reused them.)
 const VERIFY_DIR: &str = "verify-scratch";
 /// Index keys handed to the writer thread of a rebuild at a time.
 const BUILD_BATCH: usize = 4096;
@@ -406,7 +406,8 @@ impl Trees {
     /// writes are first recorded whole in a journal in sled's default tree, which `redo`
     /// replays at the next open. sled recovers a prefix of its log, so any of the writes that
     /// survived a crash implies that the journal did. (sled's own atomic batches would do, but
-    /// measured here they cost a quarter of the create rate.)
+    /// they serialise every index write behind one lock and cost a large share of the create
+    /// rate; the journal is paid only by the writes that split or re-key a block.)
     fn commit(&self, db: &sled::Db, ops: &[blocks::Op], journal: bool) -> Result<(), Error> {
         // A journal left by a write that failed half-way is finished first: replayed later,
         // after newer writes, it would put old blocks back.

@@ -37,9 +37,9 @@ thread_local! {
 }
 
 /// The capability token of a run's session page. Every started run in a list or a get carries
-/// one, and SHA-256 costs about 0.7 µs here (no SHA instructions on this CPU): a page of 20 runs
-/// spent 13 % of a list's CPU on them. Clients poll the same runs over and over, so each
-/// thread remembers the tokens of the last few thousand runs it rendered.
+/// one, and SHA-256 is a visible share of a list's CPU on a CPU without SHA instructions.
+/// Clients poll the same runs over and over, so each thread trades the memory of the tokens of
+/// the last few thousand runs it rendered for hashing them again.
 pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
     let compute = || {
         let mut h = Sha256::new();
