@@ -374,7 +374,8 @@ fi"#,
     }
     s.wait_events(&id, "FollowupsDelivered", 1).await;
     // The harness gives up writing after 5 s; until then the agent keeps running.
-    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    // (With a margin for a loaded machine, where the write starts late.)
+    tokio::time::sleep(std::time::Duration::from_secs(9)).await;
     std::fs::write(workspace(&s, &id).join("go"), "").expect("go");
     s.wait_events(&id, "Succeeded", 2).await;
     let run = s.run(&id).await;
