@@ -9,16 +9,14 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::harness::{AgentPermissions, Harness, Limits, Sandbox};
+use crate::store::DEFAULT_CACHE_MB;
+
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache, which is what the process keeps of a load once the load is over: about
-/// 20 MB of RSS at 16 MiB, 80 MB at 64 MiB. In alternating full load runs at 1M stored runs,
-/// 16 MiB read as fast as 64 MiB and kept the idle server under the 150 MB of issue #2 after a
-/// load (`docs/performance.md`).
-pub const DEFAULT_CACHE_MB: u64 = 16;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
 pub const DEFAULT_BURST: u32 = 1000;
@@ -34,17 +32,6 @@ pub enum Error {
     Parse { path: PathBuf, message: String },
     #[error("invalid configuration: {0}")]
     Invalid(String),
-}
-
-/// The harness that runs an environment's agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Harness {
-    Demo,
-    Command,
-    Claude,
-    Codex,
-    Gemini,
 }
 
 /// One `[[environments]]` table as written in the file.
@@ -79,26 +66,6 @@ struct EnvironmentFile {
     repos: Vec<RepoFile>,
     agent_permissions: Option<AgentPermissions>,
     model_base_url: Option<String>,
-}
-
-/// What a preset's agent may do in its workspace (`agent_permissions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AgentPermissions {
-    /// Edit files and run commands without asking: runledger's sandbox is the boundary.
-    #[default]
-    Edit,
-    /// Read and answer only, for plan and review runs: a write attempt ends the run `FAILED`.
-    ReadOnly,
-}
-
-impl AgentPermissions {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentPermissions::Edit => "edit",
-            AgentPermissions::ReadOnly => "read-only",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -244,16 +211,6 @@ fn prices(file: PricesFile) -> Result<Prices, Error> {
     })
 }
 
-/// How an environment's agent processes are contained (`docs/security.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Sandbox {
-    /// Every process of an execution runs inside bubblewrap.
-    Bwrap,
-    /// Unconfined: the agent sees what the agent user sees on the host.
-    None,
-}
-
 /// A secret's value. Its `Debug` never shows the value, so neither can a log line or an error
 /// that formats the configuration.
 #[derive(Clone, PartialEq, Eq)]
@@ -307,7 +264,7 @@ pub struct Environment {
     /// Names of `[secrets]` entries that agents get as variables of the same name.
     pub secrets: Vec<String>,
     /// Per-execution resource limits, enforced with cgroups.
-    pub limits: crate::exec::cgroup::Limits,
+    pub limits: Limits,
     /// Checked out in every new workspace, before setup.
     pub repos: Vec<Repo>,
     /// What a preset's agent may do (`command` agents get it as `RUNLEDGER_AGENT_PERMISSIONS`).
@@ -336,7 +293,7 @@ impl Environment {
             network: true,
             inherit_env: Vec::new(),
             secrets: Vec::new(),
-            limits: crate::exec::cgroup::Limits::default(),
+            limits: Limits::default(),
             repos: Vec::new(),
             agent_permissions: AgentPermissions::Edit,
             model_base_url: None,
@@ -634,16 +591,13 @@ fn resolve(
                 "{at}.command: the 'demo' harness runs the built-in agent and takes no command"
             )));
         }
-        if let Some(name) = crate::exec::presets::unknown_placeholder(&env.command) {
+        if let Some(name) = crate::harness::unknown_placeholder(&env.command) {
             return Err(Error::Invalid(format!(
                 "{at}.command: unknown placeholder {{{name}}}; known: {{prompt}}, {{full_prompt}}, \
                  {{model_id}}, {{base_prompt}}, {{mcp_config}}, {{workspace}}"
             )));
         }
-        let preset = matches!(
-            env.harness,
-            Harness::Claude | Harness::Codex | Harness::Gemini
-        );
+        let preset = env.harness.is_preset();
         if preset {
             if let Some(arg) = env.command.iter().find(|a| {
                 a.contains("{prompt}") || a.contains("{full_prompt}") || a.contains("{base_prompt}")
@@ -833,7 +787,7 @@ fn resolve(
             network: env.network.unwrap_or(true),
             inherit_env: env.inherit_env,
             secrets: env.secrets,
-            limits: crate::exec::cgroup::Limits {
+            limits: Limits {
                 memory_mb: env.memory_mb,
                 pids_max: env.pids_max,
                 cpu_percent: env.cpu_percent,

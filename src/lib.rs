@@ -11,6 +11,7 @@ pub mod clock;
 pub mod config;
 pub mod domain;
 pub mod exec;
+pub mod harness;
 pub mod http;
 pub mod memo;
 pub mod memory;

@@ -3,7 +3,7 @@
 //!
 //! The actor serialises a run's commands: it folds the run's log when activated, decides each
 //! command against that state, appends the events, waits for them to be durable, hands the new
-//! row to the projector (which updates the read index in the background, see `projector`),
+//! row to the projector (which updates the read index in the background, see `projection::projector`),
 //! dispatches the decision's side effects, and replies. No effect is performed
 //! before its events are durable, and replaying the log performs none. It stops as soon as
 //! the run has no execution in progress (queued or finished), and after a quiet spell
@@ -11,7 +11,7 @@
 //! addresses: `Runs` activates actors on demand.
 
 pub mod feed;
-mod projector;
+mod report;
 mod run_actor;
 
 use std::collections::HashMap;
@@ -23,9 +23,10 @@ use actix::prelude::*;
 use crate::clock::now;
 use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage};
 use crate::exec::Executor;
+use crate::projection::projector::Projector;
 use crate::projection::{self, Index, Page, Query};
 use crate::store::{self, Envelope, Store};
-use run_actor::{Execute, RunActor};
+use run_actor::{Execute, Handles, RunActor};
 
 /// How long a live run's actor waits for a message before it stops.
 const IDLE_AFTER: Duration = Duration::from_secs(30);
@@ -73,14 +74,14 @@ struct Inner {
     executor: Executor,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
     feed: Arc<feed::Feed>,
-    projector: projector::Projector,
+    projector: Arc<Projector>,
 }
 
 impl Runs {
     pub fn new(store: Store, index: Index, executor: Executor) -> Runs {
         Runs {
             inner: Arc::new(Inner {
-                projector: projector::Projector::start(index.clone(), store.clone()),
+                projector: Arc::new(Projector::start(index.clone(), store.clone())),
                 store,
                 index,
                 executor,
@@ -114,7 +115,14 @@ impl Runs {
                 return addr.clone();
             }
         }
-        let addr = RunActor::new(id, self.clone(), fresh).start();
+        let handles = Handles {
+            store: self.inner.store.clone(),
+            index: self.inner.index.clone(),
+            projector: self.inner.projector.clone(),
+            executor: self.inner.executor.clone(),
+            feed: self.inner.feed.clone(),
+        };
+        let addr = RunActor::new(id, self.clone(), handles, fresh).start();
         actors.insert(id, addr.clone());
         addr
     }

@@ -7,8 +7,8 @@
 //! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
 //! except the error text the CLI itself marks as its error.
 
-use crate::config::Harness;
 use crate::domain::StatusMessage;
+use crate::harness::Harness;
 
 /// Longest `status_message` taken from a CLI, in characters.
 const MESSAGE_LIMIT: usize = 600;

@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use tokio::process::Command;
 
-use crate::config::{Config, Sandbox};
+use crate::config::Config;
+use crate::harness::Sandbox;
 
 /// What one process of an execution needs.
 #[derive(Debug, Clone)]

@@ -28,6 +28,7 @@
 
 mod blocks;
 pub mod keys;
+pub mod projector;
 pub mod query;
 
 use std::collections::BTreeSet;
