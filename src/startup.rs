@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::exec::{Executor, Supervision, Transcripts};
 use crate::http::{self, AppState};
 use crate::projection::Index;
-use crate::store::keys::KeyKind;
+use crate::store::api_keys::KeyKind;
 use crate::store::{self, Store};
 
 #[derive(Debug, thiserror::Error)]

@@ -29,7 +29,7 @@ use super::{held, open_salvage, Cli};
 use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use crate::http::wire::{event_from_json, event_json, format_time, hex, parse_exact_time};
 use crate::projection::Index;
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Envelope, Store};
 
 /// The version of the frame `--with-keys` writes; an import refuses versions it does not know.

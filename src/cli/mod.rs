@@ -18,7 +18,7 @@ use clap::{Parser, Subcommand};
 use crate::clock::now;
 use crate::config::{Config, Overrides};
 use crate::http::wire::{event_json, format_time};
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
 #[derive(Parser, Debug)]

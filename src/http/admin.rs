@@ -10,7 +10,7 @@ use super::problem::ApiError;
 use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
 use super::{validate, AppState, Principal};
 use crate::clock::now;
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 
 fn require_admin(key: &KeyRecord) -> Result<(), ApiError> {
     if key.admin {

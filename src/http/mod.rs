@@ -25,7 +25,7 @@ use tracing::Instrument;
 
 use crate::actor::Runs;
 use crate::config::Config;
-use crate::store::keys::KeyRecord;
+use crate::store::api_keys::KeyRecord;
 use problem::{ApiError, REQUEST};
 use ratelimit::RateLimiter;
 use wire::{Health, HealthStatus, Ready, ReadyStatus};

@@ -23,7 +23,7 @@ use crate::domain::{
     InferenceCost, McpServer, Run, RunId, RunState, RunUsage, SourceType, StatusMessage, Timestamp,
     Tokens,
 };
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 
 /// A short ASCII string built on the stack and serialised as a JSON string. A list renders
 /// the id, times and session id of twenty runs; a heap string for each was a visible share of

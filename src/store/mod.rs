@@ -8,7 +8,7 @@
 
 pub mod codec;
 pub mod health;
-pub mod keys;
+pub mod api_keys;
 pub mod space;
 pub mod sync;
 pub mod watermark;
@@ -139,7 +139,7 @@ struct Inner {
     dirty: sled::Tree,
     idempotency: sled::Tree,
     meta: sled::Tree,
-    keys: keys::KeyTrees,
+    keys: api_keys::KeyTrees,
     syncer: sync::Syncer,
     commits: Arc<watermark::Commits>,
     lost: Option<LostWrites>,
@@ -341,7 +341,7 @@ impl Store {
                 dirty: db.open_tree(DIRTY)?,
                 idempotency: db.open_tree(IDEMPOTENCY)?,
                 meta,
-                keys: keys::KeyTrees::open(&db)?,
+                keys: api_keys::KeyTrees::open(&db)?,
                 syncer,
                 commits,
                 lost,
@@ -693,8 +693,8 @@ impl Store {
             .is_ok())
     }
 
-    pub fn keys(&self) -> keys::Keys<'_> {
-        keys::Keys::new(&self.inner.keys)
+    pub fn keys(&self) -> api_keys::Keys<'_> {
+        api_keys::Keys::new(&self.inner.keys)
     }
 }
 
