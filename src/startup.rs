@@ -102,7 +102,7 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
         store.sync_blocking()?;
     }
     // Runs whose log may have got ahead of the index before a crash: those marked dirty and
-    // those created since the index floor (see `actor::projector`). Caught up before any
+    // those created since the index floor (see `projection::projector`). Caught up before any
     // request is served, so no live command can race the repair.
     let mut check = store.dirty_runs()?;
     if let Some(floor) = store.index_floor()? {

@@ -3,7 +3,7 @@
 //!
 //! Two sled trees: `runs` maps a run id to its folded state (a row), and `run_index` holds the
 //! secondary keys of `keys.rs`. The index is derived data: it is updated after each durable
-//! append by the projector thread (`actor/projector.rs`), caught up at startup for runs the
+//! append by the projector thread (`projection/projector.rs`), caught up at startup for runs the
 //! store marked dirty, and can be rebuilt from the log at any time — and a rebuild must equal the
 //! incrementally maintained index (`verify`, and a property test, check exactly that).
 //!

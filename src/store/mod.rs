@@ -564,7 +564,7 @@ impl Store {
 
     /// The index floor: a run created at or after it may have durable commands the read index
     /// lacks without being marked dirty, and the next start catches every such run up
-    /// (`actor::projector` keeps the floor behind every run it has not marked). `None` on a
+    /// (`projection::projector` keeps the floor behind every run it has not marked). `None` on a
     /// store that never had one: every run that needs catching up is marked.
     pub fn index_floor(&self) -> Result<Option<Timestamp>, Error> {
         self.inner
