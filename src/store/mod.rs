@@ -6,9 +6,9 @@
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
 
+pub mod api_keys;
 pub mod codec;
 pub mod health;
-pub mod api_keys;
 pub mod space;
 pub mod sync;
 pub mod watermark;
