@@ -1326,9 +1326,23 @@ async fn start(
         // The follow-up this turn was started for.
         x.deliveries.took(1);
     }
-    if env.harness == Harness::Claude {
+    feed_stdin(x, &mut process, env.harness, &prompt_text, takes_stdin).await;
+    Ok((process, program.clone(), takes_stdin))
+}
+
+/// Writes what the agent reads on its stdin at its start: Claude Code's prompt as a
+/// stream-json message, then (for Claude Code and the command harness) the follow-ups owed to
+/// the execution.
+async fn feed_stdin(
+    x: &mut Execution<'_>,
+    process: &mut Process,
+    harness: Harness,
+    prompt_text: &str,
+    takes_stdin: bool,
+) {
+    if harness == Harness::Claude {
         let mut stream = StreamInput::default();
-        if write_line(&mut process.stdin, &presets::claude_message(&prompt_text)).await {
+        if write_line(&mut process.stdin, &presets::claude_message(prompt_text)).await {
             stream.written = 1;
         }
         process.stream = Some(stream);
@@ -1337,7 +1351,7 @@ async fn start(
         // In order; once one cannot be written, it and the rest wait for the next execution.
         let mut taken = 0;
         while let Some(f) = x.pending.first() {
-            if !write_line(&mut process.stdin, &followup_line(env.harness, f)).await {
+            if !write_line(&mut process.stdin, &followup_line(harness, f)).await {
                 break;
             }
             x.pending.remove(0);
@@ -1348,7 +1362,6 @@ async fn start(
         }
         x.deliveries.took(taken);
     }
-    Ok((process, program.clone(), takes_stdin))
 }
 
 /// Whether `program` names an executable file, directly (relative to the workspace) or on
