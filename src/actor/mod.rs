@@ -3,10 +3,10 @@
 //!
 //! The actor serialises a run's commands: it folds the run's log when activated, decides each
 //! command against that state, appends the events, waits for them to be durable, hands the new
-//! row to the projector (which updates the read index in the background, see `projection::projector`),
-//! dispatches the decision's side effects, and replies. No effect is performed
-//! before its events are durable, and replaying the log performs none. It stops as soon as
-//! the run has no execution in progress (queued or finished), and after a quiet spell
+//! row to the projector (which updates the read index in the background, see
+//! `projection::projector`), dispatches the decision's side effects, and replies. No effect is
+//! performed before its events are durable, and replaying the log performs none. It stops as
+//! soon as the run has no execution in progress (queued or finished), and after a quiet spell
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
