@@ -7,10 +7,10 @@
 use crate::clock::now;
 use crate::domain::Timestamp;
 use crate::failure::StorageError;
-use crate::store::keys::KeyRecord;
+use crate::store::api_keys::KeyRecord;
 use crate::store::{self, Store};
 
-pub use crate::store::keys::KeyKind;
+pub use crate::store::api_keys::KeyKind;
 
 /// An API key as callers see it: everything but the hash of its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

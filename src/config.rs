@@ -9,16 +9,14 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
+use crate::harness::{AgentPermissions, Harness, Limits, Sandbox};
+use crate::store::DEFAULT_CACHE_MB;
+
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
 /// script sends, low enough that one runaway client loop cannot take the whole server.
 pub const DEFAULT_RATE_PER_SEC: f64 = 100.0;
-/// sled's page cache, which is what the process keeps of a load once the load is over. A larger
-/// cache holds more of the index and event pages in memory; a smaller one keeps the idle
-/// server's memory low after a load. Reads of the index are dominated by its blocks, not by
-/// cache misses, so the default sits at the small end (figures in `docs/performance.md`).
-pub const DEFAULT_CACHE_MB: u64 = 16;
 /// The largest `cache_mb` accepted (1 TiB); sled needs at least 256 bytes, so the least is 1.
 pub const MAX_CACHE_MB: u64 = 1 << 20;
 pub const DEFAULT_BURST: u32 = 1000;
@@ -34,17 +32,6 @@ pub enum Error {
     Parse { path: PathBuf, message: String },
     #[error("invalid configuration: {0}")]
     Invalid(String),
-}
-
-/// The harness that runs an environment's agents.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Harness {
-    Demo,
-    Command,
-    Claude,
-    Codex,
-    Gemini,
 }
 
 /// One `[[environments]]` table as written in the file.
@@ -79,26 +66,6 @@ struct EnvironmentFile {
     repos: Vec<RepoFile>,
     agent_permissions: Option<AgentPermissions>,
     model_base_url: Option<String>,
-}
-
-/// What a preset's agent may do in its workspace (`agent_permissions`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AgentPermissions {
-    /// Edit files and run commands without asking: runledger's sandbox is the boundary.
-    #[default]
-    Edit,
-    /// Read and answer only, for plan and review runs: a write attempt ends the run `FAILED`.
-    ReadOnly,
-}
-
-impl AgentPermissions {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            AgentPermissions::Edit => "edit",
-            AgentPermissions::ReadOnly => "read-only",
-        }
-    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -244,16 +211,6 @@ fn prices(file: PricesFile) -> Result<Prices, Error> {
     })
 }
 
-/// How an environment's agent processes are contained (`docs/security.md`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Sandbox {
-    /// Every process of an execution runs inside bubblewrap.
-    Bwrap,
-    /// Unconfined: the agent sees what the agent user sees on the host.
-    None,
-}
-
 /// A secret's value. Its `Debug` never shows the value, so neither can a log line or an error
 /// that formats the configuration.
 #[derive(Clone, PartialEq, Eq)]
@@ -307,7 +264,7 @@ pub struct Environment {
     /// Names of `[secrets]` entries that agents get as variables of the same name.
     pub secrets: Vec<String>,
     /// Per-execution resource limits, enforced with cgroups.
-    pub limits: crate::exec::cgroup::Limits,
+    pub limits: Limits,
     /// Checked out in every new workspace, before setup.
     pub repos: Vec<Repo>,
     /// What a preset's agent may do (`command` agents get it as `RUNLEDGER_AGENT_PERMISSIONS`).
@@ -336,7 +293,7 @@ impl Environment {
             network: true,
             inherit_env: Vec::new(),
             secrets: Vec::new(),
-            limits: crate::exec::cgroup::Limits::default(),
+            limits: Limits::default(),
             repos: Vec::new(),
             agent_permissions: AgentPermissions::Edit,
             model_base_url: None,
@@ -542,17 +499,60 @@ fn resolve(
     overrides: &Overrides,
     loaded_at: crate::domain::Timestamp,
 ) -> Result<Config, Error> {
+    let bind = bind_address(overrides, file.server.bind)?;
+    let tls = tls(file.server.tls_cert, file.server.tls_key)?;
+    plain_http_only_on_loopback(bind, tls.is_some(), file.server.allow_non_loopback)?;
+    let public_url = file
+        .server
+        .public_url
+        .map(|u| u.trim_end_matches('/').to_string());
+    let data_dir = data_dir(overrides, file.server.data_dir)?;
+    let secrets = read_secrets(file.secrets)?;
+    let mut environments = Vec::new();
+    for (i, env) in file.environments.into_iter().enumerate() {
+        let resolved = environment(&format!("environments[{i}]"), env, &secrets, &environments)?;
+        environments.push(resolved);
+    }
+    if environments.is_empty() {
+        environments.push(Environment::demo());
+    }
+    let rate_limit = rate_limit(&file.limits)?;
+    let prices = prices(file.prices)?;
+    Ok(Config {
+        bind,
+        public_url,
+        tls,
+        data_dir,
+        cache_bytes: cache_bytes(file.server.cache_mb)?,
+        stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
+        disk_reserve_bytes: disk_reserve_bytes(file.server.disk_reserve_mb)?,
+        rate_limit,
+        environments,
+        loaded_at,
+        file: None,
+        secrets,
+        agent_user: agent_user(file.server.agent_user)?,
+        prices,
+    })
+}
+
+fn bind_address(overrides: &Overrides, file: Option<String>) -> Result<SocketAddr, Error> {
     let bind_text = overrides
         .bind
         .clone()
-        .or(file.server.bind)
+        .or(file)
         .unwrap_or_else(|| DEFAULT_BIND.to_string());
-    let bind: SocketAddr = bind_text.parse().map_err(|_| {
+    bind_text.parse().map_err(|_| {
         Error::Invalid(format!(
             "server.bind: {bind_text:?} is not an address like 127.0.0.1:8080"
         ))
-    })?;
-    let tls = match (file.server.tls_cert, file.server.tls_key) {
+    })
+}
+
+/// `server.tls_cert` and `server.tls_key`: both or neither, loaded now so that a bad file
+/// names its field.
+fn tls(cert: Option<PathBuf>, key: Option<PathBuf>) -> Result<Option<Tls>, Error> {
+    Ok(match (cert, key) {
         (None, None) => None,
         (Some(_), None) => {
             return Err(Error::Invalid(
@@ -580,298 +580,324 @@ fn resolve(
                 server_config: Arc::new(server_config),
             })
         }
-    };
-    // Plain HTTP on a reachable address would carry API keys and transcripts in clear text.
-    if tls.is_none() && !bind.ip().is_loopback() && !file.server.allow_non_loopback.unwrap_or(false)
-    {
+    })
+}
+
+/// Plain HTTP on a reachable address would carry API keys and transcripts in clear text.
+fn plain_http_only_on_loopback(
+    bind: SocketAddr,
+    tls: bool,
+    allow_non_loopback: Option<bool>,
+) -> Result<(), Error> {
+    if !tls && !bind.ip().is_loopback() && !allow_non_loopback.unwrap_or(false) {
         return Err(Error::Invalid(format!(
             "server.bind: {bind} is not a loopback address, and plain HTTP is only served on \
              loopback. Either serve HTTPS (set server.tls_cert and server.tls_key to PEM files), \
              or, behind a TLS-terminating proxy, set server.allow_non_loopback = true"
         )));
     }
-    let public_url = file
-        .server
-        .public_url
-        .map(|u| u.trim_end_matches('/').to_string());
+    Ok(())
+}
+
+fn data_dir(overrides: &Overrides, file: Option<PathBuf>) -> Result<PathBuf, Error> {
     let data_dir = overrides
         .data_dir
         .clone()
-        .or(file.server.data_dir)
+        .or(file)
         .unwrap_or_else(|| PathBuf::from(DEFAULT_DATA_DIR));
     // Agents run in their workspaces, so every path handed to them must be absolute.
-    let data_dir = std::path::absolute(&data_dir)
-        .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))?;
-    let secrets = read_secrets(file.secrets)?;
-    let mut environments = Vec::new();
-    for (i, env) in file.environments.into_iter().enumerate() {
-        let at = format!("environments[{i}]");
-        if env.id.is_empty()
-            || env.id.len() > 64
-            || !env
-                .id
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
+    std::path::absolute(&data_dir)
+        .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))
+}
+
+fn agent_user(user: Option<String>) -> Result<String, Error> {
+    match user {
+        Some(user) if user.is_empty() => Err(Error::Invalid(
+            "server.agent_user: must name a user (or be left out for \"nobody\")".into(),
+        )),
+        Some(user) => Ok(user),
+        None => Ok(DEFAULT_AGENT_USER.into()),
+    }
+}
+
+/// One `[[environments]]` table (`at` names it in errors), checked against the ones before it
+/// (`defined`), defaults applied.
+fn environment(
+    at: &str,
+    env: EnvironmentFile,
+    secrets: &BTreeMap<String, Secret>,
+    defined: &[Environment],
+) -> Result<Environment, Error> {
+    check_id(at, &env, defined)?;
+    check_command(at, &env)?;
+    check_runtime(at, &env, secrets)?;
+    let sandbox = containment(at, &env)?;
+    let repos = repos(at, env.repos)?;
+    let max_concurrent = env.max_concurrent.unwrap_or(64);
+    if max_concurrent == 0 {
+        return Err(Error::Invalid(format!(
+            "{at}.max_concurrent: must be at least 1"
+        )));
+    }
+    let demo = Environment::demo();
+    Ok(Environment {
+        name: env.name.unwrap_or_else(|| env.id.clone()),
+        id: env.id,
+        description: env.description,
+        harness: env.harness,
+        command: env.command,
+        setup: env.setup,
+        // The built-in `demo` model is the demo agent's; a CLI without a configured model
+        // uses its own default (no `--model` flag at all).
+        model_id: env.model_id.unwrap_or(if env.harness == Harness::Demo {
+            demo.model_id
+        } else {
+            String::new()
+        }),
+        max_concurrent,
+        max_runtime_secs: env.max_runtime_secs.unwrap_or(demo.max_runtime_secs),
+        env: env.env,
+        workspace_root: match env.workspace_root {
+            Some(root) => Some(
+                std::path::absolute(&root)
+                    .map_err(|e| Error::Invalid(format!("{at}.workspace_root: {e}")))?,
+            ),
+            None => None,
+        },
+        demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
+        sandbox,
+        network: env.network.unwrap_or(true),
+        inherit_env: env.inherit_env,
+        secrets: env.secrets,
+        limits: Limits {
+            memory_mb: env.memory_mb,
+            pids_max: env.pids_max,
+            cpu_percent: env.cpu_percent,
+        },
+        repos,
+        agent_permissions: env.agent_permissions.unwrap_or_default(),
+        model_base_url: env.model_base_url,
+    })
+}
+
+/// Ids are path- and URL-safe, and unique.
+fn check_id(at: &str, env: &EnvironmentFile, defined: &[Environment]) -> Result<(), Error> {
+    if env.id.is_empty()
+        || env.id.len() > 64
+        || !env
+            .id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(Error::Invalid(format!(
+            "{at}.id: {:?} must be 1-64 characters of letters, digits, '-', '_' or '.'",
+            env.id
+        )));
+    }
+    if defined.iter().any(|e| e.id == env.id) {
+        return Err(Error::Invalid(format!(
+            "{at}.id: {:?} is defined twice",
+            env.id
+        )));
+    }
+    Ok(())
+}
+
+/// What the harness is told to run: the command, its placeholders, the model endpoint and the
+/// agent's permissions, each where the harness takes it.
+fn check_command(at: &str, env: &EnvironmentFile) -> Result<(), Error> {
+    if env.harness == Harness::Command && env.command.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{at}.command: the 'command' harness needs the argv to run, e.g. [\"bash\", \"agent.sh\"]"
+        )));
+    }
+    if env.harness == Harness::Demo && !env.command.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{at}.command: the 'demo' harness runs the built-in agent and takes no command"
+        )));
+    }
+    if let Some(name) = crate::harness::unknown_placeholder(&env.command) {
+        return Err(Error::Invalid(format!(
+            "{at}.command: unknown placeholder {{{name}}}; known: {{prompt}}, {{full_prompt}}, \
+             {{model_id}}, {{base_prompt}}, {{mcp_config}}, {{workspace}}"
+        )));
+    }
+    let preset = env.harness.is_preset();
+    if preset {
+        if let Some(arg) = env.command.iter().find(|a| {
+            a.contains("{prompt}") || a.contains("{full_prompt}") || a.contains("{base_prompt}")
+        }) {
             return Err(Error::Invalid(format!(
-                "{at}.id: {:?} must be 1-64 characters of letters, digits, '-', '_' or '.'",
-                env.id
+                "{at}.command: {arg:?}: a preset's command replaces only the CLI program (and \
+                 arguments of its own, e.g. [\"npx\", \"-y\", \"@openai/codex@0.169.0\"]); \
+                 the preset adds the prompt, the session to resume and its flags itself"
             )));
         }
-        if environments.iter().any(|e: &Environment| e.id == env.id) {
+    }
+    if let Some(url) = &env.model_base_url {
+        if !preset {
             return Err(Error::Invalid(format!(
-                "{at}.id: {:?} is defined twice",
-                env.id
+                "{at}.model_base_url: only the claude, codex and gemini presets take a model \
+                 endpoint; a command agent reads its own configuration"
             )));
         }
-        if env.harness == Harness::Command && env.command.is_empty() {
+        let parsed = url::Url::parse(url).ok();
+        if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
             return Err(Error::Invalid(format!(
-                "{at}.command: the 'command' harness needs the argv to run, e.g. [\"bash\", \"agent.sh\"]"
+                "{at}.model_base_url: {url:?} is not an http:// or https:// URL"
             )));
         }
-        if env.harness == Harness::Demo && !env.command.is_empty() {
+    }
+    if env.agent_permissions.is_some() && env.harness == Harness::Demo {
+        return Err(Error::Invalid(format!(
+            "{at}.agent_permissions: the 'demo' harness runs in-process and uses no tools"
+        )));
+    }
+    Ok(())
+}
+
+/// What the agent's process gets: its time, its variables and the secrets it names.
+fn check_runtime(
+    at: &str,
+    env: &EnvironmentFile,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<(), Error> {
+    if env.max_runtime_secs == Some(0) {
+        return Err(Error::Invalid(format!(
+            "{at}.max_runtime_secs: must be at least 1"
+        )));
+    }
+    if let Some(bad) = env
+        .env
+        .keys()
+        .find(|k| k.is_empty() || k.contains('=') || k.starts_with("RUNLEDGER_"))
+    {
+        return Err(Error::Invalid(format!(
+            "{at}.env: {bad:?} is not allowed (empty, contains '=', or a reserved RUNLEDGER_ variable)"
+        )));
+    }
+    if let Some(bad) = env.inherit_env.iter().find(|n| !variable_name(n)) {
+        return Err(Error::Invalid(format!(
+            "{at}.inherit_env: {bad:?} is not a variable name (letters, digits and '_', not \
+             starting with a digit, and not a reserved RUNLEDGER_ variable)"
+        )));
+    }
+    if let Some(bad) = env.secrets.iter().find(|n| !secrets.contains_key(*n)) {
+        return Err(Error::Invalid(format!(
+            "{at}.secrets: {bad:?} is not defined in [secrets]"
+        )));
+    }
+    Ok(())
+}
+
+/// How the agent's processes are contained (`None`: the in-process demo agent) and the limits
+/// they run under, refused where they could not be enforced.
+fn containment(at: &str, env: &EnvironmentFile) -> Result<Option<Sandbox>, Error> {
+    // The demo agent runs in-process: there is no process to contain.
+    for (field, set) in [
+        ("sandbox", env.sandbox.is_some()),
+        ("network", env.network.is_some()),
+        ("memory_mb", env.memory_mb.is_some()),
+        ("pids_max", env.pids_max.is_some()),
+        ("cpu_percent", env.cpu_percent.is_some()),
+        ("repos", !env.repos.is_empty()),
+    ] {
+        if env.harness == Harness::Demo && set {
             return Err(Error::Invalid(format!(
-                "{at}.command: the 'demo' harness runs the built-in agent and takes no command"
+                "{at}.{field}: the 'demo' harness runs in-process and starts no process to contain"
             )));
         }
-        if let Some(name) = crate::exec::presets::unknown_placeholder(&env.command) {
+    }
+    let sandbox = match (env.harness, env.sandbox) {
+        (Harness::Demo, None) => None,
+        (_, chosen) => Some(chosen.unwrap_or(Sandbox::Bwrap)),
+    };
+    // Without a sandbox there is no network namespace to take the network away with; a
+    // limit that cannot be enforced is refused rather than ignored.
+    if sandbox == Some(Sandbox::None) && env.network == Some(false) {
+        return Err(Error::Invalid(format!(
+            "{at}.network: network = false needs sandbox = \"bwrap\" (an unconfined agent \
+             cannot be cut off from the network)"
+        )));
+    }
+    // Below these an agent could not even start; a typo of 0 must not mean "no limit".
+    for (field, value, least) in [
+        ("memory_mb", env.memory_mb, 16),
+        ("pids_max", env.pids_max, 8),
+        ("cpu_percent", env.cpu_percent, 1),
+    ] {
+        if value.is_some_and(|v| v < least) {
             return Err(Error::Invalid(format!(
-                "{at}.command: unknown placeholder {{{name}}}; known: {{prompt}}, {{full_prompt}}, \
-                 {{model_id}}, {{base_prompt}}, {{mcp_config}}, {{workspace}}"
+                "{at}.{field}: must be at least {least}"
             )));
         }
-        let preset = matches!(
-            env.harness,
-            Harness::Claude | Harness::Codex | Harness::Gemini
-        );
-        if preset {
-            if let Some(arg) = env.command.iter().find(|a| {
-                a.contains("{prompt}") || a.contains("{full_prompt}") || a.contains("{base_prompt}")
-            }) {
-                return Err(Error::Invalid(format!(
-                    "{at}.command: {arg:?}: a preset's command replaces only the CLI program (and \
-                     arguments of its own, e.g. [\"npx\", \"-y\", \"@openai/codex@0.169.0\"]); \
-                     the preset adds the prompt, the session to resume and its flags itself"
-                )));
-            }
-        }
-        if let Some(url) = &env.model_base_url {
-            if !preset {
-                return Err(Error::Invalid(format!(
-                    "{at}.model_base_url: only the claude, codex and gemini presets take a model \
-                     endpoint; a command agent reads its own configuration"
-                )));
-            }
-            let parsed = url::Url::parse(url).ok();
-            if !parsed.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.has_host()) {
-                return Err(Error::Invalid(format!(
-                    "{at}.model_base_url: {url:?} is not an http:// or https:// URL"
-                )));
-            }
-        }
-        if env.agent_permissions.is_some() && env.harness == Harness::Demo {
-            return Err(Error::Invalid(format!(
-                "{at}.agent_permissions: the 'demo' harness runs in-process and uses no tools"
-            )));
-        }
-        if env.max_runtime_secs == Some(0) {
-            return Err(Error::Invalid(format!(
-                "{at}.max_runtime_secs: must be at least 1"
-            )));
-        }
-        if let Some(bad) = env
-            .env
-            .keys()
-            .find(|k| k.is_empty() || k.contains('=') || k.starts_with("RUNLEDGER_"))
-        {
-            return Err(Error::Invalid(format!(
-                "{at}.env: {bad:?} is not allowed (empty, contains '=', or a reserved RUNLEDGER_ variable)"
-            )));
-        }
-        if let Some(bad) = env.inherit_env.iter().find(|n| !variable_name(n)) {
-            return Err(Error::Invalid(format!(
-                "{at}.inherit_env: {bad:?} is not a variable name (letters, digits and '_', not \
-                 starting with a digit, and not a reserved RUNLEDGER_ variable)"
-            )));
-        }
-        if let Some(bad) = env.secrets.iter().find(|n| !secrets.contains_key(*n)) {
-            return Err(Error::Invalid(format!(
-                "{at}.secrets: {bad:?} is not defined in [secrets]"
-            )));
-        }
-        // The demo agent runs in-process: there is no process to contain.
-        for (field, set) in [
-            ("sandbox", env.sandbox.is_some()),
-            ("network", env.network.is_some()),
-            ("memory_mb", env.memory_mb.is_some()),
-            ("pids_max", env.pids_max.is_some()),
-            ("cpu_percent", env.cpu_percent.is_some()),
-            ("repos", !env.repos.is_empty()),
-        ] {
-            if env.harness == Harness::Demo && set {
-                return Err(Error::Invalid(format!(
-                    "{at}.{field}: the 'demo' harness runs in-process and starts no process to contain"
-                )));
-            }
-        }
-        let sandbox = match (env.harness, env.sandbox) {
-            (Harness::Demo, None) => None,
-            (_, chosen) => Some(chosen.unwrap_or(Sandbox::Bwrap)),
-        };
-        // Without a sandbox there is no network namespace to take the network away with; a
-        // limit that cannot be enforced is refused rather than ignored.
-        if sandbox == Some(Sandbox::None) && env.network == Some(false) {
-            return Err(Error::Invalid(format!(
-                "{at}.network: network = false needs sandbox = \"bwrap\" (an unconfined agent \
-                 cannot be cut off from the network)"
-            )));
-        }
-        // Below these an agent could not even start; a typo of 0 must not mean "no limit".
-        for (field, value, least) in [
-            ("memory_mb", env.memory_mb, 16),
-            ("pids_max", env.pids_max, 8),
-            ("cpu_percent", env.cpu_percent, 1),
-        ] {
-            if value.is_some_and(|v| v < least) {
-                return Err(Error::Invalid(format!(
-                    "{at}.{field}: must be at least {least}"
-                )));
-            }
-        }
-        if env.memory_mb.is_some_and(|mb| mb > MAX_CACHE_MB * 1024) {
-            return Err(Error::Invalid(format!(
-                "{at}.memory_mb: more than 1 PiB is not a limit"
-            )));
-        }
-        if env.cpu_percent.is_some_and(|p| p > 100 * 1024) {
-            return Err(Error::Invalid(format!(
-                "{at}.cpu_percent: at most 102400 (1024 cores)"
-            )));
-        }
-        let mut repos: Vec<Repo> = Vec::new();
-        for repo in env.repos {
-            let path = repo.path.unwrap_or_else(|| PathBuf::from("."));
-            let inside = path.is_relative()
-                && path.components().all(|c| {
-                    matches!(
-                        c,
-                        std::path::Component::Normal(_) | std::path::Component::CurDir
-                    )
-                });
-            if repo.url.trim().is_empty() || repo.url.starts_with('-') {
-                return Err(Error::Invalid(format!(
-                    "{at}.repos: {:?} is not a repository URL",
-                    repo.url
-                )));
-            }
-            if !inside {
-                return Err(Error::Invalid(format!(
-                    "{at}.repos: path {:?} must be relative to the workspace, without '..'",
-                    path.display().to_string()
-                )));
-            }
-            if repo
-                .reference
-                .as_deref()
-                .is_some_and(|r| r.is_empty() || r.starts_with('-'))
-            {
-                return Err(Error::Invalid(format!(
-                    "{at}.repos: ref {:?} is not a branch, tag or commit",
-                    repo.reference.unwrap_or_default()
-                )));
-            }
-            let normal = |p: &Path| {
-                p.components()
-                    .filter(|c| !matches!(c, std::path::Component::CurDir))
-                    .collect::<PathBuf>()
-            };
-            if repos.iter().any(|r| normal(&r.path) == normal(&path)) {
-                return Err(Error::Invalid(format!(
-                    "{at}.repos: two repositories are checked out at {:?}",
-                    path.display().to_string()
-                )));
-            }
-            repos.push(Repo {
-                url: repo.url,
-                reference: repo.reference,
-                path,
+    }
+    if env.memory_mb.is_some_and(|mb| mb > MAX_CACHE_MB * 1024) {
+        return Err(Error::Invalid(format!(
+            "{at}.memory_mb: more than 1 PiB is not a limit"
+        )));
+    }
+    if env.cpu_percent.is_some_and(|p| p > 100 * 1024) {
+        return Err(Error::Invalid(format!(
+            "{at}.cpu_percent: at most 102400 (1024 cores)"
+        )));
+    }
+    Ok(sandbox)
+}
+
+/// The repositories checked out in every new workspace: real URLs and refs, each at its own
+/// path inside the workspace.
+fn repos(at: &str, files: Vec<RepoFile>) -> Result<Vec<Repo>, Error> {
+    let mut repos: Vec<Repo> = Vec::new();
+    for repo in files {
+        let path = repo.path.unwrap_or_else(|| PathBuf::from("."));
+        let inside = path.is_relative()
+            && path.components().all(|c| {
+                matches!(
+                    c,
+                    std::path::Component::Normal(_) | std::path::Component::CurDir
+                )
             });
-        }
-        let max_concurrent = env.max_concurrent.unwrap_or(64);
-        if max_concurrent == 0 {
+        if repo.url.trim().is_empty() || repo.url.starts_with('-') {
             return Err(Error::Invalid(format!(
-                "{at}.max_concurrent: must be at least 1"
+                "{at}.repos: {:?} is not a repository URL",
+                repo.url
             )));
         }
-        let demo = Environment::demo();
-        environments.push(Environment {
-            name: env.name.unwrap_or_else(|| env.id.clone()),
-            id: env.id,
-            description: env.description,
-            harness: env.harness,
-            command: env.command,
-            setup: env.setup,
-            // The built-in `demo` model is the demo agent's; a CLI without a configured model
-            // uses its own default (no `--model` flag at all).
-            model_id: env.model_id.unwrap_or(if env.harness == Harness::Demo {
-                demo.model_id
-            } else {
-                String::new()
-            }),
-            max_concurrent,
-            max_runtime_secs: env.max_runtime_secs.unwrap_or(demo.max_runtime_secs),
-            env: env.env,
-            workspace_root: match env.workspace_root {
-                Some(root) => Some(
-                    std::path::absolute(&root)
-                        .map_err(|e| Error::Invalid(format!("{at}.workspace_root: {e}")))?,
-                ),
-                None => None,
-            },
-            demo_duration_ms: env.demo_duration_ms.unwrap_or(demo.demo_duration_ms),
-            sandbox,
-            network: env.network.unwrap_or(true),
-            inherit_env: env.inherit_env,
-            secrets: env.secrets,
-            limits: crate::exec::cgroup::Limits {
-                memory_mb: env.memory_mb,
-                pids_max: env.pids_max,
-                cpu_percent: env.cpu_percent,
-            },
-            repos,
-            agent_permissions: env.agent_permissions.unwrap_or_default(),
-            model_base_url: env.model_base_url,
+        if !inside {
+            return Err(Error::Invalid(format!(
+                "{at}.repos: path {:?} must be relative to the workspace, without '..'",
+                path.display().to_string()
+            )));
+        }
+        if repo
+            .reference
+            .as_deref()
+            .is_some_and(|r| r.is_empty() || r.starts_with('-'))
+        {
+            return Err(Error::Invalid(format!(
+                "{at}.repos: ref {:?} is not a branch, tag or commit",
+                repo.reference.unwrap_or_default()
+            )));
+        }
+        let normal = |p: &Path| {
+            p.components()
+                .filter(|c| !matches!(c, std::path::Component::CurDir))
+                .collect::<PathBuf>()
+        };
+        if repos.iter().any(|r| normal(&r.path) == normal(&path)) {
+            return Err(Error::Invalid(format!(
+                "{at}.repos: two repositories are checked out at {:?}",
+                path.display().to_string()
+            )));
+        }
+        repos.push(Repo {
+            url: repo.url,
+            reference: repo.reference,
+            path,
         });
     }
-    if environments.is_empty() {
-        environments.push(Environment::demo());
-    }
-    let rate_limit = rate_limit(&file.limits)?;
-    let prices = prices(file.prices)?;
-    Ok(Config {
-        bind,
-        public_url,
-        tls,
-        data_dir,
-        cache_bytes: cache_bytes(file.server.cache_mb)?,
-        stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
-        disk_reserve_bytes: disk_reserve_bytes(file.server.disk_reserve_mb)?,
-        rate_limit,
-        environments,
-        loaded_at,
-        file: None,
-        secrets,
-        agent_user: match file.server.agent_user {
-            Some(user) if user.is_empty() => {
-                return Err(Error::Invalid(
-                    "server.agent_user: must name a user (or be left out for \"nobody\")".into(),
-                ))
-            }
-            Some(user) => user,
-            None => DEFAULT_AGENT_USER.into(),
-        },
-        prices,
-    })
+    Ok(repos)
 }
 
 /// A name an agent's variable can have: a portable shell name that is not one of ours.

@@ -14,6 +14,7 @@ pub mod domain;
 pub mod exec;
 pub mod failure;
 pub mod format;
+pub mod harness;
 pub mod http;
 pub mod idempotency;
 pub mod memo;

@@ -20,7 +20,7 @@ use crate::config::Config;
 use crate::exec::{Executor, Supervision, Transcripts};
 use crate::http::{self, AppState};
 use crate::projection::Index;
-use crate::store::keys::KeyKind;
+use crate::store::api_keys::KeyKind;
 use crate::store::{self, Store};
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +65,8 @@ pub struct Application {
     addr: SocketAddr,
     scheme: &'static str,
     runs: Runs,
+    store: Store,
+    executor: Executor,
     state: web::Data<AppState>,
     grace: Duration,
     terminate: Signal,
@@ -102,7 +104,7 @@ pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, I
         store.sync_blocking()?;
     }
     // Runs whose log may have got ahead of the index before a crash: those marked dirty and
-    // those created since the index floor (see `actor::projector`). Caught up before any
+    // those created since the index floor (see `projection::projector`). Caught up before any
     // request is served, so no live command can race the repair.
     let mut check = store.dirty_runs()?;
     if let Some(floor) = store.index_floor()? {
@@ -181,144 +183,32 @@ impl Application {
         // Before anything is opened: a host that cannot contain the agents stops start-up.
         let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
         let (store, index) = open_store(&config, false)?;
-        // sled makes its files readable by everyone; an unconfined agent runs as another user
-        // and must not read the store (the key hashes, the secret that signs session links).
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let sled = config.data_dir.join("sled");
-            if let Err(e) = std::fs::set_permissions(&sled, std::fs::Permissions::from_mode(0o700))
-            {
-                tracing::warn!(path = %sled.display(), error = %e, "cannot make the store private");
-            }
-        }
-        if store.keys().is_empty() {
-            let (record, secret) = store
-                .keys()
-                .create("admin", KeyKind::Personal, true, now())?;
-            store.sync().await?;
-            eprintln!(
-                "runledger: created the first API key (an admin key named {:?}, id {}). It is shown once:",
-                record.name, record.id
-            );
-            println!("{secret}");
-        }
-        // Agents' output stops being recorded while the store refuses writes, so that it
-        // cannot eat the room kept for recording how their runs end (`store::space`).
-        let gated = store.clone();
-        let transcripts = Transcripts::open(&config.data_dir)
-            .map_err(|source| Error::Transcripts {
-                path: config.data_dir.clone(),
-                source,
-            })?
-            .with_gate(Arc::new(move || {
-                gated.condition() != store::health::Condition::Writable
-            }));
-        // The instance id marks this data directory's agent processes; any still alive now
-        // were orphaned when an earlier server died, and nothing will ever collect them.
-        // It includes the data directory's path, so a copy of the directory started elsewhere
-        // on the same machine does not take the original's agents for orphans.
-        let instance: String = {
-            use sha2::{Digest, Sha256};
-            let digest = Sha256::new()
-                .chain_update(store.instance_secret(store::INSTANCE_ID)?)
-                .chain_update(config.data_dir.as_os_str().as_encoded_bytes())
-                .finalize();
-            digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
-        };
-        crate::exec::process::raise_open_file_limit();
-        let orphans = crate::exec::process::kill_orphans(&instance);
-        if orphans > 0 {
-            tracing::warn!(orphans, "killed agent processes left by a previous server");
-        }
-        let cgroups = crate::exec::cgroup::Cgroups::prepare(&config, &instance)?;
-        let executor = Executor::new(
-            config.environments.clone(),
-            Supervision {
-                transcripts,
-                data_dir: config.data_dir.clone(),
-                instance,
-                grace: std::time::Duration::from_secs(config.stop_grace_secs),
-                sandboxes,
-                cgroups,
-                mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
-                secrets: Arc::new(config.secrets.clone()),
-                prices: Arc::new(config.prices.clone()),
-            },
-        );
+        make_store_private(&config.data_dir);
+        create_first_key(&store).await?;
+        let executor = executor(&config, &store, sandboxes)?;
         // Watched from here on: before this, a start on a full disk fails on its own writes.
         store.watch_space(config.disk_reserve_bytes);
-        let runs = Runs::new(store.clone(), index, executor);
+        let runs = Runs::new(store.clone(), index, executor.clone());
         let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
         // Executions that were in progress when the service stopped are lost; they are failed
         // before any request is served, so nothing started by this process is mistaken for one.
         let failed_lost = runs.fail_lost_executions().await.map_err(Error::Recovery)?;
-        // Bind first, so that a port-0 address is known before the links are built.
-        let listener =
-            std::net::TcpListener::bind(config.bind).map_err(|source| Error::Listen {
-                addr: config.bind,
-                source,
-            })?;
-        let listen_error = |source| Error::Listen {
-            addr: config.bind,
-            source,
-        };
-        let addr = listener.local_addr().map_err(listen_error)?;
-        let scheme = config.scheme();
-        let public_url = config
-            .public_url
-            .clone()
-            .unwrap_or_else(|| format!("{scheme}://{addr}"));
-        let state = web::Data::new(AppState::new(
-            runs.clone(),
-            config.clone(),
-            public_url,
-            secret,
-        ));
-        let app_state = state.clone();
-        let server = HttpServer::new(move || {
-            // Called on each worker's thread, inside its runtime.
-            crate::memory::watch_this_thread();
-            http::app(app_state.clone())
-        })
-        .disable_signals()
-        .shutdown_timeout(REQUEST_DRAIN_SECS);
-        let server = match &config.tls {
-            Some(tls) => server.listen_rustls_0_23(listener, (*tls.server_config).clone()),
-            None => server.listen(listener),
-        }
-        .map_err(listen_error)?
-        .run();
-        // Waiting runs are re-queued beside the server: /healthz answers at once, /readyz once
-        // every waiting run is back in its queue.
-        let (requeue_runs, requeue_state) = (runs.clone(), state.clone());
-        actix_rt::spawn(async move {
-            match requeue_runs.requeue_waiting().await {
-                Ok(requeued) => {
-                    tracing::info!(failed_lost, requeued, "recovery complete");
-                    // A shutdown that began meanwhile has made the service unready for good.
-                    if !requeue_runs.is_shutting_down() {
-                        requeue_state.ready.store(true, Ordering::Release);
-                    }
-                }
-                Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
-            }
-        });
-        // Queued runs wait while the store refuses new work; they start when it writes again.
-        let (resume_runs, mut condition) = (runs.clone(), store.watch_condition());
-        actix_rt::spawn(async move {
-            while condition.changed().await.is_ok() {
-                let writable = *condition.borrow_and_update() == store::health::Condition::Writable;
-                if writable {
-                    resume_runs.resume_queues();
-                }
-            }
-        });
+        let Serving {
+            server,
+            addr,
+            scheme,
+            state,
+        } = serve(&config, &runs, secret)?;
+        spawn_recovery(&runs, &executor, &state, failed_lost);
+        spawn_resume(&runs, &executor, &store);
         Ok(Application {
             server,
             addr,
             scheme,
             runs,
+            store,
+            executor,
             state,
             grace: Duration::from_secs(config.stop_grace_secs),
             terminate,
@@ -349,6 +239,8 @@ impl Application {
         let Application {
             server,
             runs,
+            store,
+            executor,
             state,
             grace,
             mut terminate,
@@ -371,7 +263,7 @@ impl Application {
         tracing::info!(signal, "shutting down");
         state.ready.store(false, Ordering::Release);
         handle.pause().await;
-        if !runs.stop_agents(grace + AGENT_STOP_SLACK).await {
+        if !executor.shutdown(grace + AGENT_STOP_SLACK).await {
             tracing::warn!(
                 "some runs were not recorded in time; the next start fails them as lost"
             );
@@ -390,10 +282,177 @@ impl Application {
         {
             tracing::warn!("the projector did not stop cleanly; the next start catches up");
         }
-        runs.sync().await.map_err(Error::FinalSync)?;
+        store.sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");
         Ok(())
     }
+}
+
+/// sled makes its files readable by everyone; an unconfined agent runs as another user and must
+/// not read the store (the key hashes, the secret that signs session links).
+fn make_store_private(data_dir: &std::path::Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let sled = data_dir.join("sled");
+    if let Err(e) = std::fs::set_permissions(&sled, std::fs::Permissions::from_mode(0o700)) {
+        tracing::warn!(path = %sled.display(), error = %e, "cannot make the store private");
+    }
+}
+
+/// A store without keys gets an admin key, shown once on standard output.
+async fn create_first_key(store: &Store) -> Result<(), Error> {
+    if store.keys().is_empty() {
+        let (record, secret) = store
+            .keys()
+            .create("admin", KeyKind::Personal, true, now())?;
+        store.sync().await?;
+        eprintln!(
+            "runledger: created the first API key (an admin key named {:?}, id {}). It is shown once:",
+            record.name, record.id
+        );
+        println!("{secret}");
+    }
+    Ok(())
+}
+
+/// The executor and what it supervises agents with: the transcripts, this data directory's
+/// instance id (after killing the agents an earlier server orphaned), cgroups and mirrors.
+fn executor(
+    config: &Config,
+    store: &Store,
+    sandboxes: crate::exec::sandbox::Sandboxes,
+) -> Result<Executor, Error> {
+    // Agents' output stops being recorded while the store refuses writes, so that it
+    // cannot eat the room kept for recording how their runs end (`store::space`).
+    let gated = store.clone();
+    let transcripts = Transcripts::open(&config.data_dir)
+        .map_err(|source| Error::Transcripts {
+            path: config.data_dir.clone(),
+            source,
+        })?
+        .with_gate(Arc::new(move || {
+            gated.condition() != store::health::Condition::Writable
+        }));
+    // The instance id marks this data directory's agent processes; any still alive now
+    // were orphaned when an earlier server died, and nothing will ever collect them.
+    // It includes the data directory's path, so a copy of the directory started elsewhere
+    // on the same machine does not take the original's agents for orphans.
+    let instance: String = {
+        use sha2::{Digest, Sha256};
+        let digest = Sha256::new()
+            .chain_update(store.instance_secret(store::INSTANCE_ID)?)
+            .chain_update(config.data_dir.as_os_str().as_encoded_bytes())
+            .finalize();
+        digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
+    };
+    crate::exec::process::raise_open_file_limit();
+    let orphans = crate::exec::process::kill_orphans(&instance);
+    if orphans > 0 {
+        tracing::warn!(orphans, "killed agent processes left by a previous server");
+    }
+    let cgroups = crate::exec::cgroup::Cgroups::prepare(config, &instance)?;
+    Ok(Executor::new(
+        config.environments.clone(),
+        Supervision {
+            transcripts,
+            data_dir: config.data_dir.clone(),
+            instance,
+            grace: std::time::Duration::from_secs(config.stop_grace_secs),
+            sandboxes,
+            cgroups,
+            mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
+            secrets: Arc::new(config.secrets.clone()),
+            prices: Arc::new(config.prices.clone()),
+        },
+    ))
+}
+
+/// The HTTP server, bound and running (it serves once the runtime polls it).
+struct Serving {
+    server: actix_web::dev::Server,
+    addr: SocketAddr,
+    scheme: &'static str,
+    state: web::Data<AppState>,
+}
+
+fn serve(config: &Arc<Config>, runs: &Runs, secret: [u8; 32]) -> Result<Serving, Error> {
+    // Bind first, so that a port-0 address is known before the links are built.
+    let listener = std::net::TcpListener::bind(config.bind).map_err(|source| Error::Listen {
+        addr: config.bind,
+        source,
+    })?;
+    let listen_error = |source| Error::Listen {
+        addr: config.bind,
+        source,
+    };
+    let addr = listener.local_addr().map_err(listen_error)?;
+    let scheme = config.scheme();
+    let public_url = config
+        .public_url
+        .clone()
+        .unwrap_or_else(|| format!("{scheme}://{addr}"));
+    let state = web::Data::new(AppState::new(
+        runs.clone(),
+        config.clone(),
+        public_url,
+        secret,
+    ));
+    let app_state = state.clone();
+    let server = HttpServer::new(move || {
+        // Called on each worker's thread, inside its runtime.
+        crate::memory::watch_this_thread();
+        http::app(app_state.clone())
+    })
+    .disable_signals()
+    .shutdown_timeout(REQUEST_DRAIN_SECS);
+    let server = match &config.tls {
+        Some(tls) => server.listen_rustls_0_23(listener, (*tls.server_config).clone()),
+        None => server.listen(listener),
+    }
+    .map_err(listen_error)?
+    .run();
+    Ok(Serving {
+        server,
+        addr,
+        scheme,
+        state,
+    })
+}
+
+/// Waiting runs are re-queued beside the server: /healthz answers at once, /readyz once every
+/// waiting run is back in its queue.
+fn spawn_recovery(
+    runs: &Runs,
+    executor: &Executor,
+    state: &web::Data<AppState>,
+    failed_lost: usize,
+) {
+    let (requeue_runs, requeue_state, executor) = (runs.clone(), state.clone(), executor.clone());
+    actix_rt::spawn(async move {
+        match requeue_runs.requeue_waiting().await {
+            Ok(requeued) => {
+                tracing::info!(failed_lost, requeued, "recovery complete");
+                // A shutdown that began meanwhile has made the service unready for good.
+                if !executor.is_shutting_down() {
+                    requeue_state.ready.store(true, Ordering::Release);
+                }
+            }
+            Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),
+        }
+    });
+}
+
+/// Queued runs wait while the store refuses new work; they start when it writes again.
+fn spawn_resume(runs: &Runs, executor: &Executor, store: &Store) {
+    let (resume_runs, executor) = (runs.clone(), executor.clone());
+    let mut condition = store.watch_condition();
+    actix_rt::spawn(async move {
+        while condition.changed().await.is_ok() {
+            let writable = *condition.borrow_and_update() == store::health::Condition::Writable;
+            if writable {
+                executor.resume(&resume_runs);
+            }
+        }
+    });
 }
 
 #[cfg(test)]

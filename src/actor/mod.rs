@@ -3,15 +3,15 @@
 //!
 //! The actor serialises a run's commands: it folds the run's log when activated, decides each
 //! command against that state, appends the events, waits for them to be durable, hands the new
-//! row to the projector (which updates the read index in the background, see `projector`),
-//! dispatches the decision's side effects, and replies. No effect is performed
-//! before its events are durable, and replaying the log performs none. It stops as soon as
-//! the run has no execution in progress (queued or finished), and after a quiet spell
+//! row to the projector (which updates the read index in the background, see
+//! `projection::projector`), dispatches the decision's side effects, and replies. No effect is
+//! performed before its events are durable, and replaying the log performs none. It stops as
+//! soon as the run has no execution in progress (queued or finished), and after a quiet spell
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
 pub mod feed;
-mod projector;
+mod report;
 mod run_actor;
 
 use std::collections::HashMap;
@@ -26,9 +26,10 @@ use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, Status
 use crate::exec::{transcript, Executor, Transcripts};
 use crate::failure::{self, Cause};
 use crate::idempotency::Idempotency;
+use crate::projection::projector::Projector;
 use crate::projection::{self, Index, Page, Query};
 use crate::store::{self, Store};
-use run_actor::{Execute, RunActor};
+use run_actor::{Execute, Handles, RunActor};
 
 /// One stored event with its place in the run's log and the time it was recorded, as
 /// `Runs::durable_events` yields it.
@@ -128,14 +129,14 @@ struct Inner {
     idempotency: Idempotency,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
     feed: Arc<feed::Feed>,
-    projector: projector::Projector,
+    projector: Arc<Projector>,
 }
 
 impl Runs {
     pub fn new(store: Store, index: Index, executor: Executor) -> Runs {
         Runs {
             inner: Arc::new(Inner {
-                projector: projector::Projector::start(index.clone(), store.clone()),
+                projector: Arc::new(Projector::start(index.clone(), store.clone())),
                 keys: Keys::new(store.clone()),
                 idempotency: Idempotency::new(store.clone()),
                 store,
@@ -220,7 +221,14 @@ impl Runs {
                 return addr.clone();
             }
         }
-        let addr = RunActor::new(id, self.clone(), fresh).start();
+        let handles = Handles {
+            store: self.inner.store.clone(),
+            index: self.inner.index.clone(),
+            projector: self.inner.projector.clone(),
+            executor: self.inner.executor.clone(),
+            feed: self.inner.feed.clone(),
+        };
+        let addr = RunActor::new(id, self.clone(), handles, fresh).start();
         actors.insert(id, addr.clone());
         addr
     }

@@ -4,14 +4,33 @@
 
 use actix::prelude::*;
 
+use std::sync::Arc;
+
+use super::feed::Feed;
 use super::{Error, Outcome, Runs, IDLE_AFTER};
 use crate::clock::now;
 use crate::domain::{decide, evolve, Command, Effect, Run, RunId};
-use crate::store;
+use crate::exec::Executor;
+use crate::projection::projector::Projector;
+use crate::projection::Index;
+use crate::store::{self, Store};
+
+/// What a run's actor works with, handed over at activation: the log it appends to, the index
+/// it repairs, the projector it hands new rows to, the executor that carries out its effects,
+/// and the feed that tells followers about new events. `Runs` itself is kept only to report
+/// back (leaving the registry, queueing and launching through the executor).
+pub(super) struct Handles {
+    pub store: Store,
+    pub index: Index,
+    pub projector: Arc<Projector>,
+    pub executor: Executor,
+    pub feed: Arc<Feed>,
+}
 
 pub(super) struct RunActor {
     id: RunId,
     runs: Runs,
+    handles: Handles,
     /// `None` until loaded; `Some(None)` for a run that does not exist (yet).
     state: Option<Option<Run>>,
     idle: Option<SpawnHandle>,
@@ -22,10 +41,11 @@ pub(super) struct RunActor {
 pub(super) struct Execute(pub Command);
 
 impl RunActor {
-    pub(super) fn new(id: RunId, runs: Runs, fresh: bool) -> RunActor {
+    pub(super) fn new(id: RunId, runs: Runs, handles: Handles, fresh: bool) -> RunActor {
         RunActor {
             id,
             runs,
+            handles,
             state: if fresh { Some(None) } else { None },
             idle: None,
         }
@@ -43,12 +63,12 @@ impl RunActor {
         if let Some(state) = &self.state {
             return Ok(state.clone());
         }
-        let store = &self.runs.inner.store;
+        let store = &self.handles.store;
         let run = store.load_run(self.id)?;
         // A run marked dirty that the projector is not working on: a previous process or
         // apply failed to update the index after a durable append. Repair that first.
-        if store.is_dirty(self.id)? && !self.runs.inner.projector.tracks(self.id) {
-            self.runs.inner.index.catch_up(store, &[self.id])?;
+        if store.is_dirty(self.id)? && !self.handles.projector.tracks(self.id) {
+            self.handles.index.catch_up(store, &[self.id])?;
         }
         self.state = Some(run.clone());
         Ok(run)
@@ -74,7 +94,7 @@ impl RunActor {
     /// Carries out a decision's effects; returns whether the run had to wait for capacity.
     fn dispatch(&self, effects: Vec<Effect>, run: &Run) -> bool {
         let mut at_capacity = false;
-        let executor = &self.runs.inner.executor;
+        let executor = &self.handles.executor;
         for effect in effects {
             match effect {
                 Effect::Enqueue => at_capacity |= executor.enqueue(&self.runs, run),
@@ -129,7 +149,7 @@ impl Handler<Execute> for RunActor {
             let decision = decide(current.as_ref(), command)?;
             // Refused before anything is written: the client is told so, and nothing of the
             // command reaches the log.
-            self.runs.inner.store.admit(writer)?;
+            self.handles.store.admit(writer)?;
             let at = match (&current, decision.events.first()) {
                 // A new run's creation time is the one its id encodes.
                 (None, _) => self.id.created_at(),
@@ -140,9 +160,9 @@ impl Handler<Execute> for RunActor {
                 evolve(run, self.id, event, at)
             });
             let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
-            let projector = &self.runs.inner.projector;
+            let projector = &self.handles.projector;
             projector.mark(self.id)?;
-            if let Err(e) = self.runs.inner.store.append(&envelopes) {
+            if let Err(e) = self.handles.store.append(&envelopes) {
                 projector.abandon(self.id);
                 return Err(e.into());
             }
@@ -167,12 +187,12 @@ impl Handler<Execute> for RunActor {
                 )));
             }
         };
-        let store = self.runs.inner.store.clone();
+        let store = self.handles.store.clone();
         AtomicResponse::new(Box::pin(
             async move { store.sync().await }
                 .into_actor(self)
                 .map(move |synced, actor, ctx| {
-                    let projector = &actor.runs.inner.projector;
+                    let projector = &actor.handles.projector;
                     if let Err(e) = synced {
                         // The append may or may not be on disk; forget the cached state so the
                         // next activation folds whatever the log really holds (and, the run
@@ -189,7 +209,7 @@ impl Handler<Execute> for RunActor {
                     // The index follows in the background; reads see the new row at once.
                     projector.submit(run.clone());
                     let at_capacity = actor.dispatch(effects, &run);
-                    actor.runs.inner.feed.publish(actor.id, run.next_seq);
+                    actor.handles.feed.publish(actor.id, run.next_seq);
                     if holds_actor(&run) {
                         actor.state = Some(Some(run.clone()));
                     } else {

@@ -30,7 +30,7 @@ use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use crate::format::events::{event_from_json, event_json};
 use crate::format::time::{format_time, hex, parse_exact_time};
 use crate::projection::Index;
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Envelope, Store};
 
 /// The version of the frame `--with-keys` writes; an import refuses versions it does not know.

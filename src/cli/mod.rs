@@ -20,7 +20,7 @@ use crate::clock::now;
 use crate::config::{Config, Overrides};
 use crate::format::events::event_json;
 use crate::format::time::format_time;
-use crate::store::keys::{KeyKind, KeyRecord};
+use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
 #[derive(Parser, Debug)]

@@ -19,20 +19,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::config::{Config, Environment};
-
-/// The limits of one environment; `None` where it sets none.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Limits {
-    pub memory_mb: Option<u64>,
-    pub pids_max: Option<u64>,
-    pub cpu_percent: Option<u64>,
-}
-
-impl Limits {
-    pub fn any(&self) -> bool {
-        self.memory_mb.is_some() || self.pids_max.is_some() || self.cpu_percent.is_some()
-    }
-}
+use crate::harness::Limits;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Controller {

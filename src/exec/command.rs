@@ -25,8 +25,8 @@ use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
 use super::{Assignment, Control, Deliveries, Supervision};
-use crate::config::{Harness, Sandbox};
 use crate::domain::{ExecutionUsage, Followup, StatusMessage};
+use crate::harness::{Harness, Sandbox};
 
 /// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
 /// (`MAX_ARG_STRLEN`), with room for an option name in front.
@@ -161,7 +161,7 @@ fn preset_variables(env: &crate::config::Environment, home: &Path) -> BTreeMap<S
 /// `{"mcpServers": {...}}` in the shape agent CLIs read (stdio or http servers). A preset's
 /// CLI gets only the servers it can use (`usable_mcp`); a command agent gets every entry.
 fn mcp_json(job: &Assignment) -> serde_json::Value {
-    let preset = is_preset(job.environment.harness);
+    let preset = job.environment.harness.is_preset();
     let servers: serde_json::Map<String, serde_json::Value> = job
         .run
         .config
@@ -750,7 +750,7 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
     };
     match (&job.resumed_by, session) {
         // A command agent reads its follow-up from RUNLEDGER_FOLLOWUP; its argv is the run's.
-        _ if !is_preset(job.environment.harness) => (prompt, None),
+        _ if !job.environment.harness.is_preset() => (prompt, None),
         (Some(f), Some(id)) => (f.message.clone(), Some(id)),
         (Some(f), None) => {
             // One argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a task and a
@@ -856,10 +856,6 @@ pub(super) async fn run(
     (outcome, usage)
 }
 
-fn is_preset(harness: Harness) -> bool {
-    matches!(harness, Harness::Claude | Harness::Codex | Harness::Gemini)
-}
-
 /// Setup (until it has succeeded once), then the agent, to its end. A preset's CLI takes no
 /// input during a turn, so follow-ups sent meanwhile are delivered as the next turn of the
 /// same session as soon as the turn ends.
@@ -875,7 +871,7 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
         }
     }
     let harness = x.job.environment.harness;
-    if is_preset(harness) {
+    if harness.is_preset() {
         let (_, unusable) = usable_mcp(x.job);
         for name in unusable {
             x.system(format!(
@@ -898,7 +894,7 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
         };
         let ended = settle(x, process, Keep::Nothing).await;
         let outcome = finish(x, ended);
-        let resumable = is_preset(harness) && saved_session(x).is_some();
+        let resumable = harness.is_preset() && saved_session(x).is_some();
         if matches!(outcome, Some(Ok(()))) && resumable && !x.pending.is_empty() {
             // One turn per follow-up: each fits one argument, and the transcript shows when
             // each was delivered.
@@ -1249,7 +1245,7 @@ async fn start(
     next_turn: Option<String>,
 ) -> Result<(Process, String, bool), StatusMessage> {
     let env = &x.job.environment;
-    let saved = if is_preset(env.harness) {
+    let saved = if env.harness.is_preset() {
         saved_session(x)
     } else {
         None
@@ -1264,7 +1260,7 @@ async fn start(
         prompt,
         // The built-in demo agent's model name means nothing to a CLI (runs created before
         // presets stopped defaulting to it may still carry it).
-        model_id: if is_preset(env.harness) && model == "demo" {
+        model_id: if env.harness.is_preset() && model == "demo" {
             String::new()
         } else {
             model
@@ -1313,7 +1309,7 @@ async fn start(
     } else {
         Stdio::null()
     });
-    let observer = is_preset(env.harness).then(|| Observer::new(env.harness));
+    let observer = env.harness.is_preset().then(|| Observer::new(env.harness));
     let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {
@@ -1330,9 +1326,23 @@ async fn start(
         // The follow-up this turn was started for.
         x.deliveries.took(1);
     }
-    if env.harness == Harness::Claude {
+    feed_stdin(x, &mut process, env.harness, &prompt_text, takes_stdin).await;
+    Ok((process, program.clone(), takes_stdin))
+}
+
+/// Writes what the agent reads on its stdin at its start: Claude Code's prompt as a
+/// stream-json message, then (for Claude Code and the command harness) the follow-ups owed to
+/// the execution.
+async fn feed_stdin(
+    x: &mut Execution<'_>,
+    process: &mut Process,
+    harness: Harness,
+    prompt_text: &str,
+    takes_stdin: bool,
+) {
+    if harness == Harness::Claude {
         let mut stream = StreamInput::default();
-        if write_line(&mut process.stdin, &presets::claude_message(&prompt_text)).await {
+        if write_line(&mut process.stdin, &presets::claude_message(prompt_text)).await {
             stream.written = 1;
         }
         process.stream = Some(stream);
@@ -1341,7 +1351,7 @@ async fn start(
         // In order; once one cannot be written, it and the rest wait for the next execution.
         let mut taken = 0;
         while let Some(f) = x.pending.first() {
-            if !write_line(&mut process.stdin, &followup_line(env.harness, f)).await {
+            if !write_line(&mut process.stdin, &followup_line(harness, f)).await {
                 break;
             }
             x.pending.remove(0);
@@ -1352,7 +1362,6 @@ async fn start(
         }
         x.deliveries.took(taken);
     }
-    Ok((process, program.clone(), takes_stdin))
 }
 
 /// Whether `program` names an executable file, directly (relative to the workspace) or on

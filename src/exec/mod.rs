@@ -27,8 +27,9 @@ use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
 
-use crate::config::{Environment, Harness};
-use crate::domain::{Command, ExecutionUsage, Followup, Run, RunId, StatusMessage};
+use crate::config::Environment;
+use crate::domain::{ExecutionUsage, Followup, Run, RunId, StatusMessage};
+use crate::harness::Harness;
 pub use transcript::Transcripts;
 
 /// How the executor reports back: a queued run taking its slot, what an execution used, and its
@@ -116,41 +117,6 @@ pub enum Started {
     /// The store stopped writing since the check: the run stays first in line for when writes
     /// resume, and the slot is handed back.
     Deferred,
-}
-
-impl Report for crate::actor::Runs {
-    fn accepts_new_work(&self) -> bool {
-        self.accepts_writes()
-    }
-
-    async fn start(&self, id: RunId) -> Started {
-        match self.execute(id, Command::Start).await {
-            Ok(_) => Started::Yes,
-            Err(crate::actor::Error::Store(crate::store::Error::Refused(_))) => Started::Deferred,
-            Err(_) => Started::Refused,
-        }
-    }
-
-    async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
-        let finish = Command::Finish { execution, outcome };
-        if let Err(e) = self.execute(id, finish).await {
-            tracing::debug!(run_id = %id, error = %e, "finish not recorded");
-        }
-    }
-
-    async fn delivered(&self, id: RunId, execution: u32, count: u32) {
-        let delivered = Command::Delivered { execution, count };
-        if let Err(e) = self.execute(id, delivered).await {
-            tracing::debug!(run_id = %id, error = %e, "delivery not recorded");
-        }
-    }
-
-    async fn record_usage(&self, id: RunId, execution: u32, usage: ExecutionUsage) {
-        let record = Command::RecordUsage { execution, usage };
-        if let Err(e) = self.execute(id, record).await {
-            tracing::debug!(run_id = %id, error = %e, "usage not recorded");
-        }
-    }
 }
 
 /// What a live agent can be told.

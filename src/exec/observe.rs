@@ -7,8 +7,8 @@
 //! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
 //! except the error text the CLI itself marks as its error.
 
-use crate::config::Harness;
 use crate::domain::StatusMessage;
+use crate::harness::Harness;
 
 /// Longest `status_message` taken from a CLI, in characters.
 const MESSAGE_LIMIT: usize = 600;
@@ -437,25 +437,42 @@ const READABLE_LIMIT: usize = 2000;
 
 /// The readable entries of one CLI event.
 fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
-    let short = |text: &str| {
-        let text = text.trim();
-        if text.chars().count() <= READABLE_LIMIT {
-            text.to_string()
-        } else {
-            let cut: String = text.chars().take(READABLE_LIMIT).collect();
-            format!("{cut}…")
-        }
+    let kind = e["type"].as_str().unwrap_or_default();
+    let mut out = match harness {
+        Harness::Claude => readable_claude(kind, e),
+        Harness::Codex => readable_codex(kind, e),
+        Harness::Gemini => readable_gemini(kind, e),
+        Harness::Command | Harness::Demo => Vec::new(),
     };
-    let target = |input: &serde_json::Value| {
-        ["file_path", "command", "path", "pattern", "query", "url"]
-            .iter()
-            .find_map(|k| input[*k].as_str())
-            .map(|v| format!(": {}", short(v)))
-            .unwrap_or_default()
-    };
+    out.retain(|t| !t.ends_with(": "));
+    out
+}
+
+/// A text cut to `READABLE_LIMIT` characters, marked when cut.
+fn short(text: &str) -> String {
+    let text = text.trim();
+    if text.chars().count() <= READABLE_LIMIT {
+        text.to_string()
+    } else {
+        let cut: String = text.chars().take(READABLE_LIMIT).collect();
+        format!("{cut}…")
+    }
+}
+
+/// What a tool call works on (a file, a command, a query…), for its line.
+fn target(input: &serde_json::Value) -> String {
+    ["file_path", "command", "path", "pattern", "query", "url"]
+        .iter()
+        .find_map(|k| input[*k].as_str())
+        .map(|v| format!(": {}", short(v)))
+        .unwrap_or_default()
+}
+
+/// Claude Code's stream-json: assistant text and tool calls, tool results, the result.
+fn readable_claude(kind: &str, e: &serde_json::Value) -> Vec<String> {
     let mut out = Vec::new();
-    match (harness, e["type"].as_str().unwrap_or_default()) {
-        (Harness::Claude, "assistant") => {
+    match kind {
+        "assistant" => {
             for block in e["message"]["content"].as_array().into_iter().flatten() {
                 match block["type"].as_str() {
                     Some("text") => out.push(format!(
@@ -471,7 +488,7 @@ fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
                 }
             }
         }
-        (Harness::Claude, "user") => {
+        "user" => {
             for block in e["message"]["content"].as_array().into_iter().flatten() {
                 if block["type"] == "tool_result" {
                     let text = match &block["content"] {
@@ -492,13 +509,22 @@ fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
                 }
             }
         }
-        (Harness::Claude, "result") => {
+        "result" => {
             out.push(format!(
                 "result: {}",
                 short(e["result"].as_str().unwrap_or_default())
             ));
         }
-        (Harness::Codex, "item.completed") => {
+        _ => {}
+    }
+    out
+}
+
+/// Codex's JSON events: completed items (messages, commands, file changes, MCP calls), failures.
+fn readable_codex(kind: &str, e: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match kind {
+        "item.completed" => {
             let item = &e["item"];
             match item["type"].as_str().unwrap_or_default() {
                 "agent_message" => out.push(format!(
@@ -532,25 +558,34 @@ fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
                 _ => {}
             }
         }
-        (Harness::Codex, "turn.failed") => {
+        "turn.failed" => {
             out.push(format!(
                 "error: {}",
                 short(e["error"]["message"].as_str().unwrap_or_default())
             ));
         }
-        (Harness::Gemini, "message") if e["role"] == "assistant" => {
+        _ => {}
+    }
+    out
+}
+
+/// Gemini CLI's stream-json: assistant deltas, tool calls and their results.
+fn readable_gemini(kind: &str, e: &serde_json::Value) -> Vec<String> {
+    let mut out = Vec::new();
+    match kind {
+        "message" if e["role"] == "assistant" => {
             // Gemini CLI streams the text in deltas: one entry per delta keeps them in order.
             out.push(format!(
                 "assistant: {}",
                 short(e["content"].as_str().unwrap_or_default())
             ));
         }
-        (Harness::Gemini, "tool_use") => out.push(format!(
+        "tool_use" => out.push(format!(
             "tool call {}{}",
             e["tool_name"].as_str().unwrap_or("?"),
             target(&e["parameters"])
         )),
-        (Harness::Gemini, "tool_result") => {
+        "tool_result" => {
             let text = e["output"]
                 .as_str()
                 .or_else(|| e["error"]["message"].as_str())
@@ -563,7 +598,6 @@ fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
         }
         _ => {}
     }
-    out.retain(|t| !t.ends_with(": "));
     out
 }
 

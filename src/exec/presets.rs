@@ -7,7 +7,7 @@
 //! sends (prompt, follow-up, model id) or a CLI reports (session id) is parsed as an option;
 //! an unset model means no `--model` flag. Pure: no I/O.
 
-use crate::config::{AgentPermissions, Harness};
+use crate::harness::{is_placeholder_name, AgentPermissions, Harness};
 
 /// What placeholders are filled from.
 #[derive(Debug, Default, Clone)]
@@ -166,36 +166,6 @@ fn full_prompt(values: &Values) -> String {
     values.get("full_prompt").unwrap_or_default()
 }
 
-/// Whether a template names placeholders that do not exist; checked when the config loads.
-pub fn unknown_placeholder(args: &[String]) -> Option<String> {
-    let probe = Values::default();
-    args.iter()
-        .flat_map(|a| placeholders(a))
-        .find(|p| probe.get(p).is_none())
-}
-
-/// A placeholder is `{name}` with a name of lowercase letters and underscores; other braces
-/// (JSON in an argument, say) are plain text.
-fn is_name(s: &str) -> bool {
-    !s.is_empty() && s.chars().all(|c| c.is_ascii_lowercase() || c == '_')
-}
-
-fn placeholders(arg: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = arg;
-    while let Some(start) = rest.find('{') {
-        let Some(len) = rest[start..].find('}') else {
-            break;
-        };
-        let name = &rest[start + 1..start + len];
-        if is_name(name) {
-            out.push(name.to_string());
-        }
-        rest = &rest[start + len + 1..];
-    }
-    out
-}
-
 fn fill(arg: &str, values: &Values) -> Option<String> {
     let mut out = String::new();
     let mut rest = arg;
@@ -204,7 +174,7 @@ fn fill(arg: &str, values: &Values) -> Option<String> {
             break;
         };
         let name = &rest[start + 1..start + len];
-        match values.get(name).filter(|_| is_name(name)) {
+        match values.get(name).filter(|_| is_placeholder_name(name)) {
             Some(v) if !v.is_empty() => {
                 out.push_str(&rest[..start]);
                 out.push_str(&v);
@@ -242,6 +212,18 @@ pub fn argv(harness: Harness, command: &[String], values: &Values, turn: &Turn<'
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::harness::{unknown_placeholder, PLACEHOLDERS};
+
+    #[test]
+    fn every_placeholder_the_config_accepts_is_filled() {
+        let probe = Values::default();
+        for name in PLACEHOLDERS {
+            assert!(
+                probe.get(name).is_some(),
+                "{{{name}}} is accepted but never filled"
+            );
+        }
+    }
 
     fn values() -> Values {
         Values {

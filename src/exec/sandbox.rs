@@ -19,7 +19,8 @@ use std::sync::Arc;
 
 use tokio::process::Command;
 
-use crate::config::{Config, Sandbox};
+use crate::config::Config;
+use crate::harness::Sandbox;
 
 /// What one process of an execution needs.
 #[derive(Debug, Clone)]
@@ -144,55 +145,7 @@ impl Bubblewrap {
             "--tmpfs".as_ref(),
             "/tmp".as_ref(),
         ]);
-        // Every mount below is made at the path the agent knows it by. Its missing parents are
-        // made first, passable (not listable) by the agent user: bwrap would make them private
-        // to root. Host directories on the way that the agent user cannot pass through (a
-        // private home such as /root holding the data directory) are replaced by empty ones
-        // it can: what they held was closed to the agent user anyway.
-        let own = std::iter::once(&plan.cwd)
-            .chain(&plan.writable)
-            .chain(&plan.readable);
-        let opaque = match &self.user {
-            Some(user) => closed_ancestors(own.clone(), &self.hidden, user),
-            None => Vec::new(),
-        };
-        let mut layout = Layout {
-            areas: vec![PathBuf::from("/tmp")],
-            made: Vec::new(),
-        };
-        for dir in &opaque {
-            layout.parents(dir, &mut push);
-            push(&[
-                "--perms".as_ref(),
-                "0711".as_ref(),
-                "--tmpfs".as_ref(),
-                dir.as_os_str(),
-            ]);
-            layout.areas.push(dir.clone());
-        }
-        for path in &self.hidden {
-            // Checked now rather than at start-up: a workspace root appears with its first run.
-            match std::fs::metadata(path) {
-                Ok(m) if m.is_dir() => {
-                    layout.parents(path, &mut push);
-                    push(&["--tmpfs".as_ref(), path.as_os_str()]);
-                    layout.areas.push(path.clone());
-                }
-                Ok(_) => {
-                    layout.parents(path, &mut push);
-                    push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
-                }
-                Err(_) => {}
-            }
-        }
-        for path in std::iter::once(&plan.cwd).chain(&plan.writable) {
-            layout.parents(path, &mut push);
-            push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
-        }
-        for path in &plan.readable {
-            layout.parents(path, &mut push);
-            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
-        }
+        self.mounts(plan, &mut push);
         // No user namespace when root: the agent then runs as a real unprivileged user (below),
         // which needs no user namespaces from the host. A non-root server's bwrap makes one.
         push(&[
@@ -229,6 +182,61 @@ impl Bubblewrap {
         push(&[plan.program.as_ref()]);
         args.extend(plan.args.iter().map(Into::into));
         args
+    }
+
+    /// The mounts of an execution, each at the path the agent knows it by: closed host
+    /// directories replaced by passable empty ones, hidden paths covered, the workspace and
+    /// writable paths bound read-write, the readable ones read-only.
+    fn mounts(&self, plan: &Plan, push: &mut impl FnMut(&[&std::ffi::OsStr])) {
+        // Every mount below is made at the path the agent knows it by. Its missing parents are
+        // made first, passable (not listable) by the agent user: bwrap would make them private
+        // to root. Host directories on the way that the agent user cannot pass through (a
+        // private home such as /root holding the data directory) are replaced by empty ones
+        // it can: what they held was closed to the agent user anyway.
+        let own = std::iter::once(&plan.cwd)
+            .chain(&plan.writable)
+            .chain(&plan.readable);
+        let opaque = match &self.user {
+            Some(user) => closed_ancestors(own.clone(), &self.hidden, user),
+            None => Vec::new(),
+        };
+        let mut layout = Layout {
+            areas: vec![PathBuf::from("/tmp")],
+            made: Vec::new(),
+        };
+        for dir in &opaque {
+            layout.parents(dir, push);
+            push(&[
+                "--perms".as_ref(),
+                "0711".as_ref(),
+                "--tmpfs".as_ref(),
+                dir.as_os_str(),
+            ]);
+            layout.areas.push(dir.clone());
+        }
+        for path in &self.hidden {
+            // Checked now rather than at start-up: a workspace root appears with its first run.
+            match std::fs::metadata(path) {
+                Ok(m) if m.is_dir() => {
+                    layout.parents(path, push);
+                    push(&["--tmpfs".as_ref(), path.as_os_str()]);
+                    layout.areas.push(path.clone());
+                }
+                Ok(_) => {
+                    layout.parents(path, push);
+                    push(&["--ro-bind".as_ref(), "/dev/null".as_ref(), path.as_os_str()]);
+                }
+                Err(_) => {}
+            }
+        }
+        for path in std::iter::once(&plan.cwd).chain(&plan.writable) {
+            layout.parents(path, push);
+            push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
+        for path in &plan.readable {
+            layout.parents(path, push);
+            push(&["--ro-bind".as_ref(), path.as_os_str(), path.as_os_str()]);
+        }
     }
 }
 

@@ -342,9 +342,7 @@ impl Index {
             });
         }
         let trees = self.trees();
-        let limit = query.limit.max(1);
-        let mut runs = Vec::with_capacity(limit.min(64) + 1);
-        let mut last_position = None;
+        let mut page = Pager::new(query.limit.max(1), fingerprint);
         match query.sources() {
             Source::Rows => {
                 // Positions are run ids; creation-time bounds become id bounds.
@@ -371,19 +369,8 @@ impl Index {
                         }
                     }
                     let Some(run) = self.get(id)? else { continue };
-                    if query.matches(&run) {
-                        if runs.len() == limit {
-                            return Ok(Page {
-                                runs,
-                                next_cursor: last_position.map(|position| Cursor {
-                                    version: CURSOR_VERSION,
-                                    fingerprint,
-                                    position,
-                                }),
-                            });
-                        }
-                        runs.push(run);
-                        last_position = Some(pos);
+                    if query.matches(&run) && !page.take(run, pos) {
+                        break;
                     }
                 }
             }
@@ -420,27 +407,62 @@ impl Index {
                     } else {
                         keys::title_position(&run)
                     };
-                    if current == pos && query.matches(&run) {
-                        if runs.len() == limit {
-                            return Ok(Page {
-                                runs,
-                                next_cursor: last_position.map(|position| Cursor {
-                                    version: CURSOR_VERSION,
-                                    fingerprint,
-                                    position,
-                                }),
-                            });
-                        }
-                        runs.push(run);
-                        last_position = Some(pos);
+                    if current == pos && query.matches(&run) && !page.take(run, pos) {
+                        break;
                     }
                 }
             }
         }
-        Ok(Page {
-            runs,
-            next_cursor: None,
-        })
+        Ok(page.finish())
+    }
+}
+
+/// The cut of one page, the same whichever source a list walks: up to `limit` matching runs,
+/// and a cursor after the last of them only when a further match shows there is more.
+struct Pager {
+    limit: usize,
+    fingerprint: [u8; 8],
+    runs: Vec<Run>,
+    last_position: Option<Vec<u8>>,
+    more: bool,
+}
+
+impl Pager {
+    fn new(limit: usize, fingerprint: [u8; 8]) -> Pager {
+        Pager {
+            limit,
+            fingerprint,
+            runs: Vec::with_capacity(limit.min(64) + 1),
+            last_position: None,
+            more: false,
+        }
+    }
+
+    /// Takes a matching run found at `position`; `false` once the page is full, when the run
+    /// offered belongs to the next page and the walk stops.
+    fn take(&mut self, run: Run, position: Vec<u8>) -> bool {
+        if self.runs.len() == self.limit {
+            self.more = true;
+            return false;
+        }
+        self.runs.push(run);
+        self.last_position = Some(position);
+        true
+    }
+
+    fn finish(self) -> Page {
+        let fingerprint = self.fingerprint;
+        Page {
+            runs: self.runs,
+            next_cursor: self
+                .last_position
+                .filter(|_| self.more)
+                .map(|position| Cursor {
+                    version: CURSOR_VERSION,
+                    fingerprint,
+                    position,
+                }),
+        }
     }
 }
 

@@ -6,9 +6,9 @@
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
 
+pub mod api_keys;
 pub mod codec;
 pub mod health;
-pub mod keys;
 pub mod space;
 pub mod sync;
 pub mod watermark;
@@ -22,6 +22,12 @@ use crate::domain::{Event, Run, RunId, Timestamp};
 pub use codec::Envelope;
 pub use health::{Refusal, Writer};
 pub use sync::SyncError;
+
+/// sled's page cache, which is what the process keeps of a load once the load is over. A larger
+/// cache holds more of the index and event pages in memory; a smaller one keeps the idle
+/// server's memory low after a load. Reads of the index are dominated by its blocks, not by
+/// cache misses, so the default sits at the small end (figures in `docs/performance.md`).
+pub const DEFAULT_CACHE_MB: u64 = 16;
 
 const EVENTS: &str = "events";
 const DIRTY: &str = "dirty";
@@ -115,7 +121,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             // The server's default (`server.cache_mb`), for the offline commands.
-            cache_bytes: crate::config::DEFAULT_CACHE_MB << 20,
+            cache_bytes: DEFAULT_CACHE_MB << 20,
             accept_lost_writes: false,
         }
     }
@@ -133,7 +139,7 @@ struct Inner {
     dirty: sled::Tree,
     idempotency: sled::Tree,
     meta: sled::Tree,
-    keys: keys::KeyTrees,
+    keys: api_keys::KeyTrees,
     syncer: sync::Syncer,
     commits: Arc<watermark::Commits>,
     lost: Option<LostWrites>,
@@ -335,7 +341,7 @@ impl Store {
                 dirty: db.open_tree(DIRTY)?,
                 idempotency: db.open_tree(IDEMPOTENCY)?,
                 meta,
-                keys: keys::KeyTrees::open(&db)?,
+                keys: api_keys::KeyTrees::open(&db)?,
                 syncer,
                 commits,
                 lost,
@@ -558,7 +564,7 @@ impl Store {
 
     /// The index floor: a run created at or after it may have durable commands the read index
     /// lacks without being marked dirty, and the next start catches every such run up
-    /// (`actor::projector` keeps the floor behind every run it has not marked). `None` on a
+    /// (`projection::projector` keeps the floor behind every run it has not marked). `None` on a
     /// store that never had one: every run that needs catching up is marked.
     pub fn index_floor(&self) -> Result<Option<Timestamp>, Error> {
         self.inner
@@ -687,8 +693,8 @@ impl Store {
             .is_ok())
     }
 
-    pub fn keys(&self) -> keys::Keys<'_> {
-        keys::Keys::new(&self.inner.keys)
+    pub fn keys(&self) -> api_keys::Keys<'_> {
+        api_keys::Keys::new(&self.inner.keys)
     }
 }
 

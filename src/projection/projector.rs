@@ -37,9 +37,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
+use super::Index;
 use crate::domain::{Run, RunId};
 use crate::metrics::METRICS;
-use crate::projection::Index;
 use crate::store::Store;
 
 /// Commands the projector may lag behind before new commands wait for it to catch up to this
@@ -66,8 +66,8 @@ const FLOOR_LAG_MS: u64 = 1_000;
 /// second instead of one per batch, for a catch-up after a crash that is that much longer.
 const FLOOR_STEP_MS: u64 = 250;
 
-/// The handle shared by `Runs`; the projector thread holds the same `Shared`.
-pub(super) struct Projector {
+/// The handle the run actors hand new rows to; the projector thread holds the same `Shared`.
+pub struct Projector {
     shared: Arc<Shared>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -140,7 +140,7 @@ impl Projector {
     /// Starts the projector of a store that `startup::open_store` opened: that caught up every
     /// run the stored index floor covered and moved the floor up to the clock, so runs created
     /// before the floor need markers and those after it are this process's to cover.
-    pub(super) fn start(index: Index, store: Store) -> Projector {
+    pub fn start(index: Index, store: Store) -> Projector {
         Projector::start_gathering(index, store, GATHER)
     }
 
@@ -199,7 +199,7 @@ impl Projector {
     /// if the index floor covers the run, else with a dirty marker in the store. Must be
     /// followed by exactly one `submit` (after a durable append) or `abandon` (when the append
     /// or sync failed).
-    pub(super) fn mark(&self, id: RunId) -> Result<(), crate::store::Error> {
+    pub fn mark(&self, id: RunId) -> Result<(), crate::store::Error> {
         let mut state = self.shared.lock();
         if let Some(marked) = state.marked.get_mut(&id) {
             marked.commands += 1;
@@ -225,7 +225,7 @@ impl Projector {
 
     /// A marked command that will never be submitted. Its append may be on disk, so the run
     /// keeps a marker for its next activation or the next start to catch it up.
-    pub(super) fn abandon(&self, id: RunId) {
+    pub fn abandon(&self, id: RunId) {
         let mut state = self.shared.lock();
         if let Some(marked) = state.marked.get_mut(&id) {
             marked.commands = marked.commands.saturating_sub(1);
@@ -246,7 +246,7 @@ impl Projector {
     }
 
     /// Hands the run's new row, whose events are durable, to the projector.
-    pub(super) fn submit(&self, row: Run) {
+    pub fn submit(&self, row: Run) {
         let mut state = self.shared.lock();
         let ticket = self.shared.submitted.fetch_add(1, Ordering::AcqRel) + 1;
         match state.pending.get_mut(&row.id) {
@@ -285,18 +285,18 @@ impl Projector {
     }
 
     /// The newest acknowledged row of a run the index may not have yet.
-    pub(super) fn newest(&self, id: RunId) -> Option<Run> {
+    pub fn newest(&self, id: RunId) -> Option<Run> {
         self.shared.lock().pending.get(&id).map(|p| p.row.clone())
     }
 
     /// Whether a command of this run is marked and not yet applied: its dirty marker is the
     /// projector's, not a leftover to repair.
-    pub(super) fn tracks(&self, id: RunId) -> bool {
+    pub fn tracks(&self, id: RunId) -> bool {
         self.shared.lock().marked.contains_key(&id)
     }
 
     /// Waits until every command acknowledged before this call is in the index.
-    pub(super) async fn caught_up(&self) {
+    pub async fn caught_up(&self) {
         self.applied_up_to(self.shared.submitted.load(Ordering::Acquire))
             .await;
     }
@@ -319,7 +319,7 @@ impl Projector {
     }
 
     /// Makes a command wait while the projector lags more than `BACKLOG` commands behind.
-    pub(super) async fn throttle(&self) {
+    pub async fn throttle(&self) {
         let target = self
             .shared
             .submitted
@@ -329,7 +329,7 @@ impl Projector {
     }
 
     /// Applies everything waiting and stops the thread (at shutdown).
-    pub(super) fn stop(&self) {
+    pub fn stop(&self) {
         self.shared.lock().stopping = true;
         self.shared.work.notify_all();
         let thread = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
