@@ -12,18 +12,14 @@ Figures:
   4. Server RSS growth while one agent prints 100 MB.
 """
 import concurrent.futures
-import json
 import os
-import signal
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import urllib.request
 
-BIN = os.environ.get("RUNLEDGER_BIN", "target/release/runledger")
+from benchlib import Server, script
 CONCURRENT = int(os.environ.get("CONCURRENT_RUNS", "200"))
 LATENCY_RUNS = int(os.environ.get("LATENCY_RUNS", "200"))
 LIVE_AGENTS = int(os.environ.get("LIVE_AGENTS", "1000"))
@@ -37,62 +33,6 @@ def rss_kib(pid):
                 return int(line.split()[1])
     return 0
 
-
-class Server:
-    def __init__(self, workdir, config):
-        self.workdir = workdir
-        path = os.path.join(workdir, "runledger.toml")
-        with open(path, "w") as f:
-            f.write(config)
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "--config", path, "--data-dir", os.path.join(workdir, "data")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "RUST_LOG": "warn"},
-        )
-        self.key = self.proc.stdout.readline().strip()
-        self.base = None
-        for line in self.proc.stderr:
-            if line.startswith("runledger listening on "):
-                self.base = line.split()[-1]
-                break
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(self.base + "/readyz").status == 200:
-                    return
-            except Exception:
-                time.sleep(0.05)
-        raise SystemExit("server did not become ready")
-
-    def call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method)
-        req.add_header("Authorization", "Bearer " + self.key)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return json.loads(r.read())
-
-    def create(self, env, prompt="x"):
-        return self.call("POST", "/agent/runs", {"prompt": prompt, "config": {"environment_id": env}})["run_id"]
-
-    def state(self, run_id):
-        return self.call("GET", f"/agent/runs/{run_id}")["state"]
-
-    def metric(self, name):
-        text = urllib.request.urlopen(self.base + "/metrics").read().decode()
-        return sum(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name))
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-
-def script(path, body):
-    with open(path, "w") as f:
-        f.write("#!/usr/bin/env bash\n" + body + "\n")
-    os.chmod(path, 0o755)
 
 
 def wait_all(server, ids, states, timeout):

@@ -24,9 +24,8 @@ import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-BIN = os.environ.get("RUNLEDGER_BIN", "target/release/runledger")
+from benchlib import BIN, Server
 EVENTS = int(os.environ.get("HISTORY_EVENTS", "20000"))
 FOLLOWUP = int(os.environ.get("FOLLOWUP_BYTES", "1100"))
 CLIENTS = int(os.environ.get("CLIENTS", "40"))
@@ -51,61 +50,16 @@ def rss_mb(pid):
     return 0.0
 
 
-class Server:
-    def __init__(self, workdir):
-        path = os.path.join(workdir, "runledger.toml")
-        with open(path, "w") as f:
-            f.write(CONFIG)
-        self.data = os.path.join(workdir, "data")
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "--config", path, "--data-dir", self.data],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "RUST_LOG": "warn"},
-        )
-        self.key = self.proc.stdout.readline().strip()
-        self.base = None
-        for line in self.proc.stderr:
-            if line.startswith("runledger listening on "):
-                self.base = line.split()[-1]
-                break
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(self.base + "/readyz").status == 200:
-                    return
-            except Exception:
-                time.sleep(0.05)
-        raise SystemExit("server did not become ready")
-
-    def request(self, path, body=None, headers=()):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + "/api/v1" + path, data=data)
-        req.add_header("Authorization", "Bearer " + self.key)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        for k, v in headers:
-            req.add_header(k, v)
-        return urllib.request.urlopen(req, timeout=300)
-
-    def call(self, path, body=None):
-        with self.request(path, body) as r:
-            return json.loads(r.read())
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait()
-
 
 def build(work):
     """A data directory with one run of EVENTS events and a large transcript; the run id."""
     first = os.path.join(work, "first")
     os.mkdir(first)
-    s = Server(first)
-    run_id = s.call("/agent/runs", {"prompt": "a long history"})["run_id"]
-    while s.call(f"/agent/runs/{run_id}")["state"] != "SUCCEEDED":
+    s = Server(first, CONFIG)
+    run_id = s.create(prompt="a long history")
+    while s.state(run_id) != "SUCCEEDED":
         time.sleep(0.05)
-    s.stop()
+    s.stop(signal.SIGTERM)
     exported = subprocess.run([BIN, "export", "--data-dir", s.data], check=True,
                               capture_output=True, text=True).stdout.splitlines()
     created, started, done = exported[0], exported[1], exported[-1]
@@ -142,7 +96,7 @@ def read_history(s, run_id):
     seen, after = 0, None
     while True:
         query = "limit=10000" + (f"&after_seq={after}" if after is not None else "")
-        page = s.call(f"/agent/runs/{run_id}/events?{query}")
+        page = s.call("GET", f"/agent/runs/{run_id}/events?{query}")
         for e in page["events"]:
             assert e["seq"] == seen, (e["seq"], seen)
             seen += 1
@@ -154,7 +108,7 @@ def read_history(s, run_id):
 def read_transcript(s, run_id):
     entries, offset = 0, 0
     while True:
-        page = s.call(f"/agent/runs/{run_id}/transcript?offset={offset}&limit=10000")
+        page = s.call("GET", f"/agent/runs/{run_id}/transcript?offset={offset}&limit=10000")
         entries += len(page["entries"])
         offset = page["next_offset"]
         if not page["has_more"]:
@@ -163,7 +117,7 @@ def read_transcript(s, run_id):
 
 def read_stream(s, run_id):
     seen = 0
-    with s.request(f"/agent/runs/{run_id}/events", headers=[("Accept", "text/event-stream")]) as r:
+    with s.request("GET", f"/agent/runs/{run_id}/events", headers=[("Accept", "text/event-stream")]) as r:
         for line in r:
             if line.startswith(b"id: "):
                 assert int(line[4:]) == seen
@@ -204,7 +158,7 @@ def burst(s, name, read, expected):
 def main():
     work = tempfile.mkdtemp(prefix="runledger-output-")
     second, run_id, history_mb = build(work)
-    s = Server(second)
+    s = Server(second, CONFIG)
     try:
         time.sleep(5)
         print(f"idle RSS {rss_mb(s.proc.pid):.0f} MB", flush=True)
@@ -215,7 +169,7 @@ def main():
         burst(s, "transcript pages", lambda: read_transcript(s, run_id), entries)
         burst(s, "SSE history", lambda: read_stream(s, run_id), EVENTS)
     finally:
-        s.stop()
+        s.stop(signal.SIGTERM)
         subprocess.run(["rm", "-rf", work])
 
 

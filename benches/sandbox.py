@@ -12,84 +12,17 @@ Figures:
      clone and local clone) and the second (fetch and local clone), as the server reports
      them in the transcript.
 """
-import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import tempfile
-import threading
 import time
-import urllib.request
 
-BIN = os.environ.get("RUNLEDGER_BIN", "target/release/runledger")
+from benchlib import Server, script
 RUNS = int(os.environ.get("STARTUP_RUNS", "100"))
 FILES = int(os.environ.get("REPO_FILES", "10000"))
 
-
-class Server:
-    def __init__(self, workdir, config):
-        path = os.path.join(workdir, "runledger.toml")
-        with open(path, "w") as f:
-            f.write(config)
-        self.proc = subprocess.Popen(
-            [BIN, "serve", "--config", path, "--data-dir", os.path.join(workdir, "data")],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "RUST_LOG": "warn"},
-        )
-        self.key = self.proc.stdout.readline().strip()
-        self.base = None
-        for line in self.proc.stderr:
-            if line.startswith("runledger listening on "):
-                self.base = line.split()[-1]
-                break
-        if self.base is None:
-            raise SystemExit("server did not start")
-        threading.Thread(target=lambda: [None for _ in self.proc.stderr], daemon=True).start()
-        deadline = time.time() + 30
-        while time.time() < deadline:
-            try:
-                if urllib.request.urlopen(self.base + "/readyz").status == 200:
-                    return
-            except Exception:
-                time.sleep(0.05)
-        raise SystemExit("server did not become ready")
-
-    def call(self, method, path, body=None):
-        data = json.dumps(body).encode() if body is not None else None
-        req = urllib.request.Request(self.base + "/api/v1" + path, data=data, method=method)
-        req.add_header("Authorization", "Bearer " + self.key)
-        if data is not None:
-            req.add_header("Content-Type", "application/json")
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return json.loads(r.read())
-
-    def create(self, env):
-        return self.call("POST", "/agent/runs", {"prompt": "x", "config": {"environment_id": env}})["run_id"]
-
-    def wait(self, run_id, timeout=300):
-        deadline = time.time() + timeout
-        while time.time() < deadline:
-            state = self.call("GET", f"/agent/runs/{run_id}")["state"]
-            if state in ("SUCCEEDED", "FAILED", "CANCELLED"):
-                return state
-            time.sleep(0.01)
-        raise SystemExit(f"run {run_id} did not finish")
-
-    def transcript(self, run_id):
-        t = self.call("GET", f"/agent/runs/{run_id}/transcript?limit=1000")
-        return [e["text"] for e in t["entries"]]
-
-    def stop(self):
-        self.proc.send_signal(signal.SIGKILL)
-        self.proc.wait()
-
-
-def script(path, body):
-    with open(path, "w") as f:
-        f.write("#!/usr/bin/env bash\n" + body + "\n")
-    os.chmod(path, 0o755)
 
 
 def pct(values, p):
