@@ -21,23 +21,27 @@ impl Report for Runs {
     }
 
     async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
-        let finish = Command::Finish { execution, outcome };
-        if let Err(e) = self.execute(id, finish).await {
-            tracing::debug!(run_id = %id, error = %e, "finish not recorded");
-        }
+        self.record(id, Command::Finish { execution, outcome }, "finish")
+            .await;
     }
 
     async fn delivered(&self, id: RunId, execution: u32, count: u32) {
-        let delivered = Command::Delivered { execution, count };
-        if let Err(e) = self.execute(id, delivered).await {
-            tracing::debug!(run_id = %id, error = %e, "delivery not recorded");
-        }
+        self.record(id, Command::Delivered { execution, count }, "delivery")
+            .await;
     }
 
     async fn record_usage(&self, id: RunId, execution: u32, usage: ExecutionUsage) {
-        let record = Command::RecordUsage { execution, usage };
-        if let Err(e) = self.execute(id, record).await {
-            tracing::debug!(run_id = %id, error = %e, "usage not recorded");
+        self.record(id, Command::RecordUsage { execution, usage }, "usage")
+            .await;
+    }
+}
+
+impl Runs {
+    /// Records what an execution reports. A refusal (a cancel or a later execution came
+    /// first, nothing was owed, usage was recorded already) is expected and only logged.
+    async fn record(&self, id: RunId, command: Command, what: &'static str) {
+        if let Err(e) = self.execute(id, command).await {
+            tracing::debug!(run_id = %id, error = %e, what, "execution report not recorded");
         }
     }
 }
