@@ -221,27 +221,13 @@ async fn a_followup_sent_while_a_run_waits_for_its_slot_is_handed_over_when_it_s
     s.wait_state(&first, "INPROGRESS").await;
     // A second run waits for the slot; its follow-up is handed over when it starts.
     let second = s.create(json!({"prompt": "later"})).await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{second}/followups"),
-        json!({"message": "queued hello"}),
-    )
-    .await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{first}/followups"),
-        json!({"message": "done now"}),
-    )
-    .await;
+    s.followup(&second, json!({"message": "queued hello"}))
+        .await;
+    s.followup(&first, json!({"message": "done now"})).await;
     s.wait_state(&first, "SUCCEEDED").await;
 
     s.wait_state(&second, "INPROGRESS").await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{second}/followups"),
-        json!({"message": "done"}),
-    )
-    .await;
+    s.followup(&second, json!({"message": "done"})).await;
     s.wait_state(&second, "SUCCEEDED").await;
     let text = s.transcript_text(&second).await;
     assert!(
@@ -257,19 +243,10 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
     let first = s.create(json!({"prompt": "talk"})).await;
     s.wait_state(&first, "INPROGRESS").await;
     let (st, _) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{first}/followups"),
-            json!({"message": "hello", "mode": "plan"}),
-        )
+        .followup(&first, json!({"message": "hello", "mode": "plan"}))
         .await;
     assert_eq!(st, 200);
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{first}/followups"),
-        json!({"message": "done now"}),
-    )
-    .await;
+    s.followup(&first, json!({"message": "done now"})).await;
     s.wait_state(&first, "SUCCEEDED").await;
     let text = s.transcript_text(&first).await;
     assert!(
@@ -278,22 +255,11 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
     );
 
     // Resume the finished first run.
-    let (st, body) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{first}/followups"),
-            json!({"message": "again"}),
-        )
-        .await;
+    let (st, body) = s.followup(&first, json!({"message": "again"})).await;
     assert_eq!(st, 200, "{body}");
     s.wait_run(&first, "resumed", |r| r["state"] == "INPROGRESS")
         .await;
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{first}/followups"),
-        json!({"message": "done"}),
-    )
-    .await;
+    s.followup(&first, json!({"message": "done"})).await;
     s.wait_state(&first, "SUCCEEDED").await;
     let text = s.transcript_text(&first).await;
     // A command agent's argv is the run's as before: the follow-up is in RUNLEDGER_FOLLOWUP.
@@ -363,13 +329,7 @@ fi"#,
     // The first fills most of the pipe (64 KiB); the second cannot be written.
     for name in ["first", "second"] {
         let message = format!("{name}.{}", "x".repeat(60 * 1024));
-        let (status, body) = s
-            .post(
-                &s.key,
-                &format!("/agent/runs/{id}/followups"),
-                json!({ "message": message }),
-            )
-            .await;
+        let (status, body) = s.followup(&id, json!({ "message": message })).await;
         assert_eq!(status, 200, "{body}");
     }
     s.wait_events(&id, "FollowupsDelivered", 1).await;
@@ -454,11 +414,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
     })
     .await;
     let (status, body) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{id}/followups"),
-            json!({"message": "--before the crash"}),
-        )
+        .followup(&id, json!({"message": "--before the crash"}))
         .await;
     assert_eq!(status, 200, "{body}");
     s.kill();
@@ -893,11 +849,7 @@ async fn the_claude_preset_runs_claude_code_with_its_argv_and_resumes_its_sessio
 
     // A resumed run continues the session the CLI reported, with the follow-up as the prompt.
     let (st, _) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{claude}/followups"),
-            json!({"message": "now the tests"}),
-        )
+        .followup(&claude, json!({"message": "now the tests"}))
         .await;
     assert_eq!(st, 200);
     eventually(10, "second execution recorded", || {
@@ -947,12 +899,7 @@ async fn the_codex_preset_runs_codex_with_its_argv_and_provider_and_resumes_its_
     );
 
     // Codex: options before `resume`, the thread id and the prompt after `--`.
-    s.post(
-        &s.key,
-        &format!("/agent/runs/{codex}/followups"),
-        json!({"message": "-v"}),
-    )
-    .await;
+    s.followup(&codex, json!({"message": "-v"})).await;
     eventually(10, "codex resumed", || {
         workspace(&s, &codex).join(".record/codex-2.run").exists()
     })
@@ -1037,13 +984,7 @@ async fn a_preset_resume_without_a_session_fits_the_largest_task_and_follow_up_i
     let message = format!("-{}", "f".repeat(64 * 1024 - 1));
     let id = s.create(json!({"prompt": task})).await;
     s.wait_state(&id, "SUCCEEDED").await;
-    let (st, _) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{id}/followups"),
-            json!({"message": message}),
-        )
-        .await;
+    let (st, _) = s.followup(&id, json!({"message": message})).await;
     assert_eq!(st, 200);
     eventually(10, "the resumed execution", || {
         workspace(&s, &id).join("prompt-2").exists()
@@ -1076,13 +1017,7 @@ async fn a_failed_setup_is_retried_in_a_fresh_workspace_when_the_run_resumes() {
         failed["status_message"]["error_code"],
         "environment_setup_failed"
     );
-    let (st, _) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{id}/followups"),
-            json!({"message": "retry"}),
-        )
-        .await;
+    let (st, _) = s.followup(&id, json!({"message": "retry"})).await;
     assert_eq!(st, 200);
     s.wait_run(&id, "resumed and finished", |r| r["state"] == "SUCCEEDED")
         .await;

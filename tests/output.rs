@@ -437,13 +437,7 @@ async fn a_history_of_20000_events_is_paged_streamed_and_exported_whole() {
         }
         if !followed && streamed.len() >= TOTAL as usize {
             followed = true;
-            let (status, v) = s
-                .post(
-                    &s.key,
-                    &format!("/agent/runs/{id}/followups"),
-                    json!({"message": "once more"}),
-                )
-                .await;
+            let (status, v) = s.followup(&id, json!({"message": "once more"})).await;
             assert_eq!(status, 200, "{v}");
         }
     }

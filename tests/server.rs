@@ -187,11 +187,7 @@ async fn a_followup_to_a_queued_run_is_kept_for_its_agent() {
     let second = run_id(&create_single(&s, "second").await);
 
     let (status, body) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{second}/followups"),
-            json!({"message": "queued note", "mode": "plan"}),
-        )
+        .followup(&second, json!({"message": "queued note", "mode": "plan"}))
         .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
@@ -226,13 +222,7 @@ async fn a_followup_reaches_a_running_agent_and_resumes_a_finished_run_as_a_new_
     s.wait_state(&first, "INPROGRESS").await;
 
     // In progress: delivered to the agent.
-    let (status, _) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{first}/followups"),
-            json!({"message": "live note"}),
-        )
-        .await;
+    let (status, _) = s.followup(&first, json!({"message": "live note"})).await;
     assert_eq!(status, 200);
     // The agent reports taking it (so the cancel below drops nothing it was owed).
     s.wait_events(&first, "FollowupsDelivered", 1).await;
@@ -241,13 +231,7 @@ async fn a_followup_reaches_a_running_agent_and_resumes_a_finished_run_as_a_new_
     s.wait_state(&first, "CANCELLED").await;
 
     // Finished: the run resumes as a new execution.
-    let (status, body) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{first}/followups"),
-            json!({"message": "try again"}),
-        )
-        .await;
+    let (status, body) = s.followup(&first, json!({"message": "try again"})).await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["state"], "QUEUED");
     s.wait_state(&first, "INPROGRESS").await;
@@ -291,13 +275,7 @@ async fn an_empty_followup_is_refused() {
     let s = Server::start();
     s.wait_ready().await;
     let first = run_id(&create_single(&s, "first").await);
-    let (status, body) = s
-        .post(
-            &s.key,
-            &format!("/agent/runs/{first}/followups"),
-            json!({"message": ""}),
-        )
-        .await;
+    let (status, body) = s.followup(&first, json!({"message": ""})).await;
     assert_problem(status, &body, 400, "invalid_request");
 }
 

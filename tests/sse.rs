@@ -93,13 +93,7 @@ async fn a_run_is_followed_live_and_resumed_where_the_client_left() {
     }
     assert_eq!(seen, ["Created", "Started", "Succeeded"]);
     // The stream stays open on a finished run: a follow-up resumes it, live.
-    let (status, body) = server
-        .post(
-            &server.key,
-            &format!("/agent/runs/{id}/followups"),
-            json!({"message": "again"}),
-        )
-        .await;
+    let (status, body) = server.followup(&id, json!({"message": "again"})).await;
     assert_eq!(status, 200, "{body}");
     let (seq, kind, data) = stream.next().await;
     assert_eq!((seq, kind.as_str()), (3, "FollowupReceived"));

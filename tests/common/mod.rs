@@ -247,6 +247,12 @@ impl Server {
         (status, r.json().await.unwrap_or(Value::Null))
     }
 
+    /// Sends a follow-up to run `id` with this server's admin key: (status, body).
+    pub async fn followup(&self, id: &str, body: Value) -> (u16, Value) {
+        self.post(&self.key, &format!("/agent/runs/{id}/followups"), body)
+            .await
+    }
+
     pub async fn create(&self, body: Value) -> String {
         let (status, v) = self.post(&self.key.clone(), "/agent/runs", body).await;
         assert_eq!(status, 200, "{v}");
