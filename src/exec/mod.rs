@@ -81,12 +81,6 @@ impl Deliveries {
             let _ = self.0.send(count);
         }
     }
-
-    /// A handle whose reports go nowhere, for harnesses under test.
-    #[cfg(test)]
-    pub fn discarded() -> Deliveries {
-        Deliveries(mpsc::unbounded_channel().0)
-    }
 }
 
 /// Records what a harness reports through `Deliveries`, in order, several reports at once
