@@ -10,7 +10,7 @@ use crate::failure::StorageError;
 use crate::store::api_keys::KeyRecord;
 use crate::store::{self, Store};
 
-pub use crate::store::api_keys::KeyKind;
+pub use crate::store::api_keys::{valid_team_name, KeyKind};
 
 /// An API key as callers see it: everything but the hash of its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -22,6 +22,8 @@ pub struct Key {
     pub admin: bool,
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// The team whose runs the key sees and creates.
+    pub team: String,
 }
 
 impl From<&KeyRecord> for Key {
@@ -33,6 +35,7 @@ impl From<&KeyRecord> for Key {
             admin: r.admin,
             created_at: r.created_at,
             revoked_at: r.revoked_at,
+            team: r.team.clone(),
         }
     }
 }
@@ -71,9 +74,10 @@ impl Keys {
         name: &str,
         kind: KeyKind,
         admin: bool,
+        team: &str,
     ) -> Result<(Key, String), StorageError> {
         self.store.admit(store::Writer::Client)?;
-        let (record, secret) = self.store.keys().create(name, kind, admin, now())?;
+        let (record, secret) = self.store.keys().create(name, kind, admin, team, now())?;
         self.store.sync().await?;
         Ok((Key::from(record), secret))
     }
@@ -87,5 +91,24 @@ impl Keys {
         };
         self.store.sync().await?;
         Ok(Some(Key::from(record)))
+    }
+
+    /// Whether team `name` exists (`default` always does).
+    pub fn team_exists(&self, name: &str) -> Result<bool, StorageError> {
+        Ok(self.store.keys().team_exists(name)?)
+    }
+
+    /// Every team with its creation time, `default` (as old as the instance: `None`) first.
+    pub fn teams(&self) -> Result<Vec<(String, Option<Timestamp>)>, StorageError> {
+        Ok(self.store.keys().teams()?)
+    }
+
+    /// Creates team `name` (already valid: `valid_team_name`) once it is durable; false if it
+    /// existed.
+    pub async fn create_team(&self, name: &str) -> Result<bool, StorageError> {
+        self.store.admit(store::Writer::Client)?;
+        let created = self.store.keys().create_team(name, now())?;
+        self.store.sync().await?;
+        Ok(created)
     }
 }

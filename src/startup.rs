@@ -6,6 +6,7 @@
 //! workers' threads, so agents are stopped and their runs recorded *before* the workers stop,
 //! and the last group-commit sync comes after both.
 
+use crate::domain::DEFAULT_TEAM;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -301,9 +302,10 @@ fn make_store_private(data_dir: &std::path::Path) {
 /// A store without keys gets an admin key, shown once on standard output.
 async fn create_first_key(store: &Store) -> Result<(), Error> {
     if store.keys().is_empty() {
-        let (record, secret) = store
-            .keys()
-            .create("admin", KeyKind::Personal, true, now())?;
+        let (record, secret) =
+            store
+                .keys()
+                .create("admin", KeyKind::Personal, true, DEFAULT_TEAM, now())?;
         store.sync().await?;
         eprintln!(
             "runledger: created the first API key (an admin key named {:?}, id {}). It is shown once:",

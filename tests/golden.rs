@@ -8,7 +8,8 @@ use std::path::PathBuf;
 
 use runledger::domain::{
     AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
-    InferenceCost, McpServer, RunCreated, RunId, SourceType, StatusMessage, Timestamp, Tokens,
+    InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, Sealed, SourceType, StatusMessage,
+    Timestamp, Tokens,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -104,6 +105,40 @@ fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "admitted",
+            Event::Admitted(RunAdmitted {
+                created: RunCreated {
+                    title: "Rotate the keys".into(),
+                    prompt: "Rotate the staging keys".into(),
+                    config: AgentConfig {
+                        environment_id: Some("infra".into()),
+                        mcp_servers: [(
+                            "github".to_string(),
+                            McpServer {
+                                url: Some("https://mcp.example.com/sse".into()),
+                                headers: [("Authorization".to_string(), "***".to_string())].into(),
+                                ..McpServer::default()
+                            },
+                        )]
+                        .into(),
+                        ..AgentConfig::default()
+                    },
+                    creator: Creator {
+                        kind: CreatorKind::User,
+                        uid: "01KEY2".into(),
+                        display_name: "bob".into(),
+                    },
+                    source: SourceType::Cli,
+                    metadata: Default::default(),
+                },
+                team: "infra".into(),
+                sealed: Some(Sealed {
+                    nonce: [0x24; 24],
+                    ciphertext: vec![0xde, 0xad, 0xbe, 0xef, 0x01],
+                }),
+            }),
+        ),
     ]
 }
 
@@ -157,7 +192,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Cancelled { .. }
             | Event::FollowupsDelivered { .. }
             | Event::Requeued { .. }
-            | Event::UsageRecorded { .. } => {}
+            | Event::UsageRecorded { .. }
+            | Event::Admitted(_) => {}
         }
     }
     let all = [
@@ -170,6 +206,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "FollowupsDelivered",
         "Requeued",
         "UsageRecorded",
+        "Admitted",
     ];
     assert_eq!(kinds, all);
 }

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use proptest::prelude::*;
 use runledger::domain::{
     decide, evolve, AgentConfig, Command, CostSource, Creator, CreatorKind, ExecutionUsage,
-    FollowupMode, InferenceCost, Run, RunCreated, RunId, RunState, SourceType, StatusMessage,
-    Timestamp, Tokens,
+    FollowupMode, InferenceCost, Run, RunAdmitted, RunCreated, RunId, RunState, SourceType,
+    StatusMessage, Timestamp, Tokens,
 };
 use runledger::projection::{keys, Index, Order, Query, SortBy};
 use runledger::store::{self, Store};
@@ -162,7 +162,7 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
         clock += 7;
         let id = RunId::new(Timestamp(clock), (first + i) as u128);
         let mut state: Option<Run> = None;
-        let commands = std::iter::once(Command::Create(created(spec)))
+        let commands = std::iter::once(Command::Create(RunAdmitted::from_legacy(created(spec))))
             .chain(spec.steps.iter().map(|_| Command::Start));
         for (n, cmd) in commands.enumerate() {
             let cmd = match (n, &state) {
@@ -232,7 +232,7 @@ proptest! {
                 let mut created = created(&spec);
                 created.prompt = char::from(b'a' + (i % 26) as u8).to_string().repeat(*size);
                 let id = RunId::new(Timestamp(1_000_000 + i as u64), i as u128);
-                let decision = decide(None, Command::Create(created)).expect("create");
+                let decision = decide(None, Command::Create(RunAdmitted::from_legacy(created))).expect("create");
                 let envelopes = store::envelopes(id, 0, Timestamp(1_000_000), decision.events);
                 store.append(&envelopes).expect("append");
                 runtime.block_on(store.sync()).expect("no false sync failure");

@@ -22,7 +22,7 @@ use actix::prelude::*;
 
 use crate::api_keys::Keys;
 use crate::clock::now;
-use crate::domain::{Command, Rejection, Run, RunCreated, RunId, RunState, StatusMessage};
+use crate::domain::{Command, Rejection, Run, RunAdmitted, RunId, RunState, StatusMessage};
 use crate::exec::{transcript, Executor, Transcripts};
 use crate::failure::{self, Cause};
 use crate::idempotency::Idempotency;
@@ -277,7 +277,7 @@ impl Runs {
     }
 
     /// Creates a run with a fresh id.
-    pub async fn create(&self, created: RunCreated) -> Result<Outcome, Error> {
+    pub async fn create(&self, created: RunAdmitted) -> Result<Outcome, Error> {
         // A fresh id has no log yet, so the actor need not read one.
         self.execute_inner(self.new_id(), Command::Create(created), true)
             .await
@@ -286,7 +286,7 @@ impl Runs {
     /// Creates a run under an id chosen beforehand (see `new_id`). Creating an id that exists
     /// is refused with `AlreadyExists`, and answered here with the existing run, which is what
     /// an idempotent retry needs.
-    pub async fn create_with_id(&self, id: RunId, created: RunCreated) -> Result<Outcome, Error> {
+    pub async fn create_with_id(&self, id: RunId, created: RunAdmitted) -> Result<Outcome, Error> {
         match self
             .execute_inner(id, Command::Create(created), false)
             .await

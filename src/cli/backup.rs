@@ -26,6 +26,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::{held, open_salvage, Cli};
+use crate::domain::DEFAULT_TEAM;
 use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use crate::format::events::{event_from_json, event_json};
 use crate::format::time::{format_time, hex, parse_exact_time};
@@ -80,6 +81,11 @@ impl Line {
                 });
                 if let Some(t) = k.revoked_at {
                     v["revoked_at"] = json!(format_time(t));
+                }
+                // Written only when not `default`, so a backup from before teams reads back
+                // exactly as it was written.
+                if k.team != DEFAULT_TEAM {
+                    v["team"] = json!(k.team);
                 }
                 v
             }
@@ -155,6 +161,7 @@ struct KeyIn {
     hash: String,
     created_at: String,
     revoked_at: Option<String>,
+    team: Option<String>,
 }
 
 impl KeyIn {
@@ -178,6 +185,7 @@ impl KeyIn {
             admin: self.admin,
             name: self.name,
             id: self.id,
+            team: self.team.unwrap_or_else(|| DEFAULT_TEAM.to_string()),
         })
     }
 }
@@ -772,7 +780,7 @@ mod tests {
     use super::*;
     use crate::domain::{
         AgentConfig, CostSource, Creator, CreatorKind, ExecutionUsage, FollowupMode, InferenceCost,
-        McpServer, RunCreated, SourceType, StatusMessage, Tokens,
+        McpServer, RunAdmitted, RunCreated, Sealed, SourceType, StatusMessage, Tokens,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
@@ -1030,6 +1038,25 @@ mod tests {
                     compute_nano_usd: Some(20_833),
                 },
             },
+            Event::Admitted(RunAdmitted {
+                created: RunCreated {
+                    title: "a".into(),
+                    prompt: "p".into(),
+                    config: AgentConfig::default(),
+                    creator: Creator {
+                        kind: CreatorKind::User,
+                        uid: "u".into(),
+                        display_name: "d".into(),
+                    },
+                    source: SourceType::Api,
+                    metadata: BTreeMap::new(),
+                },
+                team: "infra".into(),
+                sealed: Some(Sealed {
+                    nonce: [7; 24],
+                    ciphertext: vec![1, 2, 3, 255],
+                }),
+            }),
         ]
     }
 
@@ -1047,9 +1074,10 @@ mod tests {
             Event::FollowupsDelivered { .. } => 6,
             Event::Requeued { .. } => 7,
             Event::UsageRecorded { .. } => 8,
+            Event::Admitted(_) => 9,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
@@ -1113,6 +1141,7 @@ mod tests {
             hash: [0xab; 32],
             created_at: Timestamp(1_763_768_489_123),
             revoked_at: Some(Timestamp(1_763_768_500_000)),
+            team: "infra".into(),
         };
         for line in [
             Line::Header { format: FORMAT },

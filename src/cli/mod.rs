@@ -8,6 +8,7 @@ mod client;
 
 pub use backup::{export, import};
 
+use crate::domain::DEFAULT_TEAM;
 use std::io::Write;
 use std::path::PathBuf;
 use std::time::Instant;
@@ -248,7 +249,9 @@ fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
     match command {
         KeysCmd::Create { name, kind, admin } => {
             let kind = KeyKind::parse(kind).context("kind must be personal or agent")?;
-            let (record, secret) = store.keys().create(name, kind, *admin, now())?;
+            let (record, secret) = store
+                .keys()
+                .create(name, kind, *admin, DEFAULT_TEAM, now())?;
             store.sync_blocking()?;
             eprintln!("created key {} ({})", record.id, record.name);
             println!("{secret}");

@@ -48,6 +48,10 @@ pub enum Event {
         execution: u32,
         usage: ExecutionUsage,
     },
+    /// The run was accepted into team `team`. Always the first event of a run (sequence 0);
+    /// every run created since teams exist starts with it, and a log's `Created` is a run of
+    /// the team `default` from before (`RunAdmitted::from_legacy`).
+    Admitted(RunAdmitted),
 }
 
 impl Event {
@@ -63,8 +67,47 @@ impl Event {
             Event::FollowupsDelivered { .. } => "FollowupsDelivered",
             Event::Requeued { .. } => "Requeued",
             Event::UsageRecorded { .. } => "UsageRecorded",
+            Event::Admitted(_) => "Admitted",
         }
     }
+}
+
+/// The team every key and run of an instance from before teams belongs to, and the team of
+/// the first key of a new instance.
+pub const DEFAULT_TEAM: &str = "default";
+
+/// A run accepted into a team. `created.config` holds `REDACTED` in place of every credential
+/// value (MCP `env` and `headers`): the values themselves are in `sealed`, encrypted with the
+/// instance's credential key, which is kept outside the log. So the log, the events API and a
+/// plain export never carry a usable credential.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunAdmitted {
+    pub created: RunCreated,
+    pub team: String,
+    pub sealed: Option<Sealed>,
+}
+
+impl RunAdmitted {
+    /// The admission a legacy `Created` stands for: a run of the team `default` whose
+    /// credentials, if any, were stored in plain text.
+    pub fn from_legacy(created: RunCreated) -> RunAdmitted {
+        RunAdmitted {
+            created,
+            team: DEFAULT_TEAM.to_string(),
+            sealed: None,
+        }
+    }
+}
+
+/// What stands in a stored or returned config for a credential value.
+pub const REDACTED: &str = "***";
+
+/// Credential values encrypted with an AEAD (XChaCha20-Poly1305: a 24-byte random nonce, the
+/// ciphertext with its tag). What the plaintext is, and the key, are the shell's business.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Sealed {
+    pub nonce: [u8; 24],
+    pub ciphertext: Vec<u8>,
 }
 
 /// Everything known about a run when it is accepted. `config` is already resolved:

@@ -12,7 +12,8 @@ pub mod run;
 
 pub use events::{
     AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
-    InferenceCost, McpServer, RunCreated, SourceType, StatusMessage, Tokens,
+    InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed, SourceType, StatusMessage, Tokens,
+    DEFAULT_TEAM, REDACTED,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{
@@ -27,7 +28,7 @@ pub(crate) fn sample_run(i: u64) -> Run {
     match evolve(
         None,
         id,
-        &Event::Created(sample_created(i)),
+        &Event::Admitted(RunAdmitted::from_legacy(sample_created(i))),
         id.created_at(),
     ) {
         Some(run) => run,

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::events::{
-    AgentConfig, Creator, Event, ExecutionUsage, FollowupMode, RunCreated, SourceType,
+    AgentConfig, Creator, Event, ExecutionUsage, FollowupMode, RunAdmitted, Sealed, SourceType,
     StatusMessage,
 };
 use super::ids::{RunId, Timestamp};
@@ -74,6 +74,11 @@ pub struct Run {
     pub creator: Creator,
     pub source: SourceType,
     pub metadata: BTreeMap<String, String>,
+    /// The team of the key that created the run: only that team's keys see it.
+    pub team: String,
+    /// The run's credential values, sealed (see `RunAdmitted`); `None` when it has none or
+    /// they were stored in plain text in `config` (a legacy `Created`).
+    pub sealed: Option<Sealed>,
     pub state: RunState,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
@@ -156,7 +161,7 @@ impl Run {
 #[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Create(RunCreated),
+    Create(RunAdmitted),
     /// The executor has a free slot for this queued run.
     Start,
     Followup {
@@ -240,8 +245,8 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
     let decision = |events, effects| Ok(Decision { events, effects });
     let Some(run) = run else {
         return match command {
-            Command::Create(created) => {
-                decision(vec![Event::Created(created)], vec![Effect::Enqueue])
+            Command::Create(admitted) => {
+                decision(vec![Event::Admitted(admitted)], vec![Effect::Enqueue])
             }
             _ => Err(Rejection::NotFound),
         };
@@ -341,36 +346,40 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
 /// bookkeeping (`next_seq`, `updated_at`), so positions in the log stay consistent.
 pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
     let Some(mut run) = run else {
-        return match event {
-            Event::Created(created) => Some(Run {
-                id,
-                title: created.title.clone(),
-                prompt: created.prompt.clone(),
-                config: created.config.clone(),
-                creator: created.creator.clone(),
-                source: created.source,
-                metadata: created.metadata.clone(),
-                state: RunState::Queued,
-                created_at: at,
-                updated_at: at,
-                started_at: None,
-                status_message: None,
-                executions: 0,
-                pending_followups: Vec::new(),
-                resumed_by: None,
-                owed: Vec::new(),
-                run_time_ms: 0,
-                execution_started_at: None,
-                next_seq: 1,
-                usage: RunUsage::default(),
-            }),
-            _ => None,
+        let (created, team, sealed) = match event {
+            Event::Created(created) => (created, crate::domain::DEFAULT_TEAM, None),
+            Event::Admitted(a) => (&a.created, a.team.as_str(), a.sealed.as_ref()),
+            _ => return None,
         };
+        return Some(Run {
+            id,
+            title: created.title.clone(),
+            prompt: created.prompt.clone(),
+            config: created.config.clone(),
+            creator: created.creator.clone(),
+            source: created.source,
+            metadata: created.metadata.clone(),
+            team: team.to_string(),
+            sealed: sealed.cloned(),
+            state: RunState::Queued,
+            created_at: at,
+            updated_at: at,
+            started_at: None,
+            status_message: None,
+            executions: 0,
+            pending_followups: Vec::new(),
+            resumed_by: None,
+            owed: Vec::new(),
+            run_time_ms: 0,
+            execution_started_at: None,
+            next_seq: 1,
+            usage: RunUsage::default(),
+        });
     };
     run.next_seq += 1;
     run.updated_at = run.updated_at.max(at);
     match event {
-        Event::Created(_) => {}
+        Event::Created(_) | Event::Admitted(_) => {}
         Event::Started { execution } => {
             run.state = RunState::InProgress;
             run.executions = *execution;
@@ -444,7 +453,10 @@ fn finish_execution(run: &mut Run, at: Timestamp) {
 /// that want to report it (`runledger import`), not a condition of folding.
 pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
     let command = match event.clone() {
-        Event::Created(created) => Command::Create(created),
+        // Runs are admitted since teams exist: a `Created` is only ever the first event of a
+        // run from before.
+        Event::Created(_) => return run.is_none(),
+        Event::Admitted(admitted) => Command::Create(admitted),
         Event::Started { .. } => Command::Start,
         Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
         Event::Succeeded { execution } => Command::Finish {
@@ -486,7 +498,7 @@ pub fn fold<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::events::CreatorKind;
+    use crate::domain::events::{CreatorKind, RunCreated};
 
     /// Given / when / then over `decide` and `fold`, as cqrs-es's test framework reads:
     /// `given(history).when(command).then_events(..)`. The n-th event of a history is
@@ -659,7 +671,16 @@ mod tests {
 
     use scenario::{given, given_no_run};
 
-    fn created() -> RunCreated {
+    fn created() -> RunAdmitted {
+        RunAdmitted {
+            created: legacy(),
+            team: "infra".into(),
+            sealed: None,
+        }
+    }
+
+    /// What a run from before teams started with.
+    fn legacy() -> RunCreated {
         RunCreated {
             title: "Fix the bug".into(),
             prompt: "Fix the bug in auth.go".into(),
@@ -734,7 +755,7 @@ mod tests {
     #[test]
     fn recordable_accepts_what_decide_records_and_nothing_else() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             Event::Failed {
                 execution: 1,
@@ -746,8 +767,8 @@ mod tests {
         .then_refuses_to_record(Event::Cancelled { by: "key1".into() });
         // A second Created, a skipped execution number, and a finish of a run never started
         // are not what the service writes.
-        given([Event::Created(created())])
-            .then_refuses_to_record(Event::Created(created()))
+        given([Event::Admitted(created())])
+            .then_refuses_to_record(Event::Admitted(created()))
             .then_refuses_to_record(Event::Started { execution: 2 })
             .then_refuses_to_record(Event::Succeeded { execution: 0 });
         given_no_run().then_refuses_to_record(Event::Started { execution: 1 });
@@ -757,7 +778,7 @@ mod tests {
     fn create_queues_a_new_run() {
         given_no_run()
             .when(Command::Create(created()))
-            .then_events([Event::Created(created())])
+            .then_events([Event::Admitted(created())])
             .then_effects([Effect::Enqueue])
             .then_state(|run| {
                 assert_eq!(run.state, RunState::Queued);
@@ -767,7 +788,7 @@ mod tests {
 
     #[test]
     fn create_twice_is_rejected() {
-        given([Event::Created(created())])
+        given([Event::Admitted(created())])
             .when(Command::Create(created()))
             .then_rejects(Rejection::AlreadyExists);
     }
@@ -784,7 +805,7 @@ mod tests {
     #[test]
     fn start_launches_the_first_execution_with_queued_followups() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::FollowupReceived {
                 message: "also add tests".into(),
                 mode: FollowupMode::Plan,
@@ -810,14 +831,14 @@ mod tests {
 
     #[test]
     fn start_is_refused_unless_queued() {
-        given([Event::Created(created()), Event::Started { execution: 1 }])
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(Command::Start)
             .then_rejects(Rejection::NotQueued);
     }
 
     #[test]
     fn finish_records_success_and_run_time() {
-        given([Event::Created(created()), Event::Started { execution: 1 }])
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(Command::Finish {
                 execution: 1,
                 outcome: Ok(()),
@@ -831,7 +852,7 @@ mod tests {
 
     #[test]
     fn failure_carries_its_status_message() {
-        given([Event::Created(created()), Event::Started { execution: 1 }])
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(Command::Finish {
                 execution: 1,
                 outcome: Err(failure()),
@@ -849,24 +870,24 @@ mod tests {
             outcome: Ok(()),
         };
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             Event::Cancelled { by: "k".into() },
         ])
         .when(finish.clone())
         .then_rejects(Rejection::StaleExecution(1));
-        given([Event::Created(created()), Event::Started { execution: 2 }])
+        given([Event::Admitted(created()), Event::Started { execution: 2 }])
             .when(finish)
             .then_rejects(Rejection::StaleExecution(1));
     }
 
     #[test]
     fn cancel_queued_dequeues_and_in_progress_stops() {
-        given([Event::Created(created())])
+        given([Event::Admitted(created())])
             .when(cancel())
             .then_events([Event::Cancelled { by: "k".into() }])
             .then_effects([Effect::Dequeue]);
-        given([Event::Created(created()), Event::Started { execution: 1 }])
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(cancel())
             .then_effects([Effect::Stop { execution: 1 }])
             .then_state(|run| assert_eq!(run.state, RunState::Cancelled));
@@ -886,7 +907,7 @@ mod tests {
             (Event::Cancelled { by: "k".into() }, RunState::Cancelled),
         ] {
             given([
-                Event::Created(created()),
+                Event::Admitted(created()),
                 Event::Started { execution: 1 },
                 end,
             ])
@@ -898,7 +919,7 @@ mod tests {
 
     #[test]
     fn followup_while_in_progress_is_delivered() {
-        given([Event::Created(created()), Event::Started { execution: 1 }])
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(send("more"))
             .then_effects([Effect::Deliver(followup("more"))]);
     }
@@ -906,7 +927,7 @@ mod tests {
     #[test]
     fn followup_on_a_finished_run_resumes_it_as_a_new_execution() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             Event::Failed {
                 execution: 1,
@@ -932,7 +953,7 @@ mod tests {
 
     #[test]
     fn empty_followups_are_refused() {
-        given([Event::Created(created())])
+        given([Event::Admitted(created())])
             .when(send(""))
             .then_rejects(Rejection::EmptyMessage);
     }
@@ -940,14 +961,14 @@ mod tests {
     #[test]
     fn followups_waiting_for_a_queued_run_are_bounded() {
         let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
-        given(std::iter::once(Event::Created(created())).chain(waiting))
+        given(std::iter::once(Event::Admitted(created())).chain(waiting))
             .when(send("one more"))
             .then_rejects(Rejection::TooManyPending);
     }
 
     #[test]
     fn usage_is_recorded_once_for_the_latest_execution_and_summed() {
-        let recorded = given([Event::Created(created()), Event::Started { execution: 1 }])
+        let recorded = given([Event::Admitted(created()), Event::Started { execution: 1 }])
             .when(record(1, usage(10, Some(5), None)))
             .then_effects([])
             .and_then();
@@ -998,7 +1019,7 @@ mod tests {
     #[test]
     fn a_cancelled_execution_still_records_its_usage() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             Event::Cancelled { by: "k".into() },
         ])
@@ -1014,7 +1035,7 @@ mod tests {
     fn usage_sums_saturate() {
         let most = || usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10));
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             Event::UsageRecorded {
                 execution: 1,
@@ -1034,13 +1055,13 @@ mod tests {
     #[test]
     fn evolve_ignores_events_that_do_not_apply() {
         given([Event::Started { execution: 1 }]).then_no_run();
-        let once = given([Event::Created(created())]);
+        let once = given([Event::Admitted(created())]);
         let (mut state, mut title) = (None, None);
         once.then_state(|run| {
             state = Some(run.state);
             title = Some(run.title.clone());
         })
-        .and([Event::Created(created())])
+        .and([Event::Admitted(created())])
         .then_state(|again| {
             assert_eq!(Some(again.state), state);
             assert_eq!(Some(&again.title), title.as_ref());
@@ -1051,7 +1072,7 @@ mod tests {
     fn an_execution_owes_the_followups_handed_at_its_start_and_sent_while_it_runs() {
         // Given a follow-up sent while the run was queued, and one while it ran,
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             received("while queued"),
             Event::Started { execution: 1 },
             received("while running"),
@@ -1079,7 +1100,7 @@ mod tests {
     #[test]
     fn an_execution_cannot_take_more_than_it_is_owed_nor_report_for_another() {
         let owing = given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             received("one"),
         ]);
@@ -1122,7 +1143,7 @@ mod tests {
         ] {
             // Given an execution that took the first of three follow-ups,
             given([
-                Event::Created(created()),
+                Event::Admitted(created()),
                 Event::Started { execution: 1 },
                 received("a"),
                 received("b"),
@@ -1162,7 +1183,7 @@ mod tests {
     #[test]
     fn an_execution_that_took_everything_ends_the_run() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             received("a"),
             Event::FollowupsDelivered {
@@ -1184,7 +1205,7 @@ mod tests {
     #[test]
     fn a_cancel_drops_what_is_owed() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             received("a"),
             Event::Cancelled { by: "k".into() },
@@ -1199,7 +1220,7 @@ mod tests {
     fn followups_waiting_for_a_running_agent_are_bounded() {
         let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
         let full = given(
-            [Event::Created(created()), Event::Started { execution: 1 }]
+            [Event::Admitted(created()), Event::Started { execution: 1 }]
                 .into_iter()
                 .chain(waiting),
         );
@@ -1220,7 +1241,7 @@ mod tests {
     #[test]
     fn a_log_without_deliveries_folds_as_it_always_did() {
         given([
-            Event::Created(created()),
+            Event::Admitted(created()),
             Event::Started { execution: 1 },
             received("a"),
             Event::Succeeded { execution: 1 },

@@ -12,8 +12,8 @@ use super::run::*;
 use super::schema::*;
 use super::time::{format_time, parse_exact_time};
 use crate::domain::{
-    AgentConfig, CostSource, CreatorKind, Event, ExecutionUsage, InferenceCost, McpServer, RunId,
-    StatusMessage, Tokens,
+    AgentConfig, CostSource, CreatorKind, Event, ExecutionUsage, InferenceCost, McpServer,
+    RunAdmitted, RunCreated, RunId, Sealed, StatusMessage, Tokens,
 };
 use crate::store::Envelope;
 
@@ -30,6 +30,63 @@ pub struct CreatedData<'a> {
     pub source: &'static str,
     #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: &'a BTreeMap<String, String>,
+    /// The team the run belongs to; absent on runs created before teams, which belong to
+    /// `default`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub team: Option<&'a str>,
+    /// The run's credential values, encrypted with the instance's credential key (which only
+    /// `export --with-keys` carries); `config` shows them as `***`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sealed_credentials: Option<SealedOut>,
+}
+
+/// Encrypted credential values (XChaCha20-Poly1305), base64 (standard, padded).
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SealedOut {
+    pub nonce: String,
+    pub ciphertext: String,
+}
+
+impl SealedOut {
+    fn from(s: &Sealed) -> SealedOut {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        SealedOut {
+            nonce: b64.encode(s.nonce),
+            ciphertext: b64.encode(&s.ciphertext),
+        }
+    }
+
+    fn sealed(&self) -> Result<Sealed, EventJsonError> {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::STANDARD;
+        let nonce = b64
+            .decode(&self.nonce)
+            .ok()
+            .and_then(|n| <[u8; 24]>::try_from(n).ok())
+            .ok_or_else(|| bad("sealed_credentials.nonce is not 24 bytes of base64".into()))?;
+        let ciphertext = b64
+            .decode(&self.ciphertext)
+            .map_err(|_| bad("sealed_credentials.ciphertext is not base64".into()))?;
+        Ok(Sealed { nonce, ciphertext })
+    }
+}
+
+impl<'a> CreatedData<'a> {
+    fn from(c: &'a RunCreated, team: Option<&'a str>, sealed: Option<&Sealed>) -> Self {
+        CreatedData {
+            title: &c.title,
+            prompt: &c.prompt,
+            config: AgentConfigOut::from(&c.config),
+            creator: CreatorOut::from(&c.creator),
+            source: c.source.as_str(),
+            metadata: &c.metadata,
+            team,
+            sealed_credentials: sealed.map(SealedOut::from),
+        }
+    }
 }
 
 /// An event's kind (`type`) and payload (`data`).
@@ -148,14 +205,14 @@ pub struct RunEvent<'a> {
 impl<'a> RunEvent<'a> {
     pub fn from(e: &'a Envelope) -> Self {
         let event = match &e.event {
-            Event::Created(c) => EventData::Created(CreatedData {
-                title: &c.title,
-                prompt: &c.prompt,
-                config: AgentConfigOut::from(&c.config),
-                creator: CreatorOut::from(&c.creator),
-                source: c.source.as_str(),
-                metadata: &c.metadata,
-            }),
+            Event::Created(c) => EventData::Created(CreatedData::from(c, None, None)),
+            // One type on the wire: a client reads a run's first event as `Created` whichever
+            // variant stored it; `team` tells them apart for `import`.
+            Event::Admitted(a) => EventData::Created(CreatedData::from(
+                &a.created,
+                Some(&a.team),
+                a.sealed.as_ref(),
+            )),
             Event::Started { execution } => EventData::Started {
                 execution: *execution,
             },
@@ -222,6 +279,8 @@ struct CreatedIn {
     creator: CreatorIn,
     source: String,
     metadata: BTreeMap<String, String>,
+    team: Option<String>,
+    sealed_credentials: Option<SealedOut>,
 }
 
 #[derive(Deserialize)]
@@ -369,7 +428,7 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
 
 /// A `Created` event from its payload.
 fn created(c: CreatedIn) -> Result<Event, EventJsonError> {
-    use crate::domain::{Creator, RunCreated, SourceType};
+    use crate::domain::{Creator, SourceType};
     let kind = match c.creator.kind.as_str() {
         "user" => CreatorKind::User,
         "service_account" => CreatorKind::ServiceAccount,
@@ -391,7 +450,7 @@ fn created(c: CreatedIn) -> Result<Event, EventJsonError> {
             .map(|(name, s)| (name, McpServer::from(s)))
             .collect(),
     };
-    Ok(Event::Created(RunCreated {
+    let created = RunCreated {
         title: c.title,
         prompt: c.prompt,
         config,
@@ -402,7 +461,25 @@ fn created(c: CreatedIn) -> Result<Event, EventJsonError> {
         },
         source,
         metadata: c.metadata,
-    }))
+    };
+    let sealed = c
+        .sealed_credentials
+        .as_ref()
+        .map(SealedOut::sealed)
+        .transpose()?;
+    Ok(match c.team {
+        Some(team) => Event::Admitted(RunAdmitted {
+            created,
+            team,
+            sealed,
+        }),
+        None if sealed.is_some() => {
+            return Err(bad(
+                "sealed_credentials belong to a run with a team; this one has none".into(),
+            ))
+        }
+        None => Event::Created(created),
+    })
 }
 
 /// A `UsageRecorded` event from its payload.

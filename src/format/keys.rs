@@ -24,6 +24,9 @@ pub struct ApiKey<'a> {
     /// Null until the key is revoked.
     #[schema(format = DateTime, required = true)]
     pub revoked_at: Option<String>,
+    /// The team whose runs the key sees and creates.
+    #[schema(value_type = String)]
+    pub team: &'a str,
 }
 
 impl<'a> ApiKey<'a> {
@@ -35,6 +38,7 @@ impl<'a> ApiKey<'a> {
             admin: k.admin,
             created_at: format_time(k.created_at),
             revoked_at: k.revoked_at.map(format_time),
+            team: &k.team,
         }
     }
 }

@@ -4,18 +4,27 @@
 use actix_web::{web, HttpResponse};
 
 use super::openapi::{
-    BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
+    BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
+    Unavailable,
 };
 use super::problem::ApiError;
-use super::wire::{ApiKey, ApiKeyList, CreateApiKeyRequest, CreatedApiKey};
+use super::wire::{
+    ApiKey, ApiKeyList, CreateApiKeyRequest, CreateTeamRequest, CreatedApiKey, Team, TeamList,
+};
 use super::{validate, AppState, Principal};
-use crate::api_keys::{Key, KeyKind};
+use crate::api_keys::{valid_team_name, Key, KeyKind};
+use crate::domain::DEFAULT_TEAM;
+
+const TEAM_NAME_RULE: &str =
+    "a team name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or a digit";
 
 fn require_admin(key: &Key) -> Result<(), ApiError> {
     if key.admin {
         Ok(())
     } else {
-        Err(ApiError::forbidden("only admin keys may manage keys"))
+        Err(ApiError::forbidden(
+            "only admin keys may manage keys and teams",
+        ))
     }
 }
 
@@ -79,10 +88,20 @@ pub async fn create(
         Some(k) => KeyKind::parse(k)
             .ok_or_else(|| ApiError::bad_request("kind must be personal or agent"))?,
     };
+    let team = request.team.as_deref().unwrap_or(DEFAULT_TEAM);
+    if !valid_team_name(team) {
+        return Err(ApiError::bad_request(TEAM_NAME_RULE));
+    }
+    if !state.runs.keys().team_exists(team)? {
+        return Err(ApiError::bad_request(format!(
+            "there is no team {team:?}: create it first (POST /api/v1/admin/teams, or \
+             `runledger teams create {team}`)"
+        )));
+    }
     let (record, secret) = state
         .runs
         .keys()
-        .create(&request.name, kind, request.admin.unwrap_or(false))
+        .create(&request.name, kind, request.admin.unwrap_or(false), team)
         .await?;
     Ok(HttpResponse::Ok().json(CreatedApiKey {
         record: ApiKey::from(&record),
@@ -121,4 +140,73 @@ pub async fn revoke(
         .await?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
     Ok(HttpResponse::Ok().json(ApiKey::from(&record)))
+}
+
+/// Every team of the instance, `default` first.
+#[utoipa::path(
+    get,
+    path = "/api/v1/admin/teams",
+    tag = "admin",
+    operation_id = "listTeams",
+    responses(
+        (status = 200, description = "The teams", body = TeamList),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn teams(
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&key)?;
+    let teams = state.runs.keys().teams()?;
+    Ok(HttpResponse::Ok().json(TeamList {
+        teams: teams.iter().map(|(n, at)| Team::from(n, *at)).collect(),
+    }))
+}
+
+/// Create a team; keys are then created in it (`team` of `POST /api/v1/admin/keys`). Creating
+/// a team that exists is a 409.
+#[utoipa::path(
+    post,
+    path = "/api/v1/admin/teams",
+    tag = "admin",
+    operation_id = "createTeam",
+    request_body = CreateTeamRequest,
+    responses(
+        (status = 201, description = "The new team", body = Team),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
+        (status = 409, response = Conflict),
+        (status = 413, response = PayloadTooLarge),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn create_team(
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
+    require_admin(&key)?;
+    let request: CreateTeamRequest = validate::parse_json(&body)?;
+    if !valid_team_name(&request.name) {
+        return Err(ApiError::bad_request(TEAM_NAME_RULE));
+    }
+    if !state.runs.keys().create_team(&request.name).await? {
+        return Err(ApiError::conflict(format!(
+            "team {:?} exists already",
+            request.name
+        )));
+    }
+    let teams = state.runs.keys().teams()?;
+    let at = teams
+        .iter()
+        .find(|(n, _)| *n == request.name)
+        .and_then(|(_, at)| *at);
+    Ok(HttpResponse::Created().json(Team::from(&request.name, at)))
 }

@@ -297,6 +297,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::resource("/admin/keys/{key_id}/revoke")
                         .post(admin::revoke)
                         .default_service(only("POST")),
+                )
+                .service(
+                    web::resource("/admin/teams")
+                        .get(admin::teams)
+                        .post(admin::create_team)
+                        .default_service(only("GET, POST")),
                 ),
         )
         .default_service(web::to(not_found));

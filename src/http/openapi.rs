@@ -206,6 +206,8 @@ impl Modify for LegacyCreate {
         admin::list,
         admin::create,
         admin::revoke,
+        admin::teams,
+        admin::create_team,
         super::health,
         super::ready,
         super::metrics,
@@ -225,7 +227,7 @@ impl Modify for LegacyCreate {
     modifiers(&Security, &RateLimited, &LegacyCreate),
     tags(
         (name = "runs", description = "Create, list, follow and cancel agent runs"),
-        (name = "admin", description = "API keys (admin keys only)"),
+        (name = "admin", description = "API keys and teams (admin keys only)"),
         (name = "service", description = "Health, readiness, metrics, this document, session pages"),
     )
 )]

@@ -14,7 +14,7 @@ use super::wire::{
 };
 use super::{validate, AppState, Principal};
 use crate::clock::now;
-use crate::domain::{Command, Creator, Run, RunId};
+use crate::domain::{Command, Creator, Run, RunAdmitted, RunId};
 use crate::idempotency::{IdempotencyKey, Recall};
 
 /// Unknown and malformed run ids are both "no such run".
@@ -89,6 +89,11 @@ pub async fn create(
         display_name: key.name.clone(),
     };
     let created = validate::create(&body, &state.config, creator)?;
+    let created = RunAdmitted {
+        created,
+        team: key.team.clone(),
+        sealed: None,
+    };
     let idempotency_key = match req.headers().get("idempotency-key") {
         None => None,
         Some(v) => Some(

@@ -12,10 +12,11 @@ use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
 use super::Error;
-use crate::domain::{CreatorKind, Timestamp};
+use crate::domain::{CreatorKind, Timestamp, DEFAULT_TEAM};
 
 const KEYS: &str = "keys";
 const KEY_HASHES: &str = "key_hashes";
+const TEAMS: &str = "teams";
 pub const PREFIX: &str = "rl_";
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -58,11 +59,74 @@ pub struct KeyRecord {
     pub hash: [u8; 32],
     pub created_at: Timestamp,
     pub revoked_at: Option<Timestamp>,
+    /// The team whose runs the key sees and creates.
+    pub team: String,
+}
+
+/// A key record as stores from before teams wrote it: `KeyRecord` without `team`. Such a key
+/// belongs to the team `default`.
+#[derive(Deserialize)]
+struct LegacyRecord {
+    id: String,
+    name: String,
+    kind: KeyKind,
+    admin: bool,
+    hash: [u8; 32],
+    created_at: Timestamp,
+    revoked_at: Option<Timestamp>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct TeamRecord {
+    name: String,
+    created_at: Timestamp,
+}
+
+/// Whether `name` can name a team: 1–63 characters of `a-z`, `0-9`, `-` and `_`, starting with
+/// a letter or a digit, so a team name is safe in a path, a URL, a log line and a metric label.
+pub fn valid_team_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
+}
+
+/// The first byte of a record written with its team. A legacy record starts with the length
+/// of its id (26, a ULID), so the two cannot be confused.
+const RECORD_V2: u8 = 2;
+
+fn encode(record: &KeyRecord) -> Result<Vec<u8>, Error> {
+    let bytes = vec![RECORD_V2];
+    postcard::to_extend(record, bytes).map_err(corrupt)
+}
+
+fn decode(bytes: &[u8]) -> Result<KeyRecord, Error> {
+    match bytes.split_first() {
+        Some((&RECORD_V2, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        _ => {
+            let r: LegacyRecord = postcard::from_bytes(bytes).map_err(corrupt)?;
+            Ok(KeyRecord {
+                id: r.id,
+                name: r.name,
+                kind: r.kind,
+                admin: r.admin,
+                hash: r.hash,
+                created_at: r.created_at,
+                revoked_at: r.revoked_at,
+                team: DEFAULT_TEAM.to_string(),
+            })
+        }
+    }
 }
 
 pub(super) struct KeyTrees {
     keys: sled::Tree,
     hashes: sled::Tree,
+    /// Teams by name; the value is the team's record. `default` exists without a record.
+    teams: sled::Tree,
     /// Live keys already authenticated, by the hash of their secret. Every request
     /// authenticates, and this spares it two sled reads. A revocation removes the key here in
     /// the same call that stores it, and while a server holds the store every revocation goes
@@ -83,6 +147,7 @@ impl KeyTrees {
         Ok(KeyTrees {
             keys: db.open_tree(KEYS)?,
             hashes: db.open_tree(KEY_HASHES)?,
+            teams: db.open_tree(TEAMS)?,
             live: Default::default(),
         })
     }
@@ -115,6 +180,7 @@ impl<'a> Keys<'a> {
         name: &str,
         kind: KeyKind,
         admin: bool,
+        team: &str,
         now: Timestamp,
     ) -> Result<(KeyRecord, String), Error> {
         let mut secret_bytes = [0u8; 32];
@@ -134,6 +200,7 @@ impl<'a> Keys<'a> {
             hash: hash(&secret),
             created_at: now,
             revoked_at: None,
+            team: team.to_string(),
         };
         self.put(&record)?;
         self.trees.hashes.insert(record.hash, id.as_bytes())?;
@@ -156,15 +223,16 @@ impl<'a> Keys<'a> {
     }
 
     fn put(&self, record: &KeyRecord) -> Result<(), Error> {
-        let bytes = postcard::to_allocvec(record).map_err(corrupt)?;
-        self.trees.keys.insert(record.id.as_bytes(), bytes)?;
+        self.trees
+            .keys
+            .insert(record.id.as_bytes(), encode(record)?)?;
         Ok(())
     }
 
     pub fn get(&self, id: &str) -> Result<Option<KeyRecord>, Error> {
         match self.trees.keys.get(id.as_bytes())? {
             None => Ok(None),
-            Some(bytes) => postcard::from_bytes(&bytes).map(Some).map_err(corrupt),
+            Some(bytes) => decode(&bytes).map(Some),
         }
     }
 
@@ -174,7 +242,7 @@ impl<'a> Keys<'a> {
             .keys
             .iter()
             .values()
-            .map(|v| postcard::from_bytes(&v?).map_err(corrupt))
+            .map(|v| decode(&v?))
             .collect()
     }
 
@@ -195,6 +263,45 @@ impl<'a> Keys<'a> {
         live.revocations += 1;
         live.by_hash.remove(&record.hash);
         Ok(Some(record))
+    }
+
+    /// Creates team `name`; false, changing nothing, if it exists. The caller validates the
+    /// name (`valid_team_name`) and syncs.
+    pub fn create_team(&self, name: &str, now: Timestamp) -> Result<bool, Error> {
+        if name == DEFAULT_TEAM {
+            return Ok(false);
+        }
+        let record = postcard::to_allocvec(&TeamRecord {
+            name: name.to_string(),
+            created_at: now,
+        })
+        .map_err(corrupt)?;
+        let swapped = self.trees.teams.compare_and_swap(
+            name.as_bytes(),
+            None as Option<&[u8]>,
+            Some(record),
+        )?;
+        Ok(swapped.is_ok())
+    }
+
+    /// Whether team `name` exists (`default` always does).
+    pub fn team_exists(&self, name: &str) -> Result<bool, Error> {
+        Ok(name == DEFAULT_TEAM || self.trees.teams.contains_key(name.as_bytes())?)
+    }
+
+    /// Every team, `default` first (its creation time is `None`: it is as old as the store),
+    /// then by name.
+    pub fn teams(&self) -> Result<Vec<(String, Option<Timestamp>)>, Error> {
+        let mut teams = vec![(DEFAULT_TEAM.to_string(), None)];
+        for value in self.trees.teams.iter().values() {
+            let record: TeamRecord =
+                postcard::from_bytes(&value?).map_err(|e| Error::CorruptRecord {
+                    tree: TEAMS,
+                    detail: e.to_string(),
+                })?;
+            teams.push((record.name, Some(record.created_at)));
+        }
+        Ok(teams)
     }
 
     /// The live key whose secret is `secret`, if any.

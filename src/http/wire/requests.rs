@@ -55,4 +55,17 @@ pub struct CreateApiKeyRequest {
     pub kind: Option<String>,
     /// `false` when absent.
     pub admin: Option<bool>,
+    /// The team whose runs the key sees and creates; it must exist. `default` when absent.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+    pub team: Option<String>,
+}
+
+/// A request to create a team.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateTeamRequest {
+    /// 1–63 characters: lowercase letters, digits, `-` and `_`, starting with a letter or a
+    /// digit.
+    #[schema(pattern = r"^[a-z0-9][a-z0-9_-]{0,62}$")]
+    pub name: String,
 }

@@ -294,3 +294,28 @@ pub enum ReadyStatus {
 pub struct Ready {
     pub status: ReadyStatus,
 }
+
+/// A team: the keys of a team see and create only that team's runs.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Team<'a> {
+    #[schema(value_type = String)]
+    pub name: &'a str,
+    /// Null for `default`, which is as old as the instance.
+    #[schema(format = DateTime, required = true)]
+    pub created_at: Option<String>,
+}
+
+impl<'a> Team<'a> {
+    pub fn from(name: &'a str, created_at: Option<crate::domain::Timestamp>) -> Self {
+        Team {
+            name,
+            created_at: created_at.map(crate::format::time::format_time),
+        }
+    }
+}
+
+/// Every team of the instance, `default` first.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct TeamList<'a> {
+    pub teams: Vec<Team<'a>>,
+}
