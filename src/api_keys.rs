@@ -10,7 +10,7 @@ use crate::failure::StorageError;
 use crate::store::api_keys::KeyRecord;
 use crate::store::{self, Store};
 
-pub use crate::store::api_keys::{valid_team_name, KeyKind};
+pub use crate::store::api_keys::KeyKind;
 
 /// An API key as callers see it: everything but the hash of its secret.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -66,6 +66,8 @@ struct EnvironmentFile {
     repos: Vec<RepoFile>,
     agent_permissions: Option<AgentPermissions>,
     model_base_url: Option<String>,
+    teams: Option<Vec<String>>,
+    max_queued: Option<usize>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -116,6 +118,7 @@ struct LimitsFile {
     rate_limit: Option<bool>,
     rate_per_sec: Option<f64>,
     burst: Option<u32>,
+    max_queued_per_team: Option<usize>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -271,6 +274,10 @@ pub struct Environment {
     pub agent_permissions: AgentPermissions,
     /// The model endpoint a preset's CLI is pointed at; `None`: the CLI's own default.
     pub model_base_url: Option<String>,
+    /// The teams whose keys may run in this environment; empty: every team.
+    pub teams: Vec<String>,
+    /// Most runs that may wait in this environment's queue; a create beyond is refused (429).
+    pub max_queued: usize,
 }
 
 impl Environment {
@@ -297,6 +304,8 @@ impl Environment {
             repos: Vec::new(),
             agent_permissions: AgentPermissions::Edit,
             model_base_url: None,
+            teams: Vec::new(),
+            max_queued: DEFAULT_MAX_QUEUED,
         }
     }
 }
@@ -338,6 +347,8 @@ pub struct Config {
     pub disk_reserve_bytes: u64,
     /// Per-key request limit on `/api/v1`; `None` when `limits.rate_limit = false`.
     pub rate_limit: Option<RateLimit>,
+    /// Most runs of one team that may wait in the queues together (`limits.max_queued_per_team`).
+    pub max_queued_per_team: usize,
     /// The first environment is the default.
     pub environments: Vec<Environment>,
     /// Where the configuration came from, for `GET /agent/environments`' `last_updated`.
@@ -527,6 +538,18 @@ fn resolve(
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
         disk_reserve_bytes: disk_reserve_bytes(file.server.disk_reserve_mb)?,
         rate_limit,
+        max_queued_per_team: match file
+            .limits
+            .max_queued_per_team
+            .unwrap_or(DEFAULT_MAX_QUEUED)
+        {
+            0 => {
+                return Err(Error::Invalid(
+                    "limits.max_queued_per_team: must be at least 1".into(),
+                ))
+            }
+            n => n,
+        },
         environments,
         loaded_at,
         file: None,
@@ -677,7 +700,50 @@ fn environment(
         repos,
         agent_permissions: env.agent_permissions.unwrap_or_default(),
         model_base_url: env.model_base_url,
+        teams: teams(at, env.teams)?,
+        max_queued: match env.max_queued.unwrap_or(DEFAULT_MAX_QUEUED) {
+            0 => {
+                return Err(Error::Invalid(format!(
+                    "{at}.max_queued: must be at least 1 (a run waits in the queue whenever \
+                     every slot is busy)"
+                )))
+            }
+            n => n,
+        },
     })
+}
+
+/// Most runs waiting in one environment's queue, and in one team's queues together, unless
+/// configured: far beyond what a single host works through in a day, there to stop one key
+/// from filling the store with work that will never start.
+pub const DEFAULT_MAX_QUEUED: usize = 10_000;
+
+/// An environment's `teams`: valid team names, each once; absent means every team, and an
+/// empty list would mean no team at all, which is refused as a mistake.
+fn teams(at: &str, teams: Option<Vec<String>>) -> Result<Vec<String>, Error> {
+    let Some(teams) = teams else {
+        return Ok(Vec::new());
+    };
+    if teams.is_empty() {
+        return Err(Error::Invalid(format!(
+            "{at}.teams: an empty list would let no team use the environment; leave `teams` \
+             out to let every team use it"
+        )));
+    }
+    for (i, team) in teams.iter().enumerate() {
+        if !crate::domain::valid_team_name(team) {
+            return Err(Error::Invalid(format!(
+                "{at}.teams[{i}]: {team:?} is not a team name (1-63 characters of a-z, 0-9, \
+                 '-' and '_', starting with a letter or a digit)"
+            )));
+        }
+        if teams[..i].contains(team) {
+            return Err(Error::Invalid(format!(
+                "{at}.teams[{i}]: {team:?} is listed twice"
+            )));
+        }
+    }
+    Ok(teams)
 }
 
 /// Ids are path- and URL-safe, and unique.

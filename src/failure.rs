@@ -14,6 +14,9 @@ pub enum Cause<'a> {
     Rejected(&'a Rejection),
     /// The run's actor, or the server, is unavailable for now.
     Unavailable,
+    /// A create would exceed a cap on waiting runs.
+    /// The message names the cap.
+    QueueFull(String),
     /// A list cursor that does not belong to the query, with why.
     BadCursor(&'static str),
     /// A stored record failed its checksum: the damage stays until an operator repairs it.

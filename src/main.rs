@@ -91,6 +91,11 @@ fn main() -> anyhow::Result<()> {
             admin_key,
             url,
         } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
+        Cmd::Teams {
+            command,
+            admin_key,
+            url,
+        } => cli::teams(&args, command, admin_key.as_deref(), url.as_deref()),
         Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
         Cmd::Export { with_keys, output } => cli::export(&args, *with_keys, output.as_deref()),
         Cmd::Import { file } => cli::import(&args, file.as_deref()),

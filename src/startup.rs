@@ -365,7 +365,8 @@ fn executor(
             secrets: Arc::new(config.secrets.clone()),
             prices: Arc::new(config.prices.clone()),
         },
-    ))
+    )
+    .with_team_queue_cap(config.max_queued_per_team))
 }
 
 /// The HTTP server, bound and running (it serves once the runtime polls it).

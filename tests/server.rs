@@ -1048,6 +1048,8 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/admin/keys",
         "POST /api/v1/admin/keys",
         "POST /api/v1/admin/keys/{key_id}/revoke",
+        "GET /api/v1/admin/teams",
+        "POST /api/v1/admin/teams",
         "GET /api/v1/agent/environments",
         "POST /api/v1/agent/run",
         "GET /api/v1/agent/runs",

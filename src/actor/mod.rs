@@ -48,6 +48,8 @@ pub enum Error {
     Index(#[from] projection::Error),
     #[error("the run's actor, or the server, is unavailable")]
     Unavailable,
+    #[error(transparent)]
+    QueueFull(#[from] crate::exec::QueueFull),
 }
 
 impl Error {
@@ -65,6 +67,7 @@ impl Error {
         match self {
             Error::Rejected(rejection) => Cause::Rejected(rejection),
             Error::Unavailable => Cause::Unavailable,
+            Error::QueueFull(full) => Cause::QueueFull(full.to_string()),
             Error::Index(projection::Error::BadCursor(why)) => Cause::BadCursor(why),
             Error::Store(e) | Error::Index(projection::Error::Store(e)) => failure::of_store(e),
             Error::Index(_) => Cause::Internal,
@@ -276,17 +279,27 @@ impl Runs {
         RunId::new(now(), u128::from_be_bytes(random))
     }
 
-    /// Creates a run with a fresh id.
+    /// Creates a run with a fresh id, if its team's and its environment's queues have room.
     pub async fn create(&self, created: RunAdmitted) -> Result<Outcome, Error> {
+        let _waiting = self.reserve(&created)?;
         // A fresh id has no log yet, so the actor need not read one.
         self.execute_inner(self.new_id(), Command::Create(created), true)
             .await
+    }
+
+    /// Holds a place for a run about to be created in the queues' caps, until it is queued.
+    fn reserve(&self, created: &RunAdmitted) -> Result<crate::exec::Reservation, Error> {
+        Ok(self.inner.executor.reserve(
+            &created.team,
+            created.created.config.environment_id.as_deref(),
+        )?)
     }
 
     /// Creates a run under an id chosen beforehand (see `new_id`). Creating an id that exists
     /// is refused with `AlreadyExists`, and answered here with the existing run, which is what
     /// an idempotent retry needs.
     pub async fn create_with_id(&self, id: RunId, created: RunAdmitted) -> Result<Outcome, Error> {
+        let _waiting = self.reserve(&created)?;
         match self
             .execute_inner(id, Command::Create(created), false)
             .await

@@ -172,6 +172,11 @@ impl KeyIn {
         if self.id.is_empty() {
             return Err("a key record without an id".into());
         }
+        if let Some(team) = &self.team {
+            if !crate::domain::valid_team_name(team) {
+                return Err(format!("key {}: team is not a team name", self.id));
+            }
+        }
         Ok(KeyRecord {
             kind: KeyKind::parse(&self.kind)
                 .ok_or_else(|| format!("key {}: kind {:?} is unknown", self.id, self.kind))?,
@@ -230,7 +235,7 @@ impl Checker {
     fn event(&mut self, e: &Envelope) -> Result<(), String> {
         let id = e.run_id;
         let Some(next) = self.runs.get_mut(&id) else {
-            if e.seq != 0 || !matches!(e.event, Event::Created(_)) {
+            if e.seq != 0 || !e.event.is_creation() {
                 return Err(format!(
                     "event {} ({}) of run {id} comes before the run's Created event: a run's \
                      events must be in order, starting with Created at seq 0",
@@ -261,7 +266,7 @@ impl Checker {
                 )
             });
         }
-        if matches!(e.event, Event::Created(_)) {
+        if e.event.is_creation() {
             return Err(format!(
                 "run {id} is created a second time (event {})",
                 e.seq
@@ -328,6 +333,10 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
             Line::Event(e) => {
                 checker.event(&e).map_err(at_line)?;
                 store.append(std::slice::from_ref(&e))?;
+                // Teams are not lines of their own: each one a run or a key names is made.
+                if let Event::Admitted(a) = &e.event {
+                    store.keys().create_team(&a.team, e.at)?;
+                }
                 counts.events += 1;
             }
             Line::Key(k) => {
@@ -337,6 +346,7 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                         k.id
                     )));
                 }
+                store.keys().create_team(&k.team, k.created_at)?;
                 counts.keys += 1;
             }
             Line::Secret { name, value } => {

@@ -66,6 +66,23 @@ pub enum Cmd {
         #[arg(long, global = true, env = "RUNLEDGER_URL")]
         url: Option<String>,
     },
+    /// Manage teams: a key sees and creates only its team's runs.
+    Teams {
+        #[command(subcommand)]
+        command: TeamsCmd,
+        /// Admin key for the running server's admin API (used when the server holds the data
+        /// directory).
+        #[arg(
+            long,
+            global = true,
+            env = "RUNLEDGER_ADMIN_KEY",
+            hide_env_values = true
+        )]
+        admin_key: Option<String>,
+        /// Base URL of the running server (default: the config's public_url).
+        #[arg(long, global = true, env = "RUNLEDGER_URL")]
+        url: Option<String>,
+    },
     /// Print a run's event history.
     Events {
         run_id: String,
@@ -114,9 +131,12 @@ pub enum KeysCmd {
         name: String,
         #[arg(long, default_value = "personal", value_parser = ["personal", "agent"])]
         kind: String,
-        /// Allow this key to manage keys.
+        /// Allow this key to manage keys and teams.
         #[arg(long)]
         admin: bool,
+        /// The team whose runs the key sees and creates (it must exist: `teams create`).
+        #[arg(long, default_value = DEFAULT_TEAM)]
+        team: String,
     },
     /// List keys.
     List {
@@ -125,6 +145,17 @@ pub enum KeysCmd {
     },
     /// Revoke a key by id.
     Revoke { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TeamsCmd {
+    /// Create a team.
+    Create { name: String },
+    /// List teams, `default` first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 impl Cli {
@@ -192,27 +223,136 @@ pub fn keys(
     admin_key: Option<&str>,
     url: Option<&str>,
 ) -> anyhow::Result<()> {
+    administer(
+        cli,
+        "keys",
+        admin_key,
+        url,
+        |store| keys_offline(store, command),
+        |url, admin_key, chain| keys_online(url, admin_key, command, chain),
+    )
+}
+
+pub fn teams(
+    cli: &Cli,
+    command: &TeamsCmd,
+    admin_key: Option<&str>,
+    url: Option<&str>,
+) -> anyhow::Result<()> {
+    administer(
+        cli,
+        "teams",
+        admin_key,
+        url,
+        |store| teams_offline(store, command),
+        |url, admin_key, chain| teams_online(url, admin_key, command, chain),
+    )
+}
+
+/// Runs an admin command on the data directory when no server holds it, else through the
+/// running server's admin API with an admin key.
+fn administer(
+    cli: &Cli,
+    what: &str,
+    admin_key: Option<&str>,
+    url: Option<&str>,
+    offline: impl FnOnce(&Store) -> anyhow::Result<()>,
+    online: impl FnOnce(&str, &str, Option<&std::path::Path>) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
     match open(&config, false) {
-        Ok(store) => keys_offline(&store, command),
+        Ok(store) => offline(&store),
         Err(store::Error::Locked(_)) => {
             let url = url.map(str::to_string).unwrap_or_else(|| config.base_url());
             let Some(admin_key) = admin_key else {
                 bail!(
-                    "a running server holds {}; to manage keys through it, pass an admin key with \
-                     --admin-key or RUNLEDGER_ADMIN_KEY",
+                    "a running server holds {}; to manage {what} through it, pass an admin key \
+                     with --admin-key or RUNLEDGER_ADMIN_KEY",
                     config.data_dir.display()
                 );
             };
-            keys_online(
+            online(
                 &url,
                 admin_key,
-                command,
                 config.tls.as_ref().map(|t| t.cert.as_path()),
             )
         }
         Err(e) => Err(e.into()),
     }
+}
+
+fn teams_offline(store: &Store, command: &TeamsCmd) -> anyhow::Result<()> {
+    match command {
+        TeamsCmd::Create { name } => {
+            check_team_name(name)?;
+            if !store.keys().create_team(name, now())? {
+                bail!("team {name:?} exists already");
+            }
+            store.sync_blocking()?;
+            eprintln!("created team {name}");
+        }
+        TeamsCmd::List { json } => {
+            let teams: Vec<_> = store
+                .keys()
+                .teams()?
+                .into_iter()
+                .map(|(name, at)| {
+                    serde_json::json!({ "name": name, "created_at": at.map(format_time) })
+                })
+                .collect();
+            print_teams(&teams, *json)?;
+        }
+    }
+    Ok(())
+}
+
+fn teams_online(
+    url: &str,
+    admin_key: &str,
+    command: &TeamsCmd,
+    trusted_chain: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let base = format!("{}/api/v1/admin/teams", url.trim_end_matches('/'));
+    match command {
+        TeamsCmd::Create { name } => {
+            check_team_name(name)?;
+            let body = serde_json::json!({ "name": name });
+            client::request("POST", &base, admin_key, Some(&body), trusted_chain)?;
+            eprintln!("created team {name} through the running server");
+        }
+        TeamsCmd::List { json } => {
+            let reply = client::request("GET", &base, admin_key, None, trusted_chain)?;
+            let teams = reply["teams"].as_array().cloned().unwrap_or_default();
+            print_teams(&teams, *json)?;
+        }
+    }
+    Ok(())
+}
+
+fn check_team_name(name: &str) -> anyhow::Result<()> {
+    if !crate::domain::valid_team_name(name) {
+        bail!(
+            "{name:?} is not a team name: 1-63 characters of a-z, 0-9, '-' and '_', starting \
+             with a letter or a digit"
+        );
+    }
+    Ok(())
+}
+
+fn print_teams(teams: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for t in teams {
+        if json {
+            writeln!(out, "{t}")?;
+        } else {
+            let created = t["created_at"]
+                .as_str()
+                .map(|at| format!("created {at}"))
+                .unwrap_or_else(|| "built in".into());
+            writeln!(out, "{:<24}  {created}", t["name"].as_str().unwrap_or(""))?;
+        }
+    }
+    Ok(())
 }
 
 fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
@@ -233,10 +373,11 @@ fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
             };
             writeln!(
                 out,
-                "{}  {:<8}{admin}  {:<24}  created {}  {revoked}",
+                "{}  {:<8}{admin}  {:<24}  team {:<16}  created {}  {revoked}",
                 s("id"),
                 s("kind"),
                 s("name"),
+                s("team"),
                 s("created_at")
             )?;
         }
@@ -247,13 +388,23 @@ fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
 fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
     let json = |k: &KeyRecord| crate::format::keys::key_json(&Key::from(k));
     match command {
-        KeysCmd::Create { name, kind, admin } => {
+        KeysCmd::Create {
+            name,
+            kind,
+            admin,
+            team,
+        } => {
             let kind = KeyKind::parse(kind).context("kind must be personal or agent")?;
-            let (record, secret) = store
-                .keys()
-                .create(name, kind, *admin, DEFAULT_TEAM, now())?;
+            check_team_name(team)?;
+            if !store.keys().team_exists(team)? {
+                bail!("there is no team {team:?}; create it first with `runledger teams create {team}`");
+            }
+            let (record, secret) = store.keys().create(name, kind, *admin, team, now())?;
             store.sync_blocking()?;
-            eprintln!("created key {} ({})", record.id, record.name);
+            eprintln!(
+                "created key {} ({}) in team {}",
+                record.id, record.name, record.team
+            );
             println!("{secret}");
         }
         KeysCmd::List { json: as_json } => {
@@ -279,8 +430,14 @@ fn keys_online(
 ) -> anyhow::Result<()> {
     let base = format!("{}/api/v1/admin/keys", url.trim_end_matches('/'));
     match command {
-        KeysCmd::Create { name, kind, admin } => {
-            let body = serde_json::json!({ "name": name, "kind": kind, "admin": admin });
+        KeysCmd::Create {
+            name,
+            kind,
+            admin,
+            team,
+        } => {
+            let body =
+                serde_json::json!({ "name": name, "kind": kind, "admin": admin, "team": team });
             let reply = client::request("POST", &base, admin_key, Some(&body), trusted_chain)?;
             eprintln!(
                 "created key {} ({}) through the running server",

@@ -55,6 +55,11 @@ pub enum Event {
 }
 
 impl Event {
+    /// Whether this is the event that makes a run: `Admitted`, or a legacy `Created`.
+    pub fn is_creation(&self) -> bool {
+        matches!(self, Event::Created(_) | Event::Admitted(_))
+    }
+
     /// A stable, human-readable name of the variant (used in exports and the events API).
     pub fn kind(&self) -> &'static str {
         match self {
@@ -67,7 +72,8 @@ impl Event {
             Event::FollowupsDelivered { .. } => "FollowupsDelivered",
             Event::Requeued { .. } => "Requeued",
             Event::UsageRecorded { .. } => "UsageRecorded",
-            Event::Admitted(_) => "Admitted",
+            // The same type on the wire: `team` tells the two apart in an export.
+            Event::Admitted(_) => "Created",
         }
     }
 }
@@ -75,6 +81,18 @@ impl Event {
 /// The team every key and run of an instance from before teams belongs to, and the team of
 /// the first key of a new instance.
 pub const DEFAULT_TEAM: &str = "default";
+
+/// Whether `name` can name a team: 1–63 characters of `a-z`, `0-9`, `-` and `_`, starting with
+/// a letter or a digit, so a team name is safe in a path, a URL, a log line and a metric label.
+pub fn valid_team_name(name: &str) -> bool {
+    let bytes = name.as_bytes();
+    !bytes.is_empty()
+        && bytes.len() <= 63
+        && bytes[0].is_ascii_alphanumeric()
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
+}
 
 /// A run accepted into a team. `created.config` holds `REDACTED` in place of every credential
 /// value (MCP `env` and `headers`): the values themselves are in `sealed`, encrypted with the

@@ -11,9 +11,9 @@ pub mod ids;
 pub mod run;
 
 pub use events::{
-    AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
-    InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed, SourceType, StatusMessage, Tokens,
-    DEFAULT_TEAM, REDACTED,
+    valid_team_name, AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage,
+    FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed, SourceType,
+    StatusMessage, Tokens, DEFAULT_TEAM, REDACTED,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{

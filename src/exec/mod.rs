@@ -22,7 +22,7 @@ pub mod sandbox;
 pub mod transcript;
 pub mod usage;
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::mpsc;
@@ -128,17 +128,92 @@ struct Live {
 #[derive(Default)]
 struct EnvState {
     queue: VecDeque<RunId>,
-    /// The members of `queue`, so that a run is never queued twice.
-    queued: HashSet<RunId>,
+    /// The members of `queue` with their teams, so that a run is never queued twice and the
+    /// team's count goes down when it leaves.
+    queued: HashMap<RunId, Arc<str>>,
     running: usize,
+    /// Creates admitted against the cap that have not reached the queue yet.
+    reserved: usize,
 }
 
 struct State {
     envs: HashMap<String, EnvState>,
+    /// Runs waiting in any queue, and creates admitted but not yet queued, per team.
+    teams: HashMap<Arc<str>, TeamLoad>,
     live: HashMap<RunId, Live>,
     /// Set once by `shutdown`: no execution starts any more, and the ones that end without
     /// success are recorded as interrupted by the shutdown.
     shutting_down: bool,
+}
+
+#[derive(Default)]
+struct TeamLoad {
+    queued: usize,
+    reserved: usize,
+}
+
+impl State {
+    fn team(&mut self, team: &Arc<str>) -> &mut TeamLoad {
+        self.teams.entry(team.clone()).or_default()
+    }
+
+    /// Adds a run to its environment's queue (at the back, or the front for one put back);
+    /// false if it was there already.
+    fn push(&mut self, env: &str, id: RunId, team: &Arc<str>, front: bool) -> bool {
+        let slot = self.envs.entry(env.to_string()).or_default();
+        if slot.queued.contains_key(&id) {
+            return false;
+        }
+        slot.queued.insert(id, team.clone());
+        if front {
+            slot.queue.push_front(id);
+        } else {
+            slot.queue.push_back(id);
+        }
+        self.team(team).queued += 1;
+        true
+    }
+
+    /// Takes a run out of its environment's queue's membership, counting it off its team.
+    fn leave(&mut self, env: &str, id: RunId) -> Option<Arc<str>> {
+        let team = self.envs.get_mut(env)?.queued.remove(&id)?;
+        let load = self.team(&team);
+        load.queued = load.queued.saturating_sub(1);
+        Some(team)
+    }
+}
+
+/// A queue's cap that a create would exceed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum QueueFull {
+    #[error(
+        "team {team:?} already has {cap} runs waiting to start, the most `limits.max_queued_per_team` allows; retry once some have started"
+    )]
+    Team { team: String, cap: usize },
+    #[error(
+        "environment {environment:?} already has {cap} runs waiting to start, the most its `max_queued` allows; retry once some have started"
+    )]
+    Environment { environment: String, cap: usize },
+}
+
+/// A create admitted against the queues' caps: it counts as waiting until it is dropped, which
+/// its caller does once the run is queued (or was not created), so concurrent creates can never
+/// overshoot a cap together.
+pub struct Reservation {
+    state: Arc<Mutex<State>>,
+    env: String,
+    team: Arc<str>,
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(slot) = state.envs.get_mut(&self.env) {
+            slot.reserved = slot.reserved.saturating_sub(1);
+        }
+        let load = state.team(&self.team);
+        load.reserved = load.reserved.saturating_sub(1);
+    }
 }
 
 /// What harnesses need from the service to run and supervise agents.
@@ -171,6 +246,8 @@ pub struct Executor {
     state: Arc<Mutex<State>>,
     /// Woken whenever a slot is released, for `shutdown` to wait on.
     released: Arc<tokio::sync::Notify>,
+    /// Most runs of one team that may wait in the queues together.
+    team_queue_cap: usize,
 }
 
 /// How an execution that the service's shutdown interrupted is recorded: the service lost it
@@ -201,11 +278,20 @@ impl Executor {
             supervision,
             state: Arc::new(Mutex::new(State {
                 envs: HashMap::new(),
+                teams: HashMap::new(),
                 live: HashMap::new(),
                 shutting_down: false,
             })),
             released: Arc::new(tokio::sync::Notify::new()),
+            team_queue_cap: crate::config::DEFAULT_MAX_QUEUED,
         }
+    }
+
+    /// Sets the most runs of one team that may wait in the queues together
+    /// (`limits.max_queued_per_team`).
+    pub fn with_team_queue_cap(mut self, cap: usize) -> Executor {
+        self.team_queue_cap = cap;
+        self
     }
 
     pub fn transcripts(&self) -> &Transcripts {
@@ -233,6 +319,42 @@ impl Executor {
             .unwrap_or_else(Environment::demo)
     }
 
+    /// Admits a create of a run of `team` in environment `environment` (`None`: the default)
+    /// against the caps on waiting runs: the environment's `max_queued` and the team's
+    /// `max_queued_per_team`. Runs already queued and creates admitted before count.
+    pub fn reserve(&self, team: &str, environment: Option<&str>) -> Result<Reservation, QueueFull> {
+        let team_cap = self.team_queue_cap;
+        let env = match environment {
+            Some(id) => self.environments.iter().find(|e| e.id == id),
+            None => self.environments.first(),
+        }
+        .cloned()
+        .unwrap_or_else(Environment::demo);
+        let team: Arc<str> = Arc::from(team);
+        let mut state = self.state();
+        let load = state.team(&team);
+        if load.queued + load.reserved >= team_cap {
+            return Err(QueueFull::Team {
+                team: team.to_string(),
+                cap: team_cap,
+            });
+        }
+        let slot = state.envs.entry(env.id.clone()).or_default();
+        if slot.queue.len() + slot.reserved >= env.max_queued {
+            return Err(QueueFull::Environment {
+                environment: env.id.clone(),
+                cap: env.max_queued,
+            });
+        }
+        slot.reserved += 1;
+        state.team(&team).reserved += 1;
+        Ok(Reservation {
+            state: self.state.clone(),
+            env: env.id,
+            team,
+        })
+    }
+
     /// Queues a run for a slot in its environment. Returns whether it has to wait.
     pub fn enqueue(&self, runs: &impl Report, run: &Run) -> bool {
         let env = self.environment_of(run);
@@ -240,9 +362,7 @@ impl Executor {
             let mut state = self.state();
             let slot = state.envs.entry(env.id.clone()).or_default();
             let at_capacity = slot.running >= env.max_concurrent || !slot.queue.is_empty();
-            if slot.queued.insert(run.id) {
-                slot.queue.push_back(run.id);
-            }
+            state.push(&env.id, run.id, &Arc::from(run.team.as_str()), false);
             at_capacity
         };
         self.pump(runs, &env);
@@ -252,8 +372,9 @@ impl Executor {
     /// Removes a cancelled run from its queue.
     pub fn dequeue(&self, run: &Run) {
         let env = self.environment_of(run);
-        if let Some(slot) = self.state().envs.get_mut(&env.id) {
-            if slot.queued.remove(&run.id) {
+        let mut state = self.state();
+        if state.leave(&env.id, run.id).is_some() {
+            if let Some(slot) = state.envs.get_mut(&env.id) {
                 slot.queue.retain(|id| *id != run.id);
             }
         }
@@ -298,10 +419,11 @@ impl Executor {
                 let Some(id) = slot.queue.pop_front() else {
                     return;
                 };
-                slot.queued.remove(&id);
                 slot.running += 1;
-                id
+                let team = state.leave(&env.id, id);
+                (id, team)
             };
+            let (next, team) = next;
             let runs = runs.clone();
             let executor = self.clone();
             let env = env.clone();
@@ -311,7 +433,9 @@ impl Executor {
                 match runs.start(next).await {
                     Started::Yes => {}
                     Started::Deferred => {
-                        executor.put_back(next, &env);
+                        if let Some(team) = &team {
+                            executor.put_back(next, team, &env);
+                        }
                         executor.release(&runs, &env);
                     }
                     Started::Refused => executor.release(&runs, &env),
@@ -321,12 +445,8 @@ impl Executor {
     }
 
     /// Puts a run whose start the store refused back at the head of its queue.
-    fn put_back(&self, id: RunId, env: &Environment) {
-        let mut state = self.state();
-        let slot = state.envs.entry(env.id.clone()).or_default();
-        if slot.queued.insert(id) {
-            slot.queue.push_front(id);
-        }
+    fn put_back(&self, id: RunId, team: &Arc<str>, env: &Environment) {
+        self.state().push(&env.id, id, team, true);
     }
 
     /// Starts what waits in every queue, once the store writes again after refusing.

@@ -468,6 +468,9 @@ fn created(c: CreatedIn) -> Result<Event, EventJsonError> {
         .map(SealedOut::sealed)
         .transpose()?;
     Ok(match c.team {
+        Some(team) if !crate::domain::valid_team_name(&team) => {
+            return Err(bad(format!("team {team:?} is not a team name")))
+        }
         Some(team) => Event::Admitted(RunAdmitted {
             created,
             team,

@@ -12,8 +12,8 @@ use super::wire::{
     ApiKey, ApiKeyList, CreateApiKeyRequest, CreateTeamRequest, CreatedApiKey, Team, TeamList,
 };
 use super::{validate, AppState, Principal};
-use crate::api_keys::{valid_team_name, Key, KeyKind};
-use crate::domain::DEFAULT_TEAM;
+use crate::api_keys::{Key, KeyKind};
+use crate::domain::{valid_team_name, DEFAULT_TEAM};
 
 const TEAM_NAME_RULE: &str =
     "a team name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or a digit";

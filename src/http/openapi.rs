@@ -125,7 +125,8 @@ impl Modify for RateLimited {
     fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
         let components = doc.components.get_or_insert_with(Default::default);
         let mut response = problem(
-            "Too many requests for this API key: wait `Retry-After` seconds \
+            "Too many requests for this API key, or (on a create) too many runs already waiting \
+             in the team's or the environment's queues: wait `Retry-After` seconds \
              (`resource_unavailable`, retryable).",
         );
         if let RefOr::T(r) = &mut response {
@@ -133,9 +134,7 @@ impl Modify for RateLimited {
                 "retry-after".into(),
                 utoipa::openapi::header::HeaderBuilder::new()
                     .schema(i64::schema())
-                    .description(Some(
-                        "Whole seconds until the key's next request is allowed.",
-                    ))
+                    .description(Some("Whole seconds to wait before retrying."))
                     .build(),
             );
         }

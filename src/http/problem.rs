@@ -297,6 +297,8 @@ impl ApiError {
             Cause::Rejected(r @ R::EmptyMessage) => ApiError::bad_request(r.to_string()),
             Cause::Rejected(r) => ApiError::conflict(r.to_string()),
             Cause::Unavailable => ApiError::unavailable("the run is busy; retry shortly"),
+            // Queued runs start as slots free up; half a minute is a fair first wait.
+            Cause::QueueFull(why) => ApiError::rate_limited(30, why),
             Cause::BadCursor(why) => ApiError::bad_request(format!("cursor: {why}")),
             Cause::Damaged => ApiError::damaged(error),
             Cause::Refused { reason, retryable } => ApiError::refused(&reason, retryable),

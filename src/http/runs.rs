@@ -4,7 +4,8 @@
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::openapi::{
-    BadRequest, Conflict, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
+    BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
+    Unavailable,
 };
 use super::problem::{ApiError, Problem};
 use super::wire::{
@@ -13,6 +14,7 @@ use super::wire::{
     RunEvents, RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
+use crate::api_keys::Key;
 use crate::clock::now;
 use crate::domain::{Command, Creator, Run, RunAdmitted, RunId};
 use crate::idempotency::{IdempotencyKey, Recall};
@@ -70,6 +72,7 @@ fn created_response(run: &Run, at_capacity: bool) -> HttpResponse {
          )),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
         (status = 409, response = Conflict),
         (status = 413, response = PayloadTooLarge),
         (status = 500, response = InternalError),
@@ -89,6 +92,7 @@ pub async fn create(
         display_name: key.name.clone(),
     };
     let created = validate::create(&body, &state.config, creator)?;
+    may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
     let created = RunAdmitted {
         created,
         team: key.team.clone(),
@@ -221,13 +225,10 @@ pub async fn list(
 pub async fn get(
     path: web::Path<String>,
     state: web::Data<AppState>,
-    _: Principal,
+    Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let run = state
-        .runs
-        .get(id)?
-        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let run = visible(&state, &key, id)?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(
@@ -254,6 +255,7 @@ pub async fn get(
         (status = 200, description = "The follow-up is durable", body = FollowupResponse),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
+        (status = 403, response = Forbidden),
         (status = 404, response = NotFound),
         (status = 409, response = Conflict),
         (status = 413, response = PayloadTooLarge),
@@ -270,6 +272,9 @@ pub async fn followup(
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let (message, mode) = validate::followup(&body)?;
+    // A follow-up may start a new execution: the environment must still be the team's.
+    let run = visible(&state, &key, id)?;
+    may_use_environment(&state, &key, run.config.environment_id.as_deref())?;
     let outcome = state
         .runs
         .execute(
@@ -315,6 +320,7 @@ pub async fn cancel(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    visible(&state, &key, id)?;
     let outcome = state
         .runs
         .execute(id, Command::Cancel { by: key.id })
@@ -354,9 +360,10 @@ pub async fn events(
     req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
-    _: Principal,
+    Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    visible(&state, &key, id)?;
     if super::stream::wants_stream(&req) {
         return super::stream::follow(&req, id, state).await;
     }
@@ -400,14 +407,11 @@ pub async fn transcript(
     req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
-    _: Principal,
+    Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let (offset, limit) = validate::transcript_query(req.query_string())?;
-    let run = state
-        .runs
-        .get(id)?
-        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let run = visible(&state, &key, id)?;
     let slice = state
         .runs
         .transcripts()
@@ -435,7 +439,7 @@ pub async fn transcript(
     }))
 }
 
-/// The configured environments, the default one first.
+/// The configured environments the key's team may use, the default one first.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/environments",
@@ -450,7 +454,7 @@ pub async fn transcript(
 )]
 pub async fn environments(
     state: web::Data<AppState>,
-    _: Principal,
+    Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let last_updated = format_time(state.config.loaded_at);
     Ok(HttpResponse::Ok().json(ListEnvironmentsResponse {
@@ -458,6 +462,7 @@ pub async fn environments(
             .config
             .environments
             .iter()
+            .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
             .map(|e| CloudEnvironment {
                 uid: &e.id,
                 config: CloudEnvironmentConfig {
@@ -470,4 +475,35 @@ pub async fn environments(
             })
             .collect(),
     }))
+}
+
+/// Run `id` if the key's team may see it. Another team's run is answered exactly as a run
+/// that does not exist, so a key learns nothing of other teams' runs, not even that they exist.
+fn visible(state: &AppState, key: &Key, id: RunId) -> Result<Run, ApiError> {
+    state
+        .runs
+        .get(id)?
+        .filter(|run| run.team == key.team)
+        .ok_or_else(|| ApiError::not_found("no run with this id"))
+}
+
+/// Refuses (403, naming it) an environment limited to teams other than the key's. The caller
+/// named the environment (or it is the default), so the answer tells them nothing new beyond
+/// that it is not theirs; the list of environments shows each key only its team's.
+fn may_use_environment(state: &AppState, key: &Key, id: Option<&str>) -> Result<(), ApiError> {
+    let environment = match id {
+        Some(id) => state.config.environment(id),
+        None => state.config.environments.first(),
+    };
+    match environment {
+        Some(env) if !env.teams.is_empty() && !env.teams.contains(&key.team) => {
+            Err(ApiError::forbidden(format!(
+                "environment {:?} is limited to the teams {}; this key belongs to team {:?}",
+                env.id,
+                env.teams.join(", "),
+                key.team
+            )))
+        }
+        _ => Ok(()),
+    }
 }

@@ -82,18 +82,6 @@ struct TeamRecord {
     created_at: Timestamp,
 }
 
-/// Whether `name` can name a team: 1–63 characters of `a-z`, `0-9`, `-` and `_`, starting with
-/// a letter or a digit, so a team name is safe in a path, a URL, a log line and a metric label.
-pub fn valid_team_name(name: &str) -> bool {
-    let bytes = name.as_bytes();
-    !bytes.is_empty()
-        && bytes.len() <= 63
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'-' || *b == b'_')
-}
-
 /// The first byte of a record written with its team. A legacy record starts with the length
 /// of its id (26, a ULID), so the two cannot be confused.
 const RECORD_V2: u8 = 2;
