@@ -1199,6 +1199,44 @@ mod tests {
     }
 
     #[test]
+    fn environment_teams_and_queue_caps() {
+        let ok = load_text(
+            "[limits]\nmax_queued_per_team = 7\n\n[[environments]]\nid = \"a\"\nharness = \"demo\"\nteams = [\"infra\", \"ops-2\"]\nmax_queued = 3\n\n[[environments]]\nid = \"b\"\nharness = \"demo\"\n",
+        )
+        .expect("valid");
+        assert_eq!(ok.max_queued_per_team, 7);
+        assert_eq!(ok.environments[0].teams, ["infra", "ops-2"]);
+        assert_eq!(ok.environments[0].max_queued, 3);
+        assert!(ok.environments[1].teams.is_empty());
+        assert_eq!(ok.environments[1].max_queued, DEFAULT_MAX_QUEUED);
+        let env = "[[environments]]\nid = \"a\"\nharness = \"demo\"\n";
+        for (extra, want) in [
+            ("teams = []\n", "environments[0].teams: an empty list"),
+            (
+                "teams = [\"Infra\"]\n",
+                "environments[0].teams[0]: \"Infra\" is not a team name",
+            ),
+            (
+                "teams = [\"a\", \"a\"]\n",
+                "environments[0].teams[1]: \"a\" is listed twice",
+            ),
+            (
+                "max_queued = 0\n",
+                "environments[0].max_queued: must be at least 1",
+            ),
+        ] {
+            let err = load_text(&format!("{env}{extra}"))
+                .expect_err(extra)
+                .to_string();
+            assert!(err.contains(want), "{extra:?}: {err}");
+        }
+        let err = load_text("[limits]\nmax_queued_per_team = 0\n")
+            .expect_err("zero")
+            .to_string();
+        assert!(err.contains("limits.max_queued_per_team"), "{err}");
+    }
+
+    #[test]
     fn bad_rate_limits_name_the_line_and_field() {
         let dir = tempfile::tempdir().expect("tempdir");
         let path = dir.path().join("limits.toml");

@@ -324,3 +324,44 @@ impl<'a> Keys<'a> {
         Ok(Some(record))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A record as a store from before teams holds it: `KeyRecord` without `team`.
+    #[derive(Serialize)]
+    struct Before {
+        id: String,
+        name: String,
+        kind: KeyKind,
+        admin: bool,
+        hash: [u8; 32],
+        created_at: Timestamp,
+        revoked_at: Option<Timestamp>,
+    }
+
+    #[test]
+    fn a_record_from_before_teams_reads_as_a_key_of_default() {
+        let bytes = postcard::to_allocvec(&Before {
+            id: "01KAKZ0000000000000000000K".into(),
+            name: "old".into(),
+            kind: KeyKind::Agent,
+            admin: true,
+            hash: [9; 32],
+            created_at: Timestamp(5),
+            revoked_at: Some(Timestamp(6)),
+        })
+        .expect("encodes");
+        let record = decode(&bytes).expect("decodes");
+        assert_eq!(record.team, DEFAULT_TEAM);
+        assert_eq!(record.name, "old");
+        assert_eq!(record.revoked_at, Some(Timestamp(6)));
+        // Written back, it keeps its team and reads the same.
+        let again = decode(&encode(&record).expect("encodes")).expect("decodes");
+        assert_eq!(again, record);
+        let mut infra = record;
+        infra.team = "infra".into();
+        assert_eq!(decode(&encode(&infra).expect("encodes")).expect("decodes"), infra);
+    }
+}
