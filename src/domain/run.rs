@@ -783,7 +783,21 @@ mod tests {
             .then_state(|run| {
                 assert_eq!(run.state, RunState::Queued);
                 assert_eq!(run.next_seq, 1);
+                assert_eq!(run.team, "infra");
             });
+    }
+
+    #[test]
+    fn a_run_from_before_teams_belongs_to_default_and_works_on() {
+        given([Event::Created(legacy()), Event::Started { execution: 1 }])
+            .then_state(|run| {
+                assert_eq!(run.team, crate::domain::DEFAULT_TEAM);
+                assert_eq!(run.sealed, None);
+                assert_eq!(run.state, RunState::InProgress);
+            })
+            .then_recordable()
+            // A legacy creation is read, never written again.
+            .then_refuses_to_record(Event::Created(legacy()));
     }
 
     #[test]
