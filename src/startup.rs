@@ -331,7 +331,8 @@ fn executor(
         })?
         .with_gate(Arc::new(move || {
             gated.condition() != store::health::Condition::Writable
-        }));
+        }))
+        .with_cap(config.transcript_max_bytes);
     // The instance id marks this data directory's agent processes; any still alive now
     // were orphaned when an earlier server died, and nothing will ever collect them.
     // It includes the data directory's path, so a copy of the directory started elsewhere
