@@ -128,23 +128,37 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
 
 /// Gives every request an id (`x-request-id`, `trace_id` in error bodies, and a `request`
 /// span around everything logged while answering it), and records its latency by route.
+///
+/// The id is always made here: a client's own `x-request-id` is logged beside it
+/// (`client_request_id`, when it is printable ASCII of at most 128 bytes) but never sent back,
+/// so nothing a client chooses is echoed into an answer.
 async fn request_context(
     req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
-    let id = req
+    let id = ulid::Ulid::new().to_string();
+    let client_id = req
         .headers()
         .get("x-request-id")
         .and_then(|v| v.to_str().ok())
         .filter(|v| !v.is_empty() && v.len() <= 128 && v.chars().all(|c| c.is_ascii_graphic()))
-        .map(str::to_string)
-        .unwrap_or_else(|| ulid::Ulid::new().to_string());
+        .unwrap_or("")
+        .to_string();
     let path = req.path().to_string();
     let method = req.method().clone();
     crate::memory::note_activity();
     let header_value = HeaderValue::from_str(&id).ok();
     let started = std::time::Instant::now();
-    let span = tracing::info_span!("request", request_id = %id, method = %method, path = %path);
+    let span = tracing::info_span!(
+        "request",
+        request_id = %id,
+        client_request_id = tracing::field::Empty,
+        method = %method,
+        path = %path
+    );
+    if !client_id.is_empty() {
+        span.record("client_request_id", client_id.as_str());
+    }
     let mut response = REQUEST
         .scope(
             (id, path),
@@ -166,12 +180,123 @@ async fn request_context(
     span.in_scope(|| {
         tracing::debug!(status, route = %route, micros = took.as_micros() as u64, "request answered")
     });
+    let headers = response.headers_mut();
     if let Some(v) = header_value {
-        response
-            .headers_mut()
-            .insert(header::HeaderName::from_static("x-request-id"), v);
+        headers.insert(header::HeaderName::from_static("x-request-id"), v);
     }
+    secure_headers(headers);
     Ok(response)
+}
+
+/// The Content-Security-Policy of every HTML answer: nothing may load, run or frame it. The
+/// session page's one inline stylesheet is allowed by its hash (`session::STYLE_HASH`).
+fn content_security_policy() -> &'static HeaderValue {
+    static CSP: std::sync::OnceLock<HeaderValue> = std::sync::OnceLock::new();
+    CSP.get_or_init(|| {
+        let policy = format!(
+            "default-src 'none'; style-src '{}'; base-uri 'none'; form-action 'none'; \
+             frame-ancestors 'none'",
+            session::style_hash()
+        );
+        HeaderValue::from_str(&policy).unwrap_or(HeaderValue::from_static("default-src 'none'"))
+    })
+}
+
+/// Every answer is sent as its declared type (`nosniff`); an HTML one (the session page) also
+/// may not be framed, load anything its policy does not name, or leak its URL (which holds a
+/// capability token) as a referrer.
+fn secure_headers(headers: &mut header::HeaderMap) {
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    let html = headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if html {
+        headers.insert(
+            header::CONTENT_SECURITY_POLICY,
+            content_security_policy().clone(),
+        );
+        headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+        headers.insert(
+            header::REFERRER_POLICY,
+            HeaderValue::from_static("no-referrer"),
+        );
+    }
+}
+
+/// Reads a request's body within `server.body_timeout_secs` of its head, before any handler
+/// sees it: a body that trickles in slower is answered 408 and its connection closed, so slow
+/// senders cannot hold connections (and their workers' buffers) open indefinitely. Bodies are
+/// at most `MAX_BODY_BYTES`, which every handler reads whole anyway; a larger one is a 413
+/// as soon as it is known to be larger.
+async fn body_deadline(
+    mut req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
+    use actix_web::HttpMessage as _;
+    use futures_util::StreamExt as _;
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok());
+    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
+    if declared.unwrap_or(0) == 0 && !chunked {
+        return Ok(next.call(req).await?.map_into_boxed_body());
+    }
+    let too_large = || {
+        ApiError::too_large(format!(
+            "the request body is larger than {MAX_BODY_BYTES} bytes"
+        ))
+    };
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Ok(refuse(req, too_large()));
+    }
+    let timeout = req
+        .app_data::<web::Data<AppState>>()
+        .map_or(std::time::Duration::from_secs(30), |s| {
+            s.config.body_timeout
+        });
+    let mut payload = req.take_payload();
+    let read = async {
+        let mut body = web::BytesMut::new();
+        while let Some(chunk) = payload.next().await {
+            let chunk = chunk.map_err(|e| {
+                ApiError::bad_request(format!("the request body could not be read: {e}"))
+            })?;
+            if body.len() + chunk.len() > MAX_BODY_BYTES {
+                return Err(too_large());
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(body.freeze())
+    };
+    match tokio::time::timeout(timeout, read).await {
+        Ok(Ok(body)) => {
+            req.set_payload(actix_web::dev::Payload::from(body));
+            Ok(next.call(req).await?.map_into_boxed_body())
+        }
+        Ok(Err(error)) => Ok(refuse(req, error)),
+        Err(_) => Ok(refuse(
+            req,
+            ApiError::request_timeout(format!(
+                "the request body did not arrive within {} s (server.body_timeout_secs)",
+                timeout.as_secs()
+            )),
+        )),
+    }
+}
+
+/// Answers `error` to a request whose body was not read whole, and closes the connection:
+/// what is left of the body cannot be told apart from a next request.
+fn refuse(req: ServiceRequest, error: ApiError) -> ServiceResponse<actix_web::body::BoxBody> {
+    let mut response = actix_web::ResponseError::error_response(&error);
+    response
+        .head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    req.into_response(response)
 }
 
 /// Failures produced by the framework inside the app (an oversized body, a payload that cannot
@@ -194,7 +319,15 @@ fn as_problem(
         )),
         404 => ApiError::not_found("no such resource"),
         s if s >= 500 => ApiError::internal(&format!("framework error with status {status}")),
-        _ => ApiError::bad_request(format!("the request could not be read ({status})")),
+        // Any other client error keeps its status (405, 408, 411, 415, ...).
+        _ => ApiError::client_error(
+            status,
+            format!(
+                "the request could not be served ({} {})",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("client error")
+            ),
+        ),
     };
     response.into_response(actix_web::ResponseError::error_response(&error))
 }
@@ -316,6 +449,8 @@ pub fn app(
 > {
     actix_web::App::new()
         .app_data(state)
+        // The last wrap is the outermost: the body is read inside the request's context.
+        .wrap(actix_web::middleware::from_fn(body_deadline))
         .wrap(actix_web::middleware::from_fn(request_context))
         .configure(configure)
 }
