@@ -232,7 +232,7 @@ impl ApiError {
             422 => "Operation not supported",
             429 => "Too many requests",
             503 => "Resource unavailable",
-            400..=499 => self.status.canonical_reason().unwrap_or("Invalid request"),
+            401..=499 => self.status.canonical_reason().unwrap_or("Invalid request"),
             _ => "Internal error",
         }
     }

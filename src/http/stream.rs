@@ -77,36 +77,6 @@ fn prefers_stream(accept: &str) -> bool {
     stream > 0.0 && stream >= json
 }
 
-#[cfg(test)]
-mod tests {
-    use super::prefers_stream;
-
-    #[test]
-    fn accept_qualities_choose_between_the_stream_and_json() {
-        for (accept, stream) in [
-            ("text/event-stream", true),
-            ("Text/Event-Stream; charset=utf-8", true),
-            ("application/json", false),
-            ("", false),
-            ("*/*", false),
-            ("text/event-stream;q=0, application/json", false),
-            ("text/event-stream; q=0", false),
-            ("text/event-stream;q=0.5, application/json", false),
-            ("text/event-stream;q=0.5, application/json;q=0.4", true),
-            ("application/json;q=0.9, text/event-stream", true),
-            ("text/event-stream, */*", true),
-            ("text/event-stream;q=0.2, */*;q=0.8", false),
-            (
-                "text/event-stream;q=0.2, application/json;q=0.1, */*;q=0.8",
-                true,
-            ),
-            ("text/event-stream;q=nonsense", false),
-        ] {
-            assert_eq!(prefers_stream(accept), stream, "{accept:?}");
-        }
-    }
-}
-
 struct Follow {
     runs: Runs,
     id: RunId,
@@ -239,4 +209,34 @@ pub async fn follow(
         // Tells nginx not to buffer the stream.
         .insert_header(("x-accel-buffering", "no"))
         .streaming(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefers_stream;
+
+    #[test]
+    fn accept_qualities_choose_between_the_stream_and_json() {
+        for (accept, stream) in [
+            ("text/event-stream", true),
+            ("Text/Event-Stream; charset=utf-8", true),
+            ("application/json", false),
+            ("", false),
+            ("*/*", false),
+            ("text/event-stream;q=0, application/json", false),
+            ("text/event-stream; q=0", false),
+            ("text/event-stream;q=0.5, application/json", false),
+            ("text/event-stream;q=0.5, application/json;q=0.4", true),
+            ("application/json;q=0.9, text/event-stream", true),
+            ("text/event-stream, */*", true),
+            ("text/event-stream;q=0.2, */*;q=0.8", false),
+            (
+                "text/event-stream;q=0.2, application/json;q=0.1, */*;q=0.8",
+                true,
+            ),
+            ("text/event-stream;q=nonsense", false),
+        ] {
+            assert_eq!(prefers_stream(accept), stream, "{accept:?}");
+        }
+    }
 }
