@@ -232,7 +232,9 @@ impl ApiError {
             422 => "Operation not supported",
             429 => "Too many requests",
             503 => "Resource unavailable",
-            401..=499 => self.status.canonical_reason().unwrap_or("Invalid request"),
+            _ if self.status.is_client_error() => {
+                self.status.canonical_reason().unwrap_or("Invalid request")
+            }
             _ => "Internal error",
         }
     }
