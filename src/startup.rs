@@ -467,6 +467,7 @@ fn serve(config: &Arc<Config>, runs: &Runs, secret: [u8; 32]) -> Result<Serving,
         secret,
     ));
     let app_state = state.clone();
+    http::install_dispatcher_answers();
     let server = HttpServer::new(move || {
         // Called on each worker's thread, inside its runtime.
         crate::memory::watch_this_thread();

@@ -473,6 +473,52 @@ async fn every_client_error_is_problem_json_with_a_server_made_trace_id() {
         assert!(trace.chars().all(|c| c.is_ascii_alphanumeric()), "{trace}");
         assert_eq!(trace, header_id, "case {i}");
     }
+    // Requests actix-http answers by itself: a request line of 100 KB (a URI no client library
+    // sends), a head of 200 KB, a malformed request line.
+    for (request, want) in [
+        (
+            format!(
+                "GET /api/v1/agent/runs/{} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n\
+                 Connection: close\r\n\r\n",
+                "a".repeat(100 * 1024)
+            ),
+            "HTTP/1.1 400",
+        ),
+        (
+            format!(
+                "GET /healthz HTTP/1.1\r\nHost: x\r\nX-Big: {}\r\n\r\n",
+                "b".repeat(200 * 1024)
+            ),
+            "HTTP/1.1 431",
+        ),
+        (
+            "GET /healthz HTTP/1.1 nonsense\r\n\r\n".to_string(),
+            "HTTP/1.1 400",
+        ),
+    ] {
+        let raw = raw_exchange(&s.base, &request).await;
+        let head: String = raw.chars().take(600).collect();
+        assert!(head.starts_with(want), "{head}");
+        let lower = raw.to_ascii_lowercase();
+        assert!(
+            lower.contains("content-type: application/problem+json"),
+            "{head}"
+        );
+        assert!(lower.contains("x-content-type-options: nosniff"), "{head}");
+        let body: Value = serde_json::from_str(raw.split("\r\n\r\n").nth(1).unwrap_or(""))
+            .unwrap_or_else(|e| panic!("{e}: {head}"));
+        let trace = body["trace_id"].as_str().unwrap_or("");
+        assert_eq!(trace.len(), 26, "{body}");
+        assert!(
+            lower.contains(&format!("x-request-id: {}", trace.to_ascii_lowercase())),
+            "{head}"
+        );
+        assert_eq!(
+            body["status"].as_u64(),
+            want[9..].parse::<u64>().ok(),
+            "{body}"
+        );
+    }
     // A harmless client id is not echoed either: the id is always the server's.
     let r = c
         .get(s.url("/nope"))

@@ -289,6 +289,49 @@ async fn body_deadline(
     }
 }
 
+/// The body of an answer that actix-http makes by itself, to a request it cannot hand to the
+/// app (a malformed request line or header, a URI over `http::Uri`'s 65,534 bytes, a head over
+/// its buffer): problem+json like every other failure, with a server-made `trace_id` (also
+/// `x-request-id`). No request path is known, so `instance` is empty. Installed once at start
+/// (`install_dispatcher_answers`); the hook is the patch of `vendor/actix-http`.
+fn dispatcher_answer(head: &mut actix_http::ResponseHead) -> web::Bytes {
+    let status = head.status;
+    let id = ulid::Ulid::new().to_string();
+    tracing::debug!(request_id = %id, status = status.as_u16(), "answered a request that could not be parsed");
+    let error = match status.as_u16() {
+        431 => ApiError::client_error(
+            status,
+            "the request's head (request line and headers) is too large",
+        ),
+        s if s >= 500 => ApiError::internal(&"the HTTP dispatcher failed"),
+        _ => ApiError::client_error(
+            status,
+            "the request could not be parsed: a malformed request line or header, or a URI \
+             longer than 65534 bytes",
+        ),
+    };
+    let response = REQUEST.sync_scope((id.clone(), String::new()), || {
+        actix_web::ResponseError::error_response(&error)
+    });
+    for (name, value) in response.headers() {
+        head.headers_mut().insert(name.clone(), value.clone());
+    }
+    if let Ok(v) = HeaderValue::from_str(&id) {
+        head.headers_mut()
+            .insert(header::HeaderName::from_static("x-request-id"), v);
+    }
+    secure_headers(head.headers_mut());
+    match actix_web::body::MessageBody::try_into_bytes(response.into_body()) {
+        Ok(bytes) => bytes,
+        Err(_) => web::Bytes::new(),
+    }
+}
+
+/// Makes the answers actix-http gives by itself problem+json (`dispatcher_answer`).
+pub fn install_dispatcher_answers() {
+    actix_http::runledger::set_error_body(dispatcher_answer);
+}
+
 /// Answers `error` to a request whose body was not read whole, and closes the connection:
 /// what is left of the body cannot be told apart from a next request.
 fn refuse(req: ServiceRequest, error: ApiError) -> ServiceResponse<actix_web::body::BoxBody> {
