@@ -295,6 +295,20 @@ async fn a_body_that_trickles_in_is_answered_408_and_its_connection_closed() {
     assert!(raw.contains("application/problem+json"), "{raw}");
     assert!(raw.contains("body_timeout_secs"), "{raw}");
     assert!(took < Duration::from_secs(10), "{took:?}");
+    // A request refused before its body is read (no key) is answered at once, not timed out.
+    let started = Instant::now();
+    let raw = raw_exchange(
+        &s.base,
+        "POST /api/v1/agent/runs HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: 100\r\n\r\n{",
+    )
+    .await;
+    assert!(raw.starts_with("HTTP/1.1 401"), "{raw}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
     // A body that arrives in time is served as before.
     let (st, v) = s.post(&s.key, "/agent/runs", json!({"prompt": "x"})).await;
     assert_eq!(st, 200, "{v}");

@@ -226,66 +226,85 @@ fn secure_headers(headers: &mut header::HeaderMap) {
     }
 }
 
-/// Reads a request's body within `server.body_timeout_secs` of its head, before any handler
-/// sees it: a body that trickles in slower is answered 408 and its connection closed, so slow
-/// senders cannot hold connections (and their workers' buffers) open indefinitely. Bodies are
-/// at most `MAX_BODY_BYTES`, which every handler reads whole anyway; a larger one is a 413
-/// as soon as it is known to be larger.
+/// A request's body must be complete within `server.body_timeout_secs` of its head: a body
+/// that trickles in slower is answered 408 and its connection closed, so that slow senders
+/// cannot hold connections open. The payload is wrapped, not read here: a handler still reads
+/// it only after authentication and the rate limit (a refused request reads no body), and a
+/// read past the deadline fails; the failure is then answered as the 408 it is.
 async fn body_deadline(
     mut req: ServiceRequest,
     next: Next<impl MessageBody + 'static>,
 ) -> Result<ServiceResponse<actix_web::body::BoxBody>, actix_web::Error> {
     use actix_web::HttpMessage as _;
-    use futures_util::StreamExt as _;
-    let declared = req
-        .headers()
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok());
-    let chunked = req.headers().contains_key(header::TRANSFER_ENCODING);
-    if declared.unwrap_or(0) == 0 && !chunked {
+    let has_body = req.headers().contains_key(header::TRANSFER_ENCODING)
+        || req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .is_some_and(|v| v.as_bytes() != b"0");
+    if !has_body {
         return Ok(next.call(req).await?.map_into_boxed_body());
-    }
-    let too_large = || {
-        ApiError::too_large(format!(
-            "the request body is larger than {MAX_BODY_BYTES} bytes"
-        ))
-    };
-    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Ok(refuse(req, too_large()));
     }
     let timeout = req
         .app_data::<web::Data<AppState>>()
         .map_or(std::time::Duration::from_secs(30), |s| {
             s.config.body_timeout
         });
-    let mut payload = req.take_payload();
-    let read = async {
-        let mut body = web::BytesMut::new();
-        while let Some(chunk) = payload.next().await {
-            let chunk = chunk.map_err(|e| {
-                ApiError::bad_request(format!("the request body could not be read: {e}"))
-            })?;
-            if body.len() + chunk.len() > MAX_BODY_BYTES {
-                return Err(too_large());
-            }
-            body.extend_from_slice(&chunk);
-        }
-        Ok(body.freeze())
+    let expired = std::rc::Rc::new(std::cell::Cell::new(false));
+    let payload = Deadline {
+        inner: req.take_payload(),
+        timer: Box::pin(tokio::time::sleep(timeout)),
+        expired: expired.clone(),
     };
-    match tokio::time::timeout(timeout, read).await {
-        Ok(Ok(body)) => {
-            req.set_payload(actix_web::dev::Payload::from(body));
-            Ok(next.call(req).await?.map_into_boxed_body())
+    req.set_payload(actix_web::dev::Payload::from(
+        Box::pin(payload) as actix_http::BoxedPayloadStream
+    ));
+    let response = next.call(req).await?.map_into_boxed_body();
+    if !expired.get() {
+        return Ok(response);
+    }
+    let error = ApiError::request_timeout(format!(
+        "the request body did not arrive within {} s (server.body_timeout_secs)",
+        timeout.as_secs()
+    ));
+    let mut answer = actix_web::ResponseError::error_response(&error);
+    // What is left of the body cannot be told apart from a next request.
+    answer
+        .head_mut()
+        .set_connection_type(actix_web::http::ConnectionType::Close);
+    Ok(response.into_response(answer))
+}
+
+/// A request's payload that fails once its deadline has passed while more is awaited.
+struct Deadline {
+    inner: actix_web::dev::Payload,
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+    expired: std::rc::Rc<std::cell::Cell<bool>>,
+}
+
+impl futures_util::Stream for Deadline {
+    type Item = Result<web::Bytes, actix_web::error::PayloadError>;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Self::Item>> {
+        use std::task::Poll;
+        // What has arrived is taken first: a body complete in time never fails.
+        if let Poll::Ready(item) = std::pin::Pin::new(&mut self.inner).poll_next(cx) {
+            return Poll::Ready(item);
         }
-        Ok(Err(error)) => Ok(refuse(req, error)),
-        Err(_) => Ok(refuse(
-            req,
-            ApiError::request_timeout(format!(
-                "the request body did not arrive within {} s (server.body_timeout_secs)",
-                timeout.as_secs()
-            )),
-        )),
+        match std::future::Future::poll(self.timer.as_mut(), cx) {
+            Poll::Ready(()) => {
+                self.expired.set(true);
+                Poll::Ready(Some(Err(actix_web::error::PayloadError::Io(
+                    std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "the request body did not arrive in time",
+                    ),
+                ))))
+            }
+            Poll::Pending => Poll::Pending,
+        }
     }
 }
 
@@ -330,16 +349,6 @@ fn dispatcher_answer(head: &mut actix_http::ResponseHead) -> web::Bytes {
 /// Makes the answers actix-http gives by itself problem+json (`dispatcher_answer`).
 pub fn install_dispatcher_answers() {
     actix_http::runledger::set_error_body(dispatcher_answer);
-}
-
-/// Answers `error` to a request whose body was not read whole, and closes the connection:
-/// what is left of the body cannot be told apart from a next request.
-fn refuse(req: ServiceRequest, error: ApiError) -> ServiceResponse<actix_web::body::BoxBody> {
-    let mut response = actix_web::ResponseError::error_response(&error);
-    response
-        .head_mut()
-        .set_connection_type(actix_web::http::ConnectionType::Close);
-    req.into_response(response)
 }
 
 /// Failures produced by the framework inside the app (an oversized body, a payload that cannot
