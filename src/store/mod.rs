@@ -1,6 +1,9 @@
 //! The event log on sled, and the other small durable records that live beside it (API keys,
 //! idempotency keys, instance secrets, the "dirty runs" marker).
 //!
+//! It also keeps the data directory private: the umask of every process that opens a store,
+//! and the tightening of a directory an earlier version left readable (`tighten`).
+//!
 //! This module alone knows the sled key layout of these trees and the record codec. It knows
 //! nothing of the read index (`projection` owns its own trees) or of HTTP. Writes are plain
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
