@@ -110,6 +110,8 @@ struct ServerFile {
     stop_grace_secs: Option<u64>,
     agent_user: Option<String>,
     disk_reserve_mb: Option<u64>,
+    body_timeout_secs: Option<u64>,
+    transcript_max_mb: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -361,6 +363,12 @@ pub struct Config {
     pub agent_user: String,
     /// `[prices]`: what inference and compute cost.
     pub prices: Prices,
+    /// How long a request's body may take to arrive once its head has (`server.body_timeout_secs`);
+    /// a slower one is answered 408 and its connection closed.
+    pub body_timeout: std::time::Duration,
+    /// The size of a run's transcript after which its output is dropped
+    /// (`server.transcript_max_mb`), in bytes.
+    pub transcript_max_bytes: u64,
 }
 
 /// Command-line overrides; each wins over the file.
@@ -556,6 +564,8 @@ fn resolve(
         secrets,
         agent_user: agent_user(file.server.agent_user)?,
         prices,
+        body_timeout: body_timeout(file.server.body_timeout_secs)?,
+        transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
     })
 }
 
@@ -1049,6 +1059,34 @@ fn disk_reserve_bytes(mb: Option<u64>) -> Result<u64, Error> {
     }
 }
 
+/// How long a request body may take by default: ample for 1 MiB over a slow link, short
+/// enough that connections trickling a byte at a time cannot pile up for long.
+pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
+/// The longest `body_timeout_secs` accepted (an hour).
+const MAX_BODY_TIMEOUT_SECS: u64 = 3600;
+
+fn body_timeout(secs: Option<u64>) -> Result<std::time::Duration, Error> {
+    match secs.unwrap_or(DEFAULT_BODY_TIMEOUT_SECS) {
+        secs @ 1..=MAX_BODY_TIMEOUT_SECS => Ok(std::time::Duration::from_secs(secs)),
+        secs => Err(Error::Invalid(format!(
+            "server.body_timeout_secs: {secs} is not a time from 1 to {MAX_BODY_TIMEOUT_SECS} (seconds)"
+        ))),
+    }
+}
+
+/// A run's transcript size by default (1 GiB): far beyond what an agent's useful output
+/// reaches, small enough that one runaway loop cannot fill the disk on its own.
+pub const DEFAULT_TRANSCRIPT_MAX_MB: u64 = 1024;
+
+fn transcript_max_bytes(mb: Option<u64>) -> Result<u64, Error> {
+    match mb.unwrap_or(DEFAULT_TRANSCRIPT_MAX_MB) {
+        mb @ 1..=MAX_CACHE_MB => Ok(mb << 20),
+        mb => Err(Error::Invalid(format!(
+            "server.transcript_max_mb: {mb} is not a size from 1 to {MAX_CACHE_MB} (MiB)"
+        ))),
+    }
+}
+
 fn rate_limit(limits: &LimitsFile) -> Result<Option<RateLimit>, Error> {
     let per_sec = limits.rate_per_sec.unwrap_or(DEFAULT_RATE_PER_SEC);
     // Checked even when the limit is off, so turning it back on cannot reveal an old typo.
@@ -1089,6 +1127,29 @@ mod tests {
         assert_eq!(config.base_url(), "http://127.0.0.1:8080");
         assert_eq!(config.default_environment().id, "demo");
         assert_eq!(config.cache_bytes, 16 << 20);
+    }
+
+    #[test]
+    fn the_body_timeout_and_transcript_cap_have_defaults_and_bounds() {
+        let config = load_text("").expect("valid");
+        assert_eq!(config.body_timeout, std::time::Duration::from_secs(30));
+        assert_eq!(config.transcript_max_bytes, 1 << 30);
+        let config =
+            load_text("[server]\nbody_timeout_secs = 2\ntranscript_max_mb = 3\n").expect("valid");
+        assert_eq!(config.body_timeout, std::time::Duration::from_secs(2));
+        assert_eq!(config.transcript_max_bytes, 3 << 20);
+        for bad in [
+            "body_timeout_secs = 0",
+            "body_timeout_secs = 3601",
+            "transcript_max_mb = 0",
+        ] {
+            let err = load_text(&format!("[server]\n{bad}\n")).expect_err(bad);
+            let field = bad.split(' ').next().unwrap_or_default();
+            assert!(
+                err.to_string().contains(&format!("server.{field}")),
+                "{err}"
+            );
+        }
     }
 
     #[test]

@@ -66,9 +66,19 @@ fn allocator_option(option: libmimalloc_sys::mi_option_t) -> std::ffi::c_long {
     unsafe { libmimalloc_sys::mi_option_get(option) }
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
     runledger::telemetry::init();
     let args = Cli::parse();
+    match run(&args) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            cli::report(&e, args.debug);
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(args: &Cli) -> anyhow::Result<()> {
     match &args.command {
         Cmd::Serve { bind } => {
             // The server's start only: its idle memory is what issue #2 bounds.
@@ -90,16 +100,17 @@ fn main() -> anyhow::Result<()> {
             command,
             admin_key,
             url,
-        } => cli::keys(&args, command, admin_key.as_deref(), url.as_deref()),
+        } => cli::keys(args, command, admin_key.as_deref(), url.as_deref()),
         Cmd::Teams {
             command,
             admin_key,
             url,
-        } => cli::teams(&args, command, admin_key.as_deref(), url.as_deref()),
-        Cmd::Events { run_id, json } => cli::events(&args, run_id, *json),
-        Cmd::Export { with_keys, output } => cli::export(&args, *with_keys, output.as_deref()),
-        Cmd::Import { file } => cli::import(&args, file.as_deref()),
-        Cmd::Replay { verify, cache_mb } => cli::replay(&args, *verify, *cache_mb),
+        } => cli::teams(args, command, admin_key.as_deref(), url.as_deref()),
+        Cmd::Events { run_id, json } => cli::events(args, run_id, *json),
+        Cmd::Export { with_keys, output } => cli::export(args, *with_keys, output.as_deref()),
+        Cmd::Import { file } => cli::import(args, file.as_deref()),
+        Cmd::Replay { verify, cache_mb } => cli::replay(args, *verify, *cache_mb),
+        Cmd::Secrets { command } => cli::secrets(args, command),
     }
 }
 

@@ -52,7 +52,17 @@ pub enum Error {
     Sandbox(#[from] crate::exec::sandbox::Error),
     #[error(transparent)]
     Cgroup(#[from] crate::exec::cgroup::Error),
+    #[error(
+        "RUNLEDGER_ADMIN_KEY is set in the server's environment. It is for the command line \
+         (`runledger keys ...` against a running server); the server needs no key, and any \
+         process of the same user can read a server's environment from /proc/<pid>/environ. \
+         Unset it for `serve`"
+    )]
+    AdminKeyInEnvironment,
 }
+
+/// The variable the command line reads an admin key from; never the server's.
+const ADMIN_KEY_VAR: &str = "RUNLEDGER_ADMIN_KEY";
 
 /// How long requests still in flight when the workers are told to stop may take to finish.
 /// They have also had the whole time of stopping the agents before that.
@@ -176,15 +186,24 @@ pub fn refresh_snapshot(data_dir: &std::path::Path) {
 impl Application {
     /// Opens everything and binds the listener; the service starts with `run`.
     pub async fn build(config: Config) -> Result<Application, Error> {
+        // A key in the server's environment would stay readable for as long as it runs.
+        if std::env::var_os(ADMIN_KEY_VAR).is_some() {
+            return Err(Error::AdminKeyInEnvironment);
+        }
         // Installed first: from here on SIGTERM and SIGINT start a shutdown instead of killing
         // the process (actix-web's own handlers are disabled below; its SIGINT does not wait).
         let terminate = signal(SignalKind::terminate()).map_err(Error::Signals)?;
         let interrupt = signal(SignalKind::interrupt()).map_err(Error::Signals)?;
         let config = Arc::new(config);
+        // Before anything is created: every file and directory of this process is its user's.
+        store::private_umask();
         // Before anything is opened: a host that cannot contain the agents stops start-up.
         let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
         let (store, index) = open_store(&config, false)?;
-        make_store_private(&config.data_dir);
+        make_store_private(&config.data_dir, sandboxes.agent_user().is_some());
+        if sandboxes.agent_user().is_some() {
+            reachable_by_agents(&config);
+        }
         create_first_key(&store).await?;
         let executor = executor(&config, &store, sandboxes)?;
         // Watched from here on: before this, a start on a full disk fails on its own writes.
@@ -289,13 +308,63 @@ impl Application {
     }
 }
 
-/// sled makes its files readable by everyone; an unconfined agent runs as another user and must
-/// not read the store (the key hashes, the secret that signs session links).
-fn make_store_private(data_dir: &std::path::Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let sled = data_dir.join("sled");
-    if let Err(e) = std::fs::set_permissions(&sled, std::fs::Permissions::from_mode(0o700)) {
-        tracing::warn!(path = %sled.display(), error = %e, "cannot make the store private");
+/// The data directory is this user's alone (0700), with the store and transcripts 0700/0600:
+/// a directory made by an earlier version, or restored by hand, is tightened here, once, with
+/// a log line naming what changed. When agents run as another user without a sandbox, the
+/// directory is 0711 instead: they reach the workspace and files the server made for them by
+/// path, and can list nothing (see docs/security.md).
+fn make_store_private(data_dir: &std::path::Path, agents_of_another_user: bool) {
+    let mode = if agents_of_another_user { 0o711 } else { 0o700 };
+    match store::tighten(data_dir, mode) {
+        Ok(changed) if changed.is_empty() => {}
+        Ok(changed) => {
+            let shown: Vec<String> = changed
+                .iter()
+                .take(5)
+                .map(|p| p.display().to_string())
+                .collect();
+            tracing::warn!(
+                tightened = changed.len(),
+                examples = %shown.join(", "),
+                "took group and other permissions off the data directory, its store and its \
+                 transcripts (they were readable by other users)"
+            );
+        }
+        Err(e) => tracing::warn!(error = %e, "cannot make the data directory private"),
+    }
+}
+
+/// Under the private umask, the directories that hold agents' workspaces and files would be
+/// created 0700, out of reach of agents that run as another user; they are made 0711 here
+/// (traversable, not listable) when missing, as the data directory is.
+fn reachable_by_agents(config: &Config) {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut roots = vec![
+        config.data_dir.join("workspaces"),
+        config.data_dir.join("agent-files"),
+    ];
+    roots.extend(
+        config
+            .environments
+            .iter()
+            .filter_map(|e| e.workspace_root.clone()),
+    );
+    for root in roots {
+        if root.exists() {
+            continue;
+        }
+        let made = std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o711)
+            .create(&root)
+            .and_then(|()| {
+                use std::os::unix::fs::PermissionsExt;
+                // The umask applies to `mode` too.
+                std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o711))
+            });
+        if let Err(e) = made {
+            tracing::warn!(path = %root.display(), error = %e, "cannot create a directory for agents");
+        }
     }
 }
 
@@ -333,7 +402,8 @@ fn executor(
         })?
         .with_gate(Arc::new(move || {
             gated.condition() != store::health::Condition::Writable
-        }));
+        }))
+        .with_cap(config.transcript_max_bytes);
     // The instance id marks this data directory's agent processes; any still alive now
     // were orphaned when an earlier server died, and nothing will ever collect them.
     // It includes the data directory's path, so a copy of the directory started elsewhere
@@ -400,6 +470,7 @@ fn serve(config: &Arc<Config>, runs: &Runs, secret: [u8; 32]) -> Result<Serving,
         secret,
     ));
     let app_state = state.clone();
+    http::install_dispatcher_answers();
     let server = HttpServer::new(move || {
         // Called on each worker's thread, inside its runtime.
         crate::memory::watch_this_thread();

@@ -734,6 +734,7 @@ impl Drop for OutputFile {
 
 pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
+    super::require_store(&config)?;
     let store = open_salvage(&config)?;
     if with_keys {
         eprintln!(

@@ -37,6 +37,10 @@ pub struct Cli {
     /// Data directory; wins over the config file.
     #[arg(long, global = true, env = "RUNLEDGER_DATA_DIR")]
     pub data_dir: Option<PathBuf>,
+    /// On failure, print the error's full chain of causes and, with RUST_BACKTRACE=1, where it
+    /// happened (by default, one line).
+    #[arg(long, global = true)]
+    pub debug: bool,
     #[command(subcommand)]
     pub command: Cmd,
 }
@@ -107,6 +111,11 @@ pub enum Cmd {
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
     },
+    /// Manage the instance's secrets.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCmd,
+    },
     /// Rebuild the read index from the log.
     Replay {
         /// Rebuild into a scratch database (`verify-scratch` in the data directory, removed
@@ -156,6 +165,67 @@ pub enum TeamsCmd {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SecretsCmd {
+    /// Replace the secret that signs session links: every link given out so far stops working.
+    /// Offline only (stop the server first); the server reads the secret when it starts.
+    RotateSession,
+}
+
+/// Prints a failed command's error on stderr: one line, its causes joined by `: `; with
+/// `--debug`, anyhow's report (each cause on its own line, and the backtrace when
+/// RUST_BACKTRACE=1 captured one). A backtrace is for whoever debugs runledger, not for the
+/// operator whose typo it was.
+pub fn report(error: &anyhow::Error, debug: bool) {
+    if debug {
+        eprintln!("runledger: error: {error:?}");
+    } else {
+        eprintln!("runledger: error: {error:#}");
+    }
+}
+
+/// Fails, creating nothing, unless `config.data_dir` holds a store: the commands that only
+/// read must not leave an empty store behind a mistyped `--data-dir` (a backup script would
+/// then write empty backups and report success).
+fn require_store(config: &Config) -> anyhow::Result<()> {
+    if !Store::present_in(&config.data_dir) {
+        bail!(
+            "{} holds no runledger store (no sled/db in it); check --data-dir, \
+             RUNLEDGER_DATA_DIR or server.data_dir",
+            config.data_dir.display()
+        );
+    }
+    Ok(())
+}
+
+/// `runledger secrets rotate-session`.
+pub fn secrets(cli: &Cli, command: &SecretsCmd) -> anyhow::Result<()> {
+    let config = cli.load_config(None)?;
+    match command {
+        SecretsCmd::RotateSession => {
+            require_store(&config)?;
+            let store = match open(&config, false) {
+                Ok(store) => store,
+                Err(store::Error::Locked(dir)) => bail!(
+                    "a running server holds {}: stop it, rotate the secret, and start it again \
+                     (the server reads the session-link secret when it starts, so links keep \
+                     working until it restarts)",
+                    dir.display()
+                ),
+                Err(e) => return Err(e.into()),
+            };
+            store.rotate_secret(store::SESSION_SECRET)?;
+            store.sync_blocking()?;
+            eprintln!(
+                "rotated the session-link secret of {}: every session link given out before \
+                 now answers 404; runs answer new links once the server starts",
+                config.data_dir.display()
+            );
+        }
+    }
+    Ok(())
 }
 
 impl Cli {
@@ -226,6 +296,7 @@ pub fn keys(
     administer(
         cli,
         "keys",
+        matches!(command, KeysCmd::List { .. }),
         admin_key,
         url,
         |store| keys_offline(store, command),
@@ -242,6 +313,7 @@ pub fn teams(
     administer(
         cli,
         "teams",
+        matches!(command, TeamsCmd::List { .. }),
         admin_key,
         url,
         |store| teams_offline(store, command),
@@ -250,16 +322,21 @@ pub fn teams(
 }
 
 /// Runs an admin command on the data directory when no server holds it, else through the
-/// running server's admin API with an admin key.
+/// running server's admin API with an admin key. A `read_only` command fails, creating
+/// nothing, where there is no store.
 fn administer(
     cli: &Cli,
     what: &str,
+    read_only: bool,
     admin_key: Option<&str>,
     url: Option<&str>,
     offline: impl FnOnce(&Store) -> anyhow::Result<()>,
     online: impl FnOnce(&str, &str, Option<&std::path::Path>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
+    if read_only {
+        require_store(&config)?;
+    }
     match open(&config, false) {
         Ok(store) => offline(&store),
         Err(store::Error::Locked(_)) => {
@@ -473,6 +550,7 @@ fn keys_online(
 
 pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
+    require_store(&config)?;
     let store = open_salvage(&config)?;
     let id = run_id
         .parse()
@@ -519,6 +597,7 @@ pub fn replay(cli: &Cli, verify: bool, cache_mb: u64) -> anyhow::Result<()> {
     // is left). A verification reports the loss and changes nothing: opening the index may
     // commit a catch-up, which would move the watermark past the loss.
     if verify {
+        require_store(&config)?;
         let probe = open_salvage(&config)?;
         if probe.lost_writes().is_some() {
             bail!("the store lost acknowledged writes; `runledger replay` (without --verify) accepts the loss");

@@ -45,13 +45,55 @@ pub type Gate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
 pub struct Transcripts {
     dir: PathBuf,
     gate: Option<Gate>,
+    /// The size of a transcript after which output is dropped (`server.transcript_max_mb`).
+    max_bytes: u64,
 }
 
 /// An open transcript, appended to by one execution.
+///
+/// Past the transcript's size cap, entries are dropped (counted, not written) and the append
+/// succeeds: the agent keeps running. When the writer is dropped, at the end of the execution,
+/// one `system` entry says how much was dropped; it is the only entry written past the cap.
 pub struct Writer {
     file: File,
     redactor: Redactor,
     gate: Option<Gate>,
+    /// The file's size: where it was opened, plus every entry written since.
+    size: u64,
+    max_bytes: u64,
+    /// Bytes of entries dropped past the cap, and how many.
+    dropped: u64,
+    dropped_entries: u64,
+    /// The execution of the last entry dropped (the closing note's).
+    execution: u32,
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if self.dropped == 0 {
+            return;
+        }
+        let note = Entry {
+            at: crate::clock::now(),
+            execution: self.execution,
+            stream: "system".into(),
+            text: format!(
+                "output dropped: the transcript reached its cap of {} bytes \
+                 (server.transcript_max_mb), and {} more bytes in {} entries were not recorded",
+                self.max_bytes, self.dropped, self.dropped_entries
+            ),
+            continued: false,
+        };
+        let written = serde_json::to_vec(&note)
+            .map_err(std::io::Error::other)
+            .and_then(|mut line| {
+                line.push(b'\n');
+                self.file.write_all(&line)
+            });
+        if let Err(e) = written {
+            tracing::warn!(error = %e, "cannot record how much output was dropped");
+        }
+    }
 }
 
 /// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
@@ -115,8 +157,9 @@ impl Redactor {
 
 impl Writer {
     /// The same transcript, with `redactor` applied to every entry written from now on.
-    pub fn redacting(self, redactor: Redactor) -> Writer {
-        Writer { redactor, ..self }
+    pub fn redacting(mut self, redactor: Redactor) -> Writer {
+        self.redactor = redactor;
+        self
     }
 
     /// See `Redactor::window`.
@@ -148,7 +191,16 @@ impl Writer {
         };
         let mut line = serde_json::to_vec(entry).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        self.file.write_all(&line)
+        let len = line.len() as u64;
+        if self.dropped > 0 || self.size.saturating_add(len) > self.max_bytes {
+            self.dropped = self.dropped.saturating_add(len);
+            self.dropped_entries += 1;
+            self.execution = entry.execution;
+            return Ok(());
+        }
+        self.file.write_all(&line)?;
+        self.size += len;
+        Ok(())
     }
 }
 
@@ -161,7 +213,16 @@ impl Transcripts {
             .recursive(true)
             .mode(0o700)
             .create(&dir)?;
-        Ok(Transcripts { dir, gate: None })
+        Ok(Transcripts {
+            dir,
+            gate: None,
+            max_bytes: u64::MAX,
+        })
+    }
+
+    /// Transcripts whose output past `max_bytes` is dropped (see `Writer`).
+    pub fn with_cap(self, max_bytes: u64) -> Transcripts {
+        Transcripts { max_bytes, ..self }
     }
 
     /// Transcripts whose appends fail while `gate` says so.
@@ -195,16 +256,26 @@ impl Transcripts {
                 file.write_all(b"\n")?;
             }
         }
+        let size = file.metadata()?.len();
         Ok(Writer {
             file,
             redactor: Redactor::default(),
             gate: self.gate.clone(),
+            size,
+            max_bytes: self.max_bytes,
+            dropped: 0,
+            dropped_entries: 0,
+            execution: 0,
         })
     }
 
-    /// Appends one entry (for occasional writers; executions keep a `Writer`).
+    /// Appends one entry (for occasional writers; executions keep a `Writer`). Not capped:
+    /// these are the harness's own notes and follow-up messages, bounded by the requests that
+    /// make them, and a capped transcript must still show what it was told.
     pub fn append(&self, id: RunId, entry: &Entry) -> std::io::Result<()> {
-        self.writer(id)?.append(entry)
+        let mut writer = self.writer(id)?;
+        writer.max_bytes = u64::MAX;
+        writer.append(entry)
     }
 
     /// Up to `limit` entries starting at byte `offset` (0: the beginning), reading at most
@@ -312,6 +383,61 @@ mod tests {
         assert_eq!(refused.kind(), std::io::ErrorKind::StorageFull);
         let slice = t.read(id, 0, 10, 1 << 20).expect("read");
         assert_eq!(slice.entries.len(), 1);
+    }
+
+    #[test]
+    fn output_past_the_cap_is_dropped_with_one_note_of_how_much() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let line = serde_json::to_vec(&entry(1)).expect("json").len() as u64 + 1;
+        // Room for three entries (and a little), not four.
+        let t = Transcripts::open(dir.path())
+            .expect("open")
+            .with_cap(3 * line + 2);
+        let id = RunId(11);
+        let mut w = t.writer(id).expect("writer");
+        for n in 0..10 {
+            // Past the cap the append still succeeds: the agent keeps running.
+            w.append(&entry(n)).expect("append");
+        }
+        let read = |t: &Transcripts| {
+            t.read(id, 0, 100, 1 << 20)
+                .expect("read")
+                .entries
+                .into_iter()
+                .map(|(_, e)| e)
+                .collect::<Vec<_>>()
+        };
+        // Nothing about the drop until the execution ends.
+        assert_eq!(read(&t).len(), 3);
+        drop(w);
+        let entries = read(&t);
+        assert_eq!(entries.len(), 4, "{entries:?}");
+        let note = &entries[3];
+        assert_eq!(note.stream, "system");
+        assert!(
+            note.text
+                .contains(&format!("{} more bytes in 7 entries", 7 * line)),
+            "{}",
+            note.text
+        );
+        // A later execution of the same run starts over the cap: all of it is dropped, with
+        // its own note; follow-up messages (occasional appends) are still recorded.
+        t.append(id, &entry(20)).expect("append");
+        let mut w = t.writer(id).expect("writer");
+        w.append(&entry(21)).expect("append");
+        drop(w);
+        let texts: Vec<_> = read(&t).into_iter().map(|e| e.text).collect();
+        assert_eq!(texts.len(), 6, "{texts:?}");
+        assert_eq!(texts[4], "line 20");
+        assert!(texts[5].contains("1 entries"), "{}", texts[5]);
+        // A writer that dropped nothing adds nothing.
+        let other = RunId(12);
+        drop(t.writer(other).expect("writer"));
+        assert!(t
+            .read(other, 0, 10, 1 << 20)
+            .expect("read")
+            .entries
+            .is_empty());
     }
 
     fn entry(n: u32) -> Entry {

@@ -47,6 +47,11 @@ impl ApiError {
         }
     }
 
+    /// A client error of any status, for the framework's own answers (`http::as_problem`).
+    pub fn client_error(status: StatusCode, detail: impl Into<String>) -> ApiError {
+        ApiError::new(status, "invalid_request", detail)
+    }
+
     pub fn bad_request(detail: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::BAD_REQUEST, "invalid_request", detail)
     }
@@ -65,6 +70,14 @@ impl ApiError {
 
     pub fn conflict(detail: impl Into<String>) -> ApiError {
         ApiError::new(StatusCode::CONFLICT, "conflict", detail)
+    }
+
+    /// The request's body did not arrive in time (`server.body_timeout_secs`).
+    pub fn request_timeout(detail: impl Into<String>) -> ApiError {
+        ApiError {
+            retryable: true,
+            ..ApiError::new(StatusCode::REQUEST_TIMEOUT, "invalid_request", detail)
+        }
     }
 
     pub fn too_large(detail: impl Into<String>) -> ApiError {
@@ -211,12 +224,17 @@ impl ApiError {
             403 => "Not authorized",
             404 => "Resource not found",
             405 => "Method not allowed",
+            406 => "Not acceptable",
+            408 => "Request timeout",
             409 => "Conflict",
             413 => "Request body too large",
             415 => "Unsupported media type",
             422 => "Operation not supported",
             429 => "Too many requests",
             503 => "Resource unavailable",
+            _ if self.status.is_client_error() => {
+                self.status.canonical_reason().unwrap_or("Invalid request")
+            }
             _ => "Internal error",
         }
     }
@@ -246,7 +264,8 @@ pub struct Problem<'a> {
     error: String,
     /// Whether retrying the same request may succeed.
     retryable: bool,
-    /// The request id, also sent as the `x-request-id` header.
+    /// The id the server gave the request, also sent as the `x-request-id` header. Always
+    /// made by the server: a client's own `x-request-id` is logged beside it, never echoed.
     trace_id: String,
 }
 

@@ -4,8 +4,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{web, HttpResponse};
-use serde::Deserialize;
+use actix_web::{web, HttpRequest, HttpResponse};
 use subtle::ConstantTimeEq;
 
 use super::openapi::{InternalError, NotFound};
@@ -15,9 +14,32 @@ use super::AppState;
 use crate::domain::{RunId, Timestamp};
 use crate::exec::transcript::Entry;
 
-#[derive(Deserialize)]
-pub struct TokenQuery {
-    token: Option<String>,
+/// The page's only stylesheet, inline; the Content-Security-Policy allows exactly it, by hash.
+const STYLE: &str = "body{font-family:sans-serif;margin:2em}pre{white-space:pre-wrap;margin:0}\
+                     .stderr{color:#a00}.system,.followup{color:#055}.agent{color:#225}";
+
+/// `sha256-<base64>` of `STYLE`, the CSP source that allows it.
+pub fn style_hash() -> String {
+    use base64::Engine as _;
+    use sha2::{Digest, Sha256};
+    format!(
+        "sha256-{}",
+        base64::engine::general_purpose::STANDARD.encode(Sha256::digest(STYLE.as_bytes()))
+    )
+}
+
+/// The `token` of a query string: exactly one, and nothing that cannot be decoded. Anything
+/// else (none, two, malformed) is `None`, which the page answers as a page that does not exist.
+fn token(query: &str) -> Option<String> {
+    let pairs = web::Query::<Vec<(String, String)>>::from_query(query)
+        .ok()?
+        .into_inner();
+    let mut tokens = pairs
+        .into_iter()
+        .filter(|(k, _)| k == "token")
+        .map(|(_, v)| v);
+    let token = tokens.next()?;
+    tokens.next().is_none().then_some(token)
 }
 
 /// Text as HTML: the markup characters escaped, and control characters (which HTML does not
@@ -89,14 +111,16 @@ fn blocks(entries: &[(u64, Entry)]) -> Vec<(&str, Timestamp, String)> {
     )
 )]
 pub async fn page(
+    req: HttpRequest,
     path: web::Path<String>,
-    query: web::Query<TokenQuery>,
     state: web::Data<AppState>,
 ) -> Result<HttpResponse, ApiError> {
     let missing = || ApiError::not_found("no such session");
     let id: RunId = path.parse().map_err(|_| missing())?;
     let expected = session_token(&state.session_secret, id);
-    let given = query.token.as_deref().unwrap_or("");
+    // Read here rather than by an extractor, whose errors would be 400s that tell a client
+    // more than that there is no such page.
+    let given = token(req.query_string()).unwrap_or_default();
     if !bool::from(expected.as_bytes().ct_eq(given.as_bytes())) {
         return Err(missing());
     }
@@ -114,8 +138,7 @@ pub async fn page(
         html.push_str("<meta http-equiv=\"refresh\" content=\"2\">");
     }
     html.push_str(&format!(
-        "<title>{}</title><style>body{{font-family:sans-serif;margin:2em}}pre{{white-space:pre-wrap;margin:0}}\
-         .stderr{{color:#a00}}.system,.followup{{color:#055}}.agent{{color:#225}}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p><div>",
+        "<title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p><div>",
         escape(&run.title),
         escape(&run.title),
         id,
@@ -155,6 +178,21 @@ pub async fn page(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_one_well_formed_token_is_a_token() {
+        assert_eq!(token("token=abc").as_deref(), Some("abc"));
+        assert_eq!(token("x=1&token=a%2Bb").as_deref(), Some("a+b"));
+        for bad in ["", "token=a&token=a", "token=a&token=b", "tok=a"] {
+            assert_eq!(token(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_style_hash_is_of_the_style_sent() {
+        assert!(style_hash().starts_with("sha256-"));
+        assert_eq!(style_hash().len(), "sha256-".len() + 44);
+    }
 
     #[test]
     fn control_characters_are_shown_as_symbols_or_dropped() {

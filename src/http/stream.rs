@@ -31,13 +31,50 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 const BATCH_EVENTS: usize = 256;
 const BATCH_BYTES: usize = 256 * 1024;
 
-/// Whether the client asked for the event stream.
+/// Whether the client asked for the event stream: `Accept` names `text/event-stream` with a
+/// quality above 0 and at least that of JSON (`application/json`, or the most specific range
+/// that covers it: `application/*`, `*/*`). `text/event-stream;q=0, application/json` is JSON.
 pub fn wants_stream(req: &HttpRequest) -> bool {
-    req.headers()
+    let accept: Vec<&str> = req
+        .headers()
         .get_all(actix_web::http::header::ACCEPT)
         .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|v| v.trim().starts_with("text/event-stream"))
+        .collect();
+    prefers_stream(&accept.join(","))
+}
+
+fn prefers_stream(accept: &str) -> bool {
+    // (media range, quality), the quality 1 unless a valid `q` says otherwise.
+    let ranges: Vec<(String, f32)> = accept
+        .split(',')
+        .filter_map(|item| {
+            let mut parts = item.split(';');
+            let range = parts.next()?.trim().to_ascii_lowercase();
+            if range.is_empty() {
+                return None;
+            }
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1.0), |(_, v)| {
+                    v.trim()
+                        .parse::<f32>()
+                        .ok()
+                        .filter(|q| (0.0..=1.0).contains(q))
+                })?;
+            Some((range, q))
+        })
+        .collect();
+    let quality = |specific: &[&str]| {
+        specific
+            .iter()
+            .find_map(|r| ranges.iter().find(|(range, _)| range == r).map(|(_, q)| *q))
+    };
+    let Some(stream) = quality(&["text/event-stream"]) else {
+        return false;
+    };
+    let json = quality(&["application/json", "application/*", "*/*"]).unwrap_or(0.0);
+    stream > 0.0 && stream >= json
 }
 
 struct Follow {
@@ -172,4 +209,34 @@ pub async fn follow(
         // Tells nginx not to buffer the stream.
         .insert_header(("x-accel-buffering", "no"))
         .streaming(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefers_stream;
+
+    #[test]
+    fn accept_qualities_choose_between_the_stream_and_json() {
+        for (accept, stream) in [
+            ("text/event-stream", true),
+            ("Text/Event-Stream; charset=utf-8", true),
+            ("application/json", false),
+            ("", false),
+            ("*/*", false),
+            ("text/event-stream;q=0, application/json", false),
+            ("text/event-stream; q=0", false),
+            ("text/event-stream;q=0.5, application/json", false),
+            ("text/event-stream;q=0.5, application/json;q=0.4", true),
+            ("application/json;q=0.9, text/event-stream", true),
+            ("text/event-stream, */*", true),
+            ("text/event-stream;q=0.2, */*;q=0.8", false),
+            (
+                "text/event-stream;q=0.2, application/json;q=0.1, */*;q=0.8",
+                true,
+            ),
+            ("text/event-stream;q=nonsense", false),
+        ] {
+            assert_eq!(prefers_stream(accept), stream, "{accept:?}");
+        }
+    }
 }

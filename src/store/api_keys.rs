@@ -362,6 +362,9 @@ mod tests {
         assert_eq!(again, record);
         let mut infra = record;
         infra.team = "infra".into();
-        assert_eq!(decode(&encode(&infra).expect("encodes")).expect("decodes"), infra);
+        assert_eq!(
+            decode(&encode(&infra).expect("encodes")).expect("decodes"),
+            infra
+        );
     }
 }

@@ -1,6 +1,9 @@
 //! The event log on sled, and the other small durable records that live beside it (API keys,
 //! idempotency keys, instance secrets, the "dirty runs" marker).
 //!
+//! It also keeps the data directory private: the umask of every process that opens a store,
+//! and the tightening of a directory an earlier version left readable (`tighten`).
+//!
 //! This module alone knows the sled key layout of these trees and the record codec. It knows
 //! nothing of the read index (`projection` owns its own trees) or of HTTP. Writes are plain
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
@@ -178,6 +181,66 @@ fn split_event_key(key: &[u8]) -> Option<(RunId, u64)> {
     Some((RunId::from_bytes(id), u64::from_be_bytes(seq)))
 }
 
+/// Makes everything this process creates from now on private to its user (umask 0077). sled
+/// creates its files with the process umask (0644 under the usual 022), and the store holds
+/// the key hashes and the secret that signs session links: whoever can read it can read every
+/// run. Called by every process that opens a store, before anything is created.
+pub fn private_umask() {
+    use nix::sys::stat::{umask, Mode};
+    umask(Mode::from_bits_truncate(0o077));
+}
+
+/// The entries of a data directory that hold the service's own records, tightened by
+/// `tighten`: the store, and the transcripts beside it. The rest (workspaces, agents' files,
+/// repository mirrors) belongs to the agents, whose files keep the modes they need (an
+/// executable script stays executable); the private data directory keeps other users out.
+const PRIVATE_ENTRIES: [&str; 3] = [SLED_DIR, watermark::FILE_NAME, "transcripts"];
+
+/// Takes group and other permissions off what a data directory made before `private_umask`
+/// (or copied in by hand) left readable: the directory itself becomes `dir_mode`, the store and
+/// the transcripts 0700 (directories) and 0600 (files). Returns the paths it changed. Symbolic
+/// links are left alone, never followed.
+pub fn tighten(data_dir: &Path, dir_mode: u32) -> Result<Vec<PathBuf>, Error> {
+    use std::os::unix::fs::PermissionsExt;
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| Error::Io { path, source }
+    };
+    let mut changed = Vec::new();
+    let set = |path: &Path, mode: u32, changed: &mut Vec<PathBuf>| -> Result<(), Error> {
+        let current = std::fs::symlink_metadata(path).map_err(io(path))?;
+        if current.permissions().mode() & 0o7777 != mode {
+            std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+                .map_err(io(path))?;
+            changed.push(path.to_path_buf());
+        }
+        Ok(())
+    };
+    if !data_dir.is_dir() {
+        return Ok(changed);
+    }
+    set(data_dir, dir_mode, &mut changed)?;
+    let mut stack: Vec<PathBuf> = PRIVATE_ENTRIES.iter().map(|e| data_dir.join(e)).collect();
+    while let Some(path) = stack.pop() {
+        let meta = match std::fs::symlink_metadata(&path) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => return Err(io(&path)(e)),
+        };
+        if meta.is_dir() {
+            set(&path, 0o700, &mut changed)?;
+            for entry in std::fs::read_dir(&path).map_err(io(&path))? {
+                stack.push(entry.map_err(io(&path))?.path());
+            }
+        } else if meta.is_file() && meta.permissions().mode() & 0o077 != 0 {
+            // Only what others can reach: the owner's own bits stay as they are.
+            let mode = meta.permissions().mode() & 0o700;
+            set(&path, mode, &mut changed)?;
+        }
+    }
+    Ok(changed)
+}
+
 /// Lets sled write a fresh snapshot of its page table, so that the next open reads the
 /// snapshot instead of scanning every log segment written since the previous open.
 ///
@@ -270,7 +333,9 @@ pub fn set_aside_snapshots(data_dir: &Path) -> Result<Option<PathBuf>, Error> {
 
 impl Store {
     /// Opens (creating if needed) the store under `data_dir`.
+    /// Sets the process umask to 0077 first (`private_umask`).
     pub fn open(data_dir: &Path, options: &Options) -> Result<Store, Error> {
+        private_umask();
         let dir = data_dir.join(SLED_DIR);
         std::fs::create_dir_all(&dir).map_err(|source| Error::Io {
             path: dir.clone(),
@@ -648,6 +713,22 @@ impl Store {
         Ok(())
     }
 
+    /// Replaces an instance secret with a fresh random one (not yet durable: `sync` after).
+    /// For the session-link secret, every link signed with the old one stops working.
+    pub fn rotate_secret(&self, name: &str) -> Result<[u8; 32], Error> {
+        use rand::RngCore;
+        let mut fresh = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut fresh);
+        self.inner.meta.insert(name, &fresh[..])?;
+        Ok(fresh)
+    }
+
+    /// Whether `data_dir` holds a store that can be read: sled's log file is there. For the
+    /// commands that only read, which must not create a store where there is none.
+    pub fn present_in(data_dir: &Path) -> bool {
+        data_dir.join(SLED_DIR).join("db").is_file()
+    }
+
     /// A secret of this instance, created on first use (e.g. for session-link tokens).
     pub fn instance_secret(&self, name: &str) -> Result<[u8; 32], Error> {
         use rand::RngCore;
@@ -744,6 +825,68 @@ pub fn envelopes(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tighten_takes_others_off_the_store_and_transcripts_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let data = dir.path().join("data");
+        drop(Store::open(&data, &Options::default()).expect("open"));
+        let mode = |p: &Path| {
+            std::fs::symlink_metadata(p)
+                .expect("exists")
+                .permissions()
+                .mode()
+                & 0o7777
+        };
+        let chmod = |p: &Path, m: u32| {
+            std::fs::set_permissions(p, std::fs::Permissions::from_mode(m)).expect("chmod")
+        };
+        // A directory made before the umask was private, as the earlier versions left it.
+        std::fs::create_dir_all(data.join("transcripts")).expect("mkdir");
+        std::fs::create_dir_all(data.join("workspaces/r1")).expect("mkdir");
+        std::fs::write(data.join("transcripts/r1.jsonl"), b"{}\n").expect("write");
+        std::fs::write(data.join("workspaces/r1/run.sh"), b"true").expect("write");
+        for p in [
+            "",
+            "sled",
+            "sled/db",
+            "sled/conf",
+            "transcripts",
+            "transcripts/r1.jsonl",
+        ] {
+            chmod(
+                &data.join(p),
+                if p.ends_with("db") || p.contains('.') || p.ends_with("conf") {
+                    0o644
+                } else {
+                    0o755
+                },
+            );
+        }
+        chmod(&data.join("workspaces/r1/run.sh"), 0o755);
+        std::os::unix::fs::symlink("/etc/passwd", data.join("transcripts/link")).expect("link");
+        let changed = tighten(&data, 0o700).expect("tighten");
+        assert_eq!(mode(&data), 0o700);
+        assert_eq!(mode(&data.join("sled")), 0o700);
+        assert_eq!(mode(&data.join("sled/db")), 0o600);
+        assert_eq!(mode(&data.join("sled/conf")), 0o600);
+        assert_eq!(mode(&data.join("transcripts")), 0o700);
+        assert_eq!(mode(&data.join("transcripts/r1.jsonl")), 0o600);
+        assert!(changed.contains(&data.join("sled/db")), "{changed:?}");
+        // An agent's script stays executable; a link is not followed.
+        assert_eq!(mode(&data.join("workspaces/r1/run.sh")), 0o755);
+        assert_eq!(mode(Path::new("/etc/passwd")) & 0o044, 0o044);
+        // Nothing left to do the second time.
+        assert!(tighten(&data, 0o700).expect("again").is_empty());
+        // What the umask makes is private already.
+        let fresh = dir.path().join("fresh");
+        drop(Store::open(&fresh, &Options::default()).expect("open"));
+        assert_eq!(mode(&fresh) & 0o077, 0);
+        assert_eq!(mode(&fresh.join("sled/db")) & 0o077, 0);
+        assert!(Store::present_in(&fresh));
+        assert!(!Store::present_in(&dir.path().join("nothing")));
+    }
 
     /// A snapshot whose writing a full disk cut short must not make the store look damaged
     /// (issue #27: sled read the leftover `.generating` file as its newest snapshot).
