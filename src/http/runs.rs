@@ -89,11 +89,16 @@ pub async fn create(
         display_name: key.name.clone(),
     };
     let created = validate::create(&body, &state.config, creator)?;
-    let created = RunAdmitted {
-        created,
-        team: key.team.clone(),
-        sealed: None,
-    };
+    // Credentials are sealed before anything is recorded: the log only ever holds `***`.
+    let created = state
+        .runs
+        .credentials()
+        .seal(RunAdmitted {
+            created,
+            team: key.team.clone(),
+            sealed: None,
+        })
+        .map_err(|e| ApiError::internal(&e))?;
     let idempotency_key = match req.headers().get("idempotency-key") {
         None => None,
         Some(v) => Some(
