@@ -233,7 +233,8 @@ impl Checker {
     fn event(&mut self, e: &Envelope) -> Result<(), String> {
         let id = e.run_id;
         let Some(next) = self.runs.get_mut(&id) else {
-            if e.seq != 0 || !matches!(e.event, Event::Created(_)) {
+            // A run starts with `Admitted` since teams exist, with `Created` before.
+            if e.seq != 0 || !matches!(e.event, Event::Created(_) | Event::Admitted(_)) {
                 return Err(format!(
                     "event {} ({}) of run {id} comes before the run's Created event: a run's \
                      events must be in order, starting with Created at seq 0",
@@ -264,7 +265,7 @@ impl Checker {
                 )
             });
         }
-        if matches!(e.event, Event::Created(_)) {
+        if matches!(e.event, Event::Created(_) | Event::Admitted(_)) {
             return Err(format!(
                 "run {id} is created a second time (event {})",
                 e.seq
@@ -1236,11 +1237,12 @@ mod tests {
         let id = RunId::new(Timestamp(1000), 9);
         let other = RunId::new(Timestamp(2000), 9);
         let create = || one_of_each().swap_remove(0);
+        let admit = || one_of_each().pop().expect("an Admitted last");
         let started = Event::Started { execution: 1 };
         let mut c = Checker::default();
         assert_eq!(c.event(&at(id, 0, 1000, create())), Ok(()));
-        // Runs may interleave.
-        assert_eq!(c.event(&at(other, 0, 2000, create())), Ok(()));
+        // Runs may interleave; a run since teams starts with `Admitted`.
+        assert_eq!(c.event(&at(other, 0, 2000, admit())), Ok(()));
         assert_eq!(c.event(&at(id, 1, 1500, started.clone())), Ok(()));
         let refusals = [
             (
@@ -1250,6 +1252,7 @@ mod tests {
             (at(id, 1, 1600, started.clone()), "has an event 1 already"),
             (at(id, 2, 1400, started.clone()), "back in time"),
             (at(id, 2, 1600, create()), "created a second time"),
+            (at(id, 2, 1600, admit()), "created a second time"),
             (
                 at(RunId::new(Timestamp(5), 1), 1, 9, started.clone()),
                 "comes before the run's Created event",
