@@ -1,6 +1,7 @@
 //! MCP credentials with the real binary (issue #18, point 2): a run's MCP `env` and `headers`
-//! values reach its agent, but never another key's GET, list or events, `runledger events
-//! --json`, `runledger export`, or the store's files in plain text. A plain export restored
+//! values reach its agent, but never another key's GET, list, events or transcript (where an
+//! agent that prints them is redacted), the session page, `runledger events --json`,
+//! `runledger export`, or the store's files in plain text. A plain export restored
 //! elsewhere cannot open them, and its follow-up fails saying so instead of launching the agent
 //! with `***`; an export `--with-keys` restores them.
 
@@ -16,12 +17,14 @@ const ENV_SECRET: &str = "ghp_ENVsecret0123456789";
 const HEADER_SECRET: &str = "Bearer hdr-SECRET-9876543210";
 const CREDENTIALS: [&str; 2] = [ENV_SECRET, HEADER_SECRET];
 
-/// A command agent that copies the MCP config it was handed into its workspace.
+/// A command agent that copies the MCP config it was handed into its workspace, and prints
+/// it too (as a careless agent might).
 fn config(dir: &Path) -> String {
     let agent = dir.join("agent.sh");
     script(
         &agent,
-        r#"cp "$RUNLEDGER_MCP_CONFIG" "mcp-$RUNLEDGER_EXECUTION.json""#,
+        r#"cp "$RUNLEDGER_MCP_CONFIG" "mcp-$RUNLEDGER_EXECUTION.json"
+cat "$RUNLEDGER_MCP_CONFIG"; echo"#,
     );
     format!(
         "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n\
@@ -170,6 +173,15 @@ async fn credentials_reach_the_agent_and_no_output() {
     assert!(
         data["sealed_credentials"]["ciphertext"].is_string(),
         "{data}"
+    );
+    // What the agent printed is redacted before its transcript is written.
+    let transcript = body(&s, &bob, &format!("/agent/runs/{id}/transcript")).await;
+    assert_no_credential("the transcript", &transcript);
+    let transcript = String::from_utf8_lossy(&transcript);
+    assert!(
+        transcript.contains("[secret:mcp.fs.env.GITHUB_TOKEN]")
+            && transcript.contains("[secret:mcp.gh.headers.Authorization]"),
+        "{transcript}"
     );
     let link = run["session_link"].as_str().expect("session link");
     let page = s.client.get(link).send().await.expect("session page");

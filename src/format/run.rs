@@ -236,3 +236,42 @@ impl<'a> StatusMessageOut<'a> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever a config holds (plain values of a run from before credentials were sealed
+    /// included), its output shows the names and `***`.
+    #[test]
+    fn mcp_credential_values_are_shown_as_placeholders() {
+        let server = McpServer {
+            command: Some("npx".into()),
+            env: BTreeMap::from([("TOKEN".into(), "ghp_plain".into())]),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+            ..McpServer::default()
+        };
+        let config = AgentConfig {
+            mcp_servers: BTreeMap::from([
+                ("gh".into(), server),
+                (
+                    "bare".into(),
+                    McpServer {
+                        url: Some("https://a".into()),
+                        ..McpServer::default()
+                    },
+                ),
+            ]),
+            ..AgentConfig::default()
+        };
+        let json = serde_json::to_value(AgentConfigOut::from(&config)).expect("serializes");
+        assert_eq!(
+            json["mcp_servers"],
+            serde_json::json!({
+                "gh": {"command": "npx", "env": {"TOKEN": "***"},
+                       "headers": {"Authorization": "***"}},
+                "bare": {"url": "https://a"}
+            })
+        );
+    }
+}
