@@ -434,6 +434,9 @@ fn executor(
             mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
             secrets: Arc::new(config.secrets.clone()),
             prices: Arc::new(config.prices.clone()),
+            credentials: crate::credentials::Credentials::new(
+                store.instance_secret(store::CREDENTIAL_KEY)?,
+            ),
         },
     )
     .with_team_queue_cap(config.max_queued_per_team))

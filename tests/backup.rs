@@ -184,7 +184,7 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     assert!(err.contains("WARNING") && err.contains("private"), "{err}");
     assert!(
         err.contains(&format!(
-            "exported {events} events, 3 API keys and 2 instance secrets"
+            "exported {events} events, 3 API keys and 3 instance secrets"
         )),
         "{err}"
     );
@@ -196,6 +196,8 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     assert_eq!(mode & 0o777, 0o600);
     let written = std::fs::read_to_string(&backup).expect("read backup");
     assert!(!written.contains(&admin) && !written.contains(&agent_key));
+    // The MCP credential `TOKEN` is in the backup encrypted only (the third secret opens it).
+    assert!(!written.contains("t0k") && written.contains(r#""TOKEN":"***""#));
 
     let new = tempfile::tempdir().expect("tempdir");
     let restored = new.path().join("data");
@@ -211,7 +213,7 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
     assert!(ok, "{err}");
     assert!(
         err.contains(&format!(
-            "imported {events} events of 5 runs, 3 API keys and 2 instance secrets"
+            "imported {events} events of 5 runs, 3 API keys and 3 instance secrets"
         )),
         "{err}"
     );

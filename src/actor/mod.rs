@@ -161,6 +161,12 @@ impl Runs {
         &self.inner.idempotency
     }
 
+    /// The instance's credential key, which seals a run's MCP credentials before it is
+    /// created (the executor opens them at launch).
+    pub fn credentials(&self) -> &crate::credentials::Credentials {
+        self.inner.executor.credentials()
+    }
+
     /// The agents' output.
     pub fn transcripts(&self) -> TranscriptReader<'_> {
         TranscriptReader(self.inner.executor.transcripts())

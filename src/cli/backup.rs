@@ -2,7 +2,10 @@
 //!
 //! A backup is JSON lines. An event line is exactly what `format::events::event_json` writes (the
 //! events API shares it), and `event_from_json` reads it back, refusing anything that would not
-//! render to the same line, so every event comes back as it was stored. `--with-keys` frames
+//! render to the same line, so every event comes back as it was stored, except MCP credential
+//! values: they read `***` in every output. A run's sealed credentials come back with it (and
+//! open again only with the instance's credential key, which only `--with-keys` carries); a
+//! legacy run's plain credential values are not in a backup at all. `--with-keys` frames
 //! the events with a `backup` header line and, after them, writes one line per API key record
 //! (its SHA-256, never the key), one per instance secret and an `end` line with the counts.
 //! Those lines carry a `record` field, which event lines never have; the frame lets an import
@@ -739,8 +742,9 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
     if with_keys {
         eprintln!(
             "runledger export: WARNING: --with-keys writes the instance secrets (which sign \
-             session links) and the API key hashes; anyone with this backup can read every \
-             run's session page and restore a server that accepts your keys. Keep it private"
+             session links and decrypt runs' MCP credentials) and the API key hashes; anyone \
+             with this backup can read every run's session page and credentials and restore a \
+             server that accepts your keys. Keep it private"
         );
     }
     let written = match output {
@@ -965,13 +969,13 @@ mod tests {
     }
 
     proptest! {
-        /// Every field of every variant survives export → import, and the line is the same
-        /// after a second export.
+        /// Every field of every variant survives export → import (MCP credential values as
+        /// `***`, see `as_exported`), and the line is the same after a second export.
         #[test]
         fn an_event_line_reads_back_as_the_envelope_it_was_written_from(e in envelope()) {
             let text = event_json(&e).to_string();
             let line = Line::parse(&text).map_err(TestCaseError::fail)?;
-            prop_assert_eq!(&line, &Line::Event(e));
+            prop_assert_eq!(&line, &Line::Event(as_exported(e)));
             prop_assert_eq!(line.to_json().to_string(), text);
         }
 
@@ -979,6 +983,18 @@ mod tests {
         fn times_read_back_exactly(ms in any::<u64>()) {
             prop_assert_eq!(parse_exact_time(&format_time(Timestamp(ms))), Some(Timestamp(ms)));
         }
+    }
+
+    /// An event as a backup holds it: MCP credential values read `***`. A run admitted since
+    /// credentials are sealed stores `***` already (its values are in `sealed`, whose key only
+    /// `--with-keys` carries); a legacy run's plain values are not written to a backup at all.
+    fn as_exported(mut e: Envelope) -> Envelope {
+        match &mut e.event {
+            Event::Created(c) => crate::credentials::redact(&mut c.config),
+            Event::Admitted(a) => crate::credentials::redact(&mut a.created.config),
+            _ => {}
+        }
+        e
     }
 
     /// One event of each variant, with every optional field set.
@@ -1097,8 +1113,37 @@ mod tests {
                 event,
             };
             let line = Line::parse(&event_json(&envelope).to_string());
-            assert_eq!(line, Ok(Line::Event(envelope)));
+            assert_eq!(line, Ok(Line::Event(as_exported(envelope))));
         }
+    }
+
+    /// A legacy `Created` stored its MCP credentials in plain text; its export shows the
+    /// names only, so a backup never carries a usable credential.
+    #[test]
+    fn a_legacy_runs_credentials_are_not_exported() {
+        let created = one_of_each().remove(0);
+        let Event::Created(c) = &created else {
+            panic!("one_of_each starts with a Created")
+        };
+        assert_eq!(c.config.mcp_servers["fs"].env["TOKEN"], "t");
+        let envelope = Envelope {
+            run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
+            seq: 0,
+            at: Timestamp(1_763_768_489_123),
+            event: created,
+        };
+        let line = event_json(&envelope);
+        assert_eq!(
+            line["data"]["config"]["mcp_servers"]["fs"]["env"],
+            json!({"TOKEN": "***"})
+        );
+        let Ok(Line::Event(back)) = Line::parse(&line.to_string()) else {
+            panic!("the line reads back")
+        };
+        let Event::Created(c) = back.event else {
+            panic!("as a Created")
+        };
+        assert_eq!(c.config.mcp_servers["fs"].env["TOKEN"], "***");
     }
 
     #[test]
@@ -1202,11 +1247,12 @@ mod tests {
         let id = RunId::new(Timestamp(1000), 9);
         let other = RunId::new(Timestamp(2000), 9);
         let create = || one_of_each().swap_remove(0);
+        let admit = || one_of_each().pop().expect("an Admitted last");
         let started = Event::Started { execution: 1 };
         let mut c = Checker::default();
         assert_eq!(c.event(&at(id, 0, 1000, create())), Ok(()));
-        // Runs may interleave.
-        assert_eq!(c.event(&at(other, 0, 2000, create())), Ok(()));
+        // Runs may interleave; a run since teams starts with `Admitted`.
+        assert_eq!(c.event(&at(other, 0, 2000, admit())), Ok(()));
         assert_eq!(c.event(&at(id, 1, 1500, started.clone())), Ok(()));
         let refusals = [
             (
@@ -1216,6 +1262,7 @@ mod tests {
             (at(id, 1, 1600, started.clone()), "has an event 1 already"),
             (at(id, 2, 1400, started.clone()), "back in time"),
             (at(id, 2, 1600, create()), "created a second time"),
+            (at(id, 2, 1600, admit()), "created a second time"),
             (
                 at(RunId::new(Timestamp(5), 1), 1, 9, started.clone()),
                 "comes before the run's Created event",

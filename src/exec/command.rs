@@ -158,6 +158,27 @@ fn preset_variables(env: &crate::config::Environment, home: &Path) -> BTreeMap<S
     vars
 }
 
+/// MCP credential values shorter than this are not redacted from the transcript: replacing
+/// every occurrence of a one- or two-letter value would garble the output and hide nothing.
+const MCP_REDACTED_MIN_BYTES: usize = 8;
+
+/// The run's MCP credential values (as put back for the agent), named `mcp.SERVER.env.NAME` and
+/// `mcp.SERVER.headers.NAME`, for the transcript's redactor: an agent that prints its MCP
+/// configuration does not show the values to the readers of its transcript.
+fn mcp_credentials(job: &Assignment) -> Vec<(String, &str)> {
+    let mut out = Vec::new();
+    for (server, s) in &job.run.config.mcp_servers {
+        for (kind, values) in [("env", &s.env), ("headers", &s.headers)] {
+            for (name, value) in values {
+                if value.len() >= MCP_REDACTED_MIN_BYTES {
+                    out.push((format!("mcp.{server}.{kind}.{name}"), value.as_str()));
+                }
+            }
+        }
+    }
+    out
+}
+
 /// `{"mcpServers": {...}}` in the shape agent CLIs read (stdio or http servers). A preset's
 /// CLI gets only the servers it can use (`usable_mcp`); a command agent gets every entry.
 fn mcp_json(job: &Assignment) -> serde_json::Value {
@@ -950,11 +971,17 @@ fn prepare<'a>(
             env.id
         ))
     })?;
-    let redactor = Redactor::new(env.secrets.iter().filter_map(|name| {
-        sup.secrets
-            .get(name)
-            .map(|s| (name.as_str(), s.value.expose()))
-    }));
+    let mcp = mcp_credentials(job);
+    let redactor = Redactor::new(
+        env.secrets
+            .iter()
+            .filter_map(|name| {
+                sup.secrets
+                    .get(name)
+                    .map(|s| (name.as_str(), s.value.expose()))
+            })
+            .chain(mcp.iter().map(|(name, value)| (name.as_str(), *value))),
+    );
     let writer = sup
         .transcripts
         .writer(id)

@@ -236,6 +236,9 @@ pub struct Supervision {
     pub secrets: Arc<std::collections::BTreeMap<String, crate::config::Secret>>,
     /// `[prices]`, for the cost of each execution's usage when it is recorded.
     pub prices: Arc<crate::config::Prices>,
+    /// The instance's credential key: seals runs' MCP credentials at admission and puts them
+    /// back at launch.
+    pub credentials: crate::credentials::Credentials,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -296,6 +299,11 @@ impl Executor {
 
     pub fn transcripts(&self) -> &Transcripts {
         &self.supervision.transcripts
+    }
+
+    /// The instance's credential key (`crate::credentials`).
+    pub fn credentials(&self) -> &crate::credentials::Credentials {
+        &self.supervision.credentials
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -535,8 +543,11 @@ impl Executor {
                 control: tx,
             },
         );
+        // The agent gets the run's real credentials; the run as recorded holds `***`.
+        let mut run = run.clone();
+        let unsealed = self.supervision.credentials.restore(&mut run).err();
         let assignment = Assignment {
-            run: run.clone(),
+            run,
             execution,
             followups,
             resumed_by,
@@ -568,6 +579,18 @@ impl Executor {
                                     .unwrap_or("")
                             ),
                             error_code: Some("resource_not_found".into()),
+                            retryable: Some(false),
+                        })),
+                        None,
+                    ),
+                    // Never launched with `***` where a credential should be.
+                    _ if unsealed.is_some() => (
+                        Some(Err(StatusMessage {
+                            message: unsealed
+                                .as_ref()
+                                .map(ToString::to_string)
+                                .unwrap_or_default(),
+                            error_code: Some("internal_error".into()),
                             retryable: Some(false),
                         })),
                         None,

@@ -1,6 +1,8 @@
 //! The parts of a run that the API's requests and answers and the stored events share: the
 //! agent configuration with its MCP servers (as a request gives it and as it is stored), the
-//! creator and the status message of a failure.
+//! creator and the status message of a failure. Every output of an MCP server's `env` and
+//! `headers` goes through `McpServerOut`, which shows their names and `***` for every value
+//! (whatever the run stored: sealed runs hold `***` already, legacy runs their plain values).
 
 use std::collections::BTreeMap;
 
@@ -8,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::schema::*;
-use crate::domain::{AgentConfig, Creator, CreatorKind, McpServer, StatusMessage};
+use crate::domain::{AgentConfig, Creator, CreatorKind, McpServer, StatusMessage, REDACTED};
 
 /// An MCP server for the agent (OpenAPI `MCPServerConfig`). Exactly one of `warp_id`,
 /// `command` and `url` must be set. `args`, `env` and `headers` together hold at most 8192
@@ -27,9 +29,11 @@ pub struct McpServerIn {
     /// SSE/HTTP transport: an `http://` or `https://` URL without whitespace. At most 2048 bytes.
     #[schema(max_length = 2048, pattern = r"^https?://\S+$")]
     pub url: Option<String>,
-    /// Environment variables for the server.
+    /// Environment variables for the server. The values are credentials: stored encrypted,
+    /// handed to the agent, and returned as `***`.
     pub env: Option<BTreeMap<String, String>>,
-    /// HTTP headers for the SSE/HTTP transport.
+    /// HTTP headers for the SSE/HTTP transport. The values are credentials: stored encrypted,
+    /// handed to the agent, and returned as `***`.
     pub headers: Option<BTreeMap<String, String>>,
 }
 
@@ -88,12 +92,31 @@ pub struct McpServerOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, format = "uri")]
     pub url: Option<&'a str>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    /// The server's environment variables by name; every value reads `***`.
+    #[serde(skip_serializing_if = "Redacted::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
-    pub env: &'a BTreeMap<String, String>,
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub env: Redacted<'a>,
+    /// The server's HTTP headers by name; every value reads `***`.
+    #[serde(skip_serializing_if = "Redacted::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
-    pub headers: &'a BTreeMap<String, String>,
+    pub headers: Redacted<'a>,
+}
+
+/// Credential values by name, serialized with every value `***`: the names stay visible,
+/// the values never leave the service this way.
+#[derive(Debug, Clone, Copy)]
+pub struct Redacted<'a>(pub &'a BTreeMap<String, String>);
+
+impl Redacted<'_> {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl Serialize for Redacted<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.collect_map(self.0.keys().map(|k| (k, REDACTED)))
+    }
 }
 
 /// The resolved configuration of a run (OpenAPI `AmbientAgentConfig`): `model_id` and
@@ -140,8 +163,8 @@ impl<'a> AgentConfigOut<'a> {
                             command: s.command.as_deref(),
                             args: &s.args,
                             url: s.url.as_deref(),
-                            env: &s.env,
-                            headers: &s.headers,
+                            env: Redacted(&s.env),
+                            headers: Redacted(&s.headers),
                         },
                     )
                 })
@@ -211,5 +234,44 @@ impl<'a> StatusMessageOut<'a> {
             error_code: s.error_code.as_deref(),
             retryable: s.retryable,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whatever a config holds (plain values of a run from before credentials were sealed
+    /// included), its output shows the names and `***`.
+    #[test]
+    fn mcp_credential_values_are_shown_as_placeholders() {
+        let server = McpServer {
+            command: Some("npx".into()),
+            env: BTreeMap::from([("TOKEN".into(), "ghp_plain".into())]),
+            headers: BTreeMap::from([("Authorization".into(), "Bearer x".into())]),
+            ..McpServer::default()
+        };
+        let config = AgentConfig {
+            mcp_servers: BTreeMap::from([
+                ("gh".into(), server),
+                (
+                    "bare".into(),
+                    McpServer {
+                        url: Some("https://a".into()),
+                        ..McpServer::default()
+                    },
+                ),
+            ]),
+            ..AgentConfig::default()
+        };
+        let json = serde_json::to_value(AgentConfigOut::from(&config)).expect("serializes");
+        assert_eq!(
+            json["mcp_servers"],
+            serde_json::json!({
+                "gh": {"command": "npx", "env": {"TOKEN": "***"},
+                       "headers": {"Authorization": "***"}},
+                "bare": {"url": "https://a"}
+            })
+        );
     }
 }

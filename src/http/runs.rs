@@ -93,11 +93,16 @@ pub async fn create(
     };
     let created = validate::create(&body, &state.config, creator)?;
     may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
-    let created = RunAdmitted {
-        created,
-        team: key.team.clone(),
-        sealed: None,
-    };
+    // Credentials are sealed before anything is recorded: the log only ever holds `***`.
+    let created = state
+        .runs
+        .credentials()
+        .seal(RunAdmitted {
+            created,
+            team: key.team.clone(),
+            sealed: None,
+        })
+        .map_err(|e| ApiError::internal(&e))?;
     let idempotency_key = match req.headers().get("idempotency-key") {
         None => None,
         Some(v) => Some(

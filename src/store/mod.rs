@@ -44,6 +44,8 @@ const INDEX_FLOOR: &str = "index_floor";
 pub const INSTANCE_ID: &str = "instance_id";
 /// The instance secret that signs session-link tokens.
 pub const SESSION_SECRET: &str = "session_secret";
+/// The instance secret that seals runs' MCP credentials (`crate::credentials`).
+pub const CREDENTIAL_KEY: &str = "credential_key";
 /// The directory under the data directory that holds sled's files.
 const SLED_DIR: &str = "sled";
 /// The entries of a data directory that make up the store (the rest, such as transcripts and
@@ -52,7 +54,7 @@ pub const STORE_ENTRIES: [&str; 2] = [SLED_DIR, watermark::FILE_NAME];
 
 /// Every instance secret, in the order a backup lists them. The `meta` tree holds other
 /// records too (the commit number), so backups name secrets explicitly instead of walking it.
-pub const INSTANCE_SECRETS: [&str; 2] = [INSTANCE_ID, SESSION_SECRET];
+pub const INSTANCE_SECRETS: [&str; 3] = [INSTANCE_ID, SESSION_SECRET, CREDENTIAL_KEY];
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
