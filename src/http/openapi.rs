@@ -141,6 +141,13 @@ impl Modify for RateLimited {
         components
             .responses
             .insert("TooManyRequests".into(), response);
+        components.responses.insert(
+            "RequestTimeout".into(),
+            problem(
+                "The request body did not arrive whole within `server.body_timeout_secs` \
+                 (default 30 s); the connection is closed (`invalid_request`).",
+            ),
+        );
         for (path, item) in doc.paths.paths.iter_mut() {
             if !path.starts_with("/api/v1/") {
                 continue;
@@ -158,6 +165,12 @@ impl Modify for RateLimited {
                     "429".into(),
                     RefOr::Ref(utoipa::openapi::Ref::from_response_name("TooManyRequests")),
                 );
+                if op.request_body.is_some() {
+                    op.responses.responses.insert(
+                        "408".into(),
+                        RefOr::Ref(utoipa::openapi::Ref::from_response_name("RequestTimeout")),
+                    );
+                }
             }
         }
     }
