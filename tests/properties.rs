@@ -439,6 +439,63 @@ proptest! {
     }
 }
 
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, .. ProptestConfig::default() })]
+
+    /// A created-at list starts its walk at a creation bound (ids begin with the creation
+    /// time): for a bound at, just before and just after every run's creation, in both orders
+    /// and for every team, it returns exactly the runs within the bounds.
+    #[test]
+    fn created_bounds_cut_a_created_at_list_exactly(
+        specs in proptest::collection::vec(run_spec(), 1..12),
+        limit in 1usize..4,
+    ) {
+        let (_dir, store, index) = open();
+        let live = populate(&store, &index, &specs);
+        let mut bounds: Vec<u64> = live
+            .iter()
+            .flat_map(|r| [r.created_at.0 - 1, r.created_at.0, r.created_at.0 + 1])
+            .collect();
+        bounds.extend([0, u64::MAX, 1 << 48, (1 << 48) - 1]);
+        for team in 0u8..3 {
+            for &bound in &bounds {
+                for (after, asc) in [(true, true), (true, false), (false, true), (false, false)] {
+                    let query = Query {
+                        team: team_name(team),
+                        created_after: after.then_some(Timestamp(bound)),
+                        created_before: (!after).then_some(Timestamp(bound)),
+                        sort_by: SortBy::CreatedAt,
+                        order: if asc { Order::Asc } else { Order::Desc },
+                        limit,
+                        ..Query::default()
+                    };
+                    let mut expected: Vec<RunId> = live
+                        .iter()
+                        .filter(|r| r.team == team_name(team))
+                        .filter(|r| if after { r.created_at.0 > bound } else { r.created_at.0 < bound })
+                        .map(|r| r.id)
+                        .collect();
+                    expected.sort();
+                    if !asc {
+                        expected.reverse();
+                    }
+                    let mut got = Vec::new();
+                    let mut q = query.clone();
+                    for _ in 0..100 {
+                        let page = index.list(&q).expect("list");
+                        got.extend(page.runs.into_iter().map(|r| r.id));
+                        match page.next_cursor {
+                            Some(c) => q.cursor = Some(c),
+                            None => break,
+                        }
+                    }
+                    prop_assert_eq!(got, expected, "{:?}", query);
+                }
+            }
+        }
+    }
+}
+
 /// One run, created and still queued.
 fn one_queued_run() -> RunSpec {
     RunSpec {
