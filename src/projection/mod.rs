@@ -62,9 +62,10 @@ const INDEX: &str = "run_index";
 /// mismatch triggers a rebuild. 6: writers remove the saved runs-per-state tally
 /// (`SAVED_TALLY_KEY`) before they write. 7: rows carry the follow-ups owed to the run's
 /// execution (`Run::owed`) and the run's usage (`Run::usage`), and writers remove the saved
-/// usage totals (`SAVED_USAGE_KEY`) too. 8: every range is scoped by the run's team (`F field
-/// team hash`, `T team`), and a `C team` range holds the runs in created-at order; a store of
-/// layout 7 rebuilds, and its runs (legacy `Created`) land in the team `default`.
+/// usage totals (`SAVED_USAGE_KEY`) too. 8: rows carry the run's team and sealed credentials
+/// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
+/// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
+/// rebuilds, and its runs (legacy `Created`) land in the team `default`.
 pub const LAYOUT_VERSION: u32 = 8;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
