@@ -1,7 +1,8 @@
 //! Property tests of the event-sourced core against a real sled store:
 //! - folding a run's stored log equals the state the index holds (replay == live);
 //! - rebuilding the read index from the log equals the incrementally maintained index;
-//! - paging through any list query returns exactly the matching runs, in order, once each;
+//! - paging through any list query of any team returns exactly that team's matching runs, in
+//!   order, once each;
 //! - the runs-per-state tally the index's writes keep equals a fresh count;
 //! - values on both sides of sled's blob threshold sync without a false failure and read back
 //!   whole after a reopen.
@@ -19,6 +20,8 @@ use runledger::store::{self, Store};
 
 #[derive(Debug, Clone)]
 struct RunSpec {
+    /// The team the run is admitted into (`team{n}`; see `team_name`).
+    team: u8,
     name: Option<u8>,
     model: u8,
     env: u8,
@@ -54,8 +57,18 @@ fn step() -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Team 0 is the team every run of a store from before teams belongs to.
+fn team_name(n: u8) -> String {
+    if n == 0 {
+        runledger::domain::DEFAULT_TEAM.to_string()
+    } else {
+        format!("team{n}")
+    }
+}
+
 fn run_spec() -> impl Strategy<Value = RunSpec> {
     (
+        0u8..3,
         proptest::option::of(0u8..3),
         0u8..3,
         0u8..2,
@@ -64,15 +77,18 @@ fn run_spec() -> impl Strategy<Value = RunSpec> {
         proptest::option::of(0u8..2),
         proptest::collection::vec(step(), 0..7),
     )
-        .prop_map(|(name, model, env, creator, title, meta, steps)| RunSpec {
-            name,
-            model,
-            env,
-            creator,
-            title,
-            meta,
-            steps,
-        })
+        .prop_map(
+            |(team, name, model, env, creator, title, meta, steps)| RunSpec {
+                team,
+                name,
+                model,
+                env,
+                creator,
+                title,
+                meta,
+                steps,
+            },
+        )
 }
 
 fn created(spec: &RunSpec) -> RunCreated {
@@ -162,7 +178,11 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
         clock += 7;
         let id = RunId::new(Timestamp(clock), (first + i) as u128);
         let mut state: Option<Run> = None;
-        let commands = std::iter::once(Command::Create(RunAdmitted::from_legacy(created(spec))))
+        let admitted = RunAdmitted {
+            team: team_name(spec.team),
+            ..RunAdmitted::from_legacy(created(spec))
+        };
+        let commands = std::iter::once(Command::Create(admitted))
             .chain(spec.steps.iter().map(|_| Command::Start));
         for (n, cmd) in commands.enumerate() {
             let cmd = match (n, &state) {
@@ -353,6 +373,8 @@ proptest! {
         prop_assert_eq!(fresh.count_by_state().expect("after rebuild, reopened"), want);
     }
 
+    /// For every team (and one without runs), paging through a list with any filters and sort
+    /// returns exactly that team's matching runs, in order, once each.
     #[test]
     fn paging_returns_every_match_once_in_order(
         specs in proptest::collection::vec(run_spec(), 1..30),
@@ -366,51 +388,118 @@ proptest! {
         asc in any::<bool>(),
         limit in 1usize..6,
         after in proptest::option::of(0u64..400),
+        created in (proptest::option::of(0u64..1500), proptest::option::of(0u64..1500)),
     ) {
         let (_dir, store, index) = open();
         let live = populate(&store, &index, &specs);
         let base = live.first().map_or(0, |r| r.created_at.0);
-        let query = Query {
-            states: states.iter().map(|&s| RunState::ALL[s]).collect(),
-            name: name.map(|n| format!("name{n}")),
-            model_id: model.map(|m| format!("model{m}")),
-            creator: creator.map(|c| format!("key{c}")),
-            metadata: meta.map(|m| vec![("team".to_string(), format!("t{m}"))]).unwrap_or_default(),
-            q: q.map(|t| format!("BUG {t}")),
-            updated_after: after.map(|a| Timestamp(base + a)),
-            sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort as usize],
-            order: if asc { Order::Asc } else { Order::Desc },
-            limit,
-            ..Query::default()
-        };
-        let mut expected: Vec<&Run> = live.iter().filter(|r| query.matches(r)).collect();
-        expected.sort_by_key(|r| match query.sort_by {
-            SortBy::UpdatedAt => keys::updated_position(r),
-            SortBy::CreatedAt => r.id.to_bytes().to_vec(),
-            SortBy::Title => keys::title_position(r),
-        });
-        if !asc {
-            expected.reverse();
+        for team in 0u8..4 {
+            let query = Query {
+                team: team_name(team),
+                states: states.iter().map(|&s| RunState::ALL[s]).collect(),
+                name: name.map(|n| format!("name{n}")),
+                model_id: model.map(|m| format!("model{m}")),
+                creator: creator.map(|c| format!("key{c}")),
+                metadata: meta.map(|m| vec![("team".to_string(), format!("t{m}"))]).unwrap_or_default(),
+                q: q.map(|t| format!("BUG {t}")),
+                updated_after: after.map(|a| Timestamp(base + a)),
+                created_after: created.0.map(|a| Timestamp(base + a)),
+                created_before: created.1.map(|b| Timestamp(base + b)),
+                sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort as usize],
+                order: if asc { Order::Asc } else { Order::Desc },
+                limit,
+                ..Query::default()
+            };
+            let mut expected: Vec<&Run> = live
+                .iter()
+                .filter(|r| r.team == team_name(team) && query.matches(r))
+                .collect();
+            expected.sort_by_key(|r| match query.sort_by {
+                SortBy::UpdatedAt => keys::updated_position(r),
+                SortBy::CreatedAt => r.id.to_bytes().to_vec(),
+                SortBy::Title => keys::title_position(r),
+            });
+            if !asc {
+                expected.reverse();
+            }
+            let mut got = Vec::new();
+            let mut q = query.clone();
+            for _ in 0..100 {
+                let page = index.list(&q).expect("list");
+                prop_assert!(page.runs.len() <= limit);
+                got.extend(page.runs.into_iter().map(|r| r.id));
+                match page.next_cursor {
+                    Some(c) => q.cursor = Some(c),
+                    None => break,
+                }
+            }
+            let expected: Vec<RunId> = expected.iter().map(|r| r.id).collect();
+            prop_assert_eq!(got, expected, "team {}", team_name(team));
         }
-        let mut got = Vec::new();
-        let mut q = query.clone();
-        for _ in 0..100 {
-            let page = index.list(&q).expect("list");
-            prop_assert!(page.runs.len() <= limit);
-            got.extend(page.runs.into_iter().map(|r| r.id));
-            match page.next_cursor {
-                Some(c) => q.cursor = Some(c),
-                None => break,
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 8, .. ProptestConfig::default() })]
+
+    /// A created-at list starts its walk at a creation bound (ids begin with the creation
+    /// time): for a bound at, just before and just after every run's creation, in both orders
+    /// and for every team, it returns exactly the runs within the bounds.
+    #[test]
+    fn created_bounds_cut_a_created_at_list_exactly(
+        specs in proptest::collection::vec(run_spec(), 1..12),
+        limit in 1usize..4,
+    ) {
+        let (_dir, store, index) = open();
+        let live = populate(&store, &index, &specs);
+        let mut bounds: Vec<u64> = live
+            .iter()
+            .flat_map(|r| [r.created_at.0 - 1, r.created_at.0, r.created_at.0 + 1])
+            .collect();
+        bounds.extend([0, u64::MAX, 1 << 48, (1 << 48) - 1]);
+        for team in 0u8..3 {
+            for &bound in &bounds {
+                for (after, asc) in [(true, true), (true, false), (false, true), (false, false)] {
+                    let query = Query {
+                        team: team_name(team),
+                        created_after: after.then_some(Timestamp(bound)),
+                        created_before: (!after).then_some(Timestamp(bound)),
+                        sort_by: SortBy::CreatedAt,
+                        order: if asc { Order::Asc } else { Order::Desc },
+                        limit,
+                        ..Query::default()
+                    };
+                    let mut expected: Vec<RunId> = live
+                        .iter()
+                        .filter(|r| r.team == team_name(team))
+                        .filter(|r| if after { r.created_at.0 > bound } else { r.created_at.0 < bound })
+                        .map(|r| r.id)
+                        .collect();
+                    expected.sort();
+                    if !asc {
+                        expected.reverse();
+                    }
+                    let mut got = Vec::new();
+                    let mut q = query.clone();
+                    for _ in 0..100 {
+                        let page = index.list(&q).expect("list");
+                        got.extend(page.runs.into_iter().map(|r| r.id));
+                        match page.next_cursor {
+                            Some(c) => q.cursor = Some(c),
+                            None => break,
+                        }
+                    }
+                    prop_assert_eq!(got, expected, "{:?}", query);
+                }
             }
         }
-        let expected: Vec<RunId> = expected.iter().map(|r| r.id).collect();
-        prop_assert_eq!(got, expected);
     }
 }
 
 /// One run, created and still queued.
 fn one_queued_run() -> RunSpec {
     RunSpec {
+        team: 0,
         name: Some(1),
         model: 0,
         env: 0,
@@ -580,6 +669,7 @@ fn a_cursor_cannot_be_used_with_another_query() {
     let (_dir, store, index) = open();
     let specs: Vec<RunSpec> = (0..5)
         .map(|i| RunSpec {
+            team: 0,
             name: Some(0),
             model: 0,
             env: 0,
@@ -591,12 +681,14 @@ fn a_cursor_cannot_be_used_with_another_query() {
         .collect();
     populate(&store, &index, &specs);
     let query = Query {
+        team: team_name(0),
         limit: 2,
         ..Query::default()
     };
     let page = index.list(&query).expect("list");
     let cursor = page.next_cursor.expect("more pages");
     let other = Query {
+        team: team_name(0),
         limit: 2,
         cursor: Some(cursor),
         name: Some("name0".into()),
@@ -613,6 +705,7 @@ fn a_run_changing_state_during_lists_is_never_missed() {
     let (_dir, store, index) = open();
     let specs: Vec<RunSpec> = (0..3)
         .map(|i| RunSpec {
+            team: 0,
             name: Some(i),
             model: 0,
             env: 0,
@@ -643,11 +736,13 @@ fn a_run_changing_state_during_lists_is_never_missed() {
         });
         let queries = [
             Query {
+                team: team_name(0),
                 q: Some(moving.title.clone()),
                 limit: 20,
                 ..Query::default()
             },
             Query {
+                team: team_name(0),
                 states: vec![RunState::Queued, RunState::InProgress],
                 limit: 20,
                 ..Query::default()

@@ -463,8 +463,8 @@ impl Runs {
         }
     }
 
-    /// One page of the runs in `state`, oldest update first: recovery walks a state's index
-    /// range a page at a time and never holds it whole.
+    /// One page of the runs in `state`, of every team, oldest update first: recovery walks
+    /// the state's index ranges a page at a time and never holds them whole.
     async fn page_in_state(
         &self,
         state: RunState,
@@ -472,6 +472,7 @@ impl Runs {
     ) -> Result<Page, Error> {
         self.list(&Query {
             states: vec![state],
+            every_team: true,
             order: projection::Order::Asc,
             limit: 500,
             cursor,

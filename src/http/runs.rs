@@ -192,9 +192,10 @@ pub async fn create(
 pub async fn list(
     req: HttpRequest,
     state: web::Data<AppState>,
-    _: Principal,
+    Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let query = validate::list_query(req.query_string())?;
+    let mut query = validate::list_query(req.query_string())?;
+    query.team = key.team.clone();
     let page = state.runs.list(&query).await?;
     let page_info = PageInfo {
         has_next_page: page.next_cursor.is_some(),

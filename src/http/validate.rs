@@ -1081,6 +1081,9 @@ mod properties {
                 order: SORT_ORDER[spec.order].1,
                 limit: spec.limit,
                 cursor: None,
+                // Set by the handler from the key, never from the query string.
+                team: String::new(),
+                every_team: false,
             };
             prop_assert_eq!(q, expected);
         }

@@ -1,7 +1,8 @@
 //! Blocks: how the ranges of the read index are stored. A range is a sorted set of positions
-//! under one prefix — `F field hash` (positions `updated_at ‖ run_id`, 24 bytes) or `T`
-//! (positions `lowercased title ‖ 00 00 ‖ run_id`, of any length). It is kept as a few sled
-//! entries, each holding consecutive positions, instead of one sled entry per position.
+//! under one prefix — `F field team hash` (positions `updated_at ‖ run_id`, 24 bytes), `T team`
+//! (positions `lowercased title ‖ 00 00 ‖ run_id`, of any length) or `C team` (positions
+//! `run_id`, 16 bytes). It is kept as a few sled entries, each holding consecutive positions,
+//! instead of one sled entry per position.
 //!
 //! ```text
 //! key    prefix  lower             lower: a lower bound of the block's positions
@@ -31,6 +32,8 @@ use super::Error;
 
 /// Bytes of a position in an `F` range.
 pub const FILTER_POS: usize = 24;
+/// Bytes of a position in a `C` range (a run id).
+pub const CREATED_POS: usize = 16;
 /// Positions a block may hold before it is split.
 const MAX_BLOCK: usize = 32;
 /// Encoded bytes a block may hold before it is split (unless it holds one position).
@@ -40,12 +43,21 @@ const MAX_BYTES: usize = 1024;
 const FILL: usize = 24;
 const FILL_BYTES: usize = 768;
 
-/// The length of the range prefix a logical entry or a block key starts with (`F field hash`,
-/// or `T`); `None` for a key of no range.
+/// The length of the range prefix a logical entry or a block key starts with (`F field team
+/// hash`, `T team` or `C team`); `None` for a key of no range.
 pub fn prefix_len(key: &[u8]) -> Option<usize> {
     match *key.first()? {
-        keys::FILTER => Some(10),
-        keys::TITLE => Some(1),
+        keys::FILTER => Some(keys::FILTER_PREFIX),
+        keys::TITLE | keys::CREATED => Some(keys::TEAM_PREFIX),
+        _ => None,
+    }
+}
+
+/// The length every position of the range a key belongs to has, if its positions have one.
+fn fixed_position(key: &[u8]) -> Option<usize> {
+    match *key.first()? {
+        keys::FILTER => Some(FILTER_POS),
+        keys::CREATED => Some(CREATED_POS),
         _ => None,
     }
 }
@@ -53,7 +65,7 @@ pub fn prefix_len(key: &[u8]) -> Option<usize> {
 /// Splits a logical entry (`prefix ‖ position`) into its parts.
 pub fn split(key: &[u8]) -> Result<(&[u8], &[u8]), Error> {
     match prefix_len(key) {
-        Some(n) if key.len() > n && (key[0] != keys::FILTER || key.len() == n + FILTER_POS) => {
+        Some(n) if key.len() > n && fixed_position(key).is_none_or(|p| key.len() == n + p) => {
             Ok(key.split_at(n))
         }
         _ => Err(corrupt(format!("an index entry of {} bytes", key.len()))),
@@ -342,24 +354,26 @@ fn store(ops: &mut Vec<Op>, prefix: &[u8], lower: Option<Vec<u8>>, positions: &[
     writes > 1
 }
 
-/// The positions of one range gathered by a rebuild. A rebuild of 1M runs gathers about 7M of
-/// them: the 24-byte positions of `F` ranges are kept and sorted as arrays, the positions of
-/// the `T` range in one buffer (a vector per position would double what they take).
+/// The positions of one range gathered by a rebuild. A rebuild of 1M runs gathers about 8M of
+/// them: the 24-byte positions of `F` ranges and the 16-byte ones of `C` ranges are kept and
+/// sorted as arrays, the positions of a `T` range in one buffer (a vector per position would
+/// double what they take).
 pub enum Gathered {
     Fixed(Vec<[u8; FILTER_POS]>),
+    Ids(Vec<[u8; CREATED_POS]>),
     Varying { bytes: Vec<u8>, ends: Vec<usize> },
 }
 
 impl Gathered {
     /// An empty set of positions for the range `prefix`.
     pub fn new(prefix: &[u8]) -> Gathered {
-        if prefix.first() == Some(&keys::FILTER) {
-            Gathered::Fixed(Vec::new())
-        } else {
-            Gathered::Varying {
+        match prefix.first() {
+            Some(&keys::FILTER) => Gathered::Fixed(Vec::new()),
+            Some(&keys::CREATED) => Gathered::Ids(Vec::new()),
+            _ => Gathered::Varying {
                 bytes: Vec::new(),
                 ends: Vec::new(),
-            }
+            },
         }
     }
 
@@ -369,6 +383,10 @@ impl Gathered {
             Gathered::Fixed(positions) => positions.push(
                 pos.try_into()
                     .map_err(|_| corrupt(format!("a filter position of {} bytes", pos.len())))?,
+            ),
+            Gathered::Ids(positions) => positions.push(
+                pos.try_into()
+                    .map_err(|_| corrupt(format!("a created position of {} bytes", pos.len())))?,
             ),
             Gathered::Varying { bytes, ends } => {
                 bytes.extend_from_slice(pos);
@@ -382,6 +400,7 @@ impl Gathered {
     pub fn len(&self) -> usize {
         match self {
             Gathered::Fixed(positions) => positions.len(),
+            Gathered::Ids(positions) => positions.len(),
             Gathered::Varying { ends, .. } => ends.len(),
         }
     }
@@ -391,6 +410,11 @@ impl Gathered {
     pub fn build(self, tree: &sled::Tree, prefix: &[u8]) -> Result<u64, Error> {
         match self {
             Gathered::Fixed(mut positions) => {
+                positions.sort_unstable();
+                positions.dedup();
+                build(tree, prefix, &positions)
+            }
+            Gathered::Ids(mut positions) => {
                 positions.sort_unstable();
                 positions.dedup();
                 build(tree, prefix, &positions)
@@ -478,6 +502,7 @@ pub fn positions(
 
 /// How many positions the range `prefix` holds: a walk of its blocks that reads each block's
 /// length prefixes and copies nothing.
+#[cfg(test)]
 pub fn count(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, Error> {
     let mut n = 0u64;
     for item in tree.scan_prefix(prefix) {
@@ -488,7 +513,7 @@ pub fn count(tree: &sled::Tree, prefix: &[u8]) -> Result<u64, Error> {
 }
 
 /// The number of positions in an encoded block, checked as `decode` checks it.
-fn count_block(value: &[u8]) -> Result<u64, Error> {
+pub fn count_block(value: &[u8]) -> Result<u64, Error> {
     let mut n = 0;
     let mut rest = value;
     while !rest.is_empty() {
@@ -534,18 +559,28 @@ mod tests {
         (db, tree)
     }
 
-    /// Ranges 0 and 1 are `F` ranges (24-byte positions); range 2 is the `T` range, whose
+    /// Ranges 0 and 1 are `F` ranges (24-byte positions); range 2 is a `T` range, whose
     /// positions have lengths from 2 to 1,301 bytes, so blocks split on bytes as well as counts
     /// and a position longer than a block may hold gets a block of its own (a 256-character
-    /// title is up to about 1 KiB).
+    /// title is up to about 1 KiB); range 3 is a `C` range (16-byte positions).
     fn entry(range: u8, pos: u16) -> Vec<u8> {
+        let team = [range; keys::TEAM_LEN];
         if range == 2 {
-            let mut key = vec![keys::TITLE];
+            let mut key = keys::title_prefix(&team);
             key.extend_from_slice(&pos.to_be_bytes());
-            key.resize(3 + (usize::from(pos) * 37) % 1300, b'x');
+            key.resize(keys::TEAM_PREFIX + 2 + (usize::from(pos) * 37) % 1300, b'x');
+            return key;
+        }
+        if range == 3 {
+            let mut key = keys::created_prefix(&team);
+            let mut p = [0u8; CREATED_POS];
+            p[..2].copy_from_slice(&pos.to_be_bytes());
+            p[15] = 1;
+            key.extend_from_slice(&p);
             return key;
         }
         let mut key = vec![keys::FILTER, range];
+        key.extend_from_slice(&team);
         key.extend_from_slice(&[0; 8]);
         let mut p = [0u8; FILTER_POS];
         p[..2].copy_from_slice(&pos.to_be_bytes());
@@ -581,7 +616,7 @@ mod tests {
         #[test]
         fn blocks_behave_like_a_sorted_set(
             batches in proptest::collection::vec(
-                proptest::collection::vec((0u8..3, 0u16..300, any::<bool>()), 0..80),
+                proptest::collection::vec((0u8..4, 0u16..300, any::<bool>()), 0..80),
                 1..12,
             ),
             from in 0u16..300,
@@ -624,7 +659,7 @@ mod tests {
                     prop_assert!(n == 1 || value.len() <= MAX_BYTES, "a block of {} bytes", value.len());
                 }
             }
-            for range in 0u8..3 {
+            for range in 0u8..4 {
                 let p = prefix_of(range);
                 let want: Vec<Vec<u8>> = model
                     .iter()
@@ -652,7 +687,7 @@ mod tests {
         /// many it wrote to each range.
         #[test]
         fn a_built_range_holds_what_was_gathered(
-            gathered in proptest::collection::vec((0u8..3, 0u16..300), 0..400),
+            gathered in proptest::collection::vec((0u8..4, 0u16..300), 0..400),
         ) {
             let (_db, tree) = tree();
             let mut ranges: BTreeMap<Vec<u8>, Gathered> = BTreeMap::new();

@@ -4,14 +4,23 @@
 //! lets a property test compare the two.
 //!
 //! ```text
-//! F  field(1)  hash(value)(8)  updated_at(8)  run_id    one per filterable field with a value
-//! T  escaped(lowercase(title))  00 00  run_id(16)       title sort
+//! F  field(1)  team(8)  hash(value)(8)  updated_at(8)  run_id   one per filterable field with a value
+//! T  team(8)  escaped(lowercase(title))  00 00  run_id(16)      title sort
+//! C  team(8)  run_id(16)                                        created-at sort
 //! ```
-//! These are logical entries. The entries of one range (`F field hash`, or `T`) are stored in
-//! blocks of positions (`blocks.rs`); layout 4 kept each `T` entry as a sled key of its own.
-//! Every run has exactly one state, so the five `F State` ranges together hold every run once
-//! in updated-at order: an unfiltered list merges them, and needs no range of its own (layout 2
-//! had one, `U`, which cost every transition a removal and an insertion more).
+//! `team(8)` is `team_hash(run.team)`: every range holds the runs of one team, so a list for
+//! one team walks that team's ranges and never meets another team's runs. In `F` keys the
+//! field comes before the team so that the state ranges of every team lie together under
+//! `F 01`: the runs-per-state counts of the whole instance (`/metrics`) stay one walk of them.
+//!
+//! These are logical entries. The entries of one range (`F field team hash`, `T team` or
+//! `C team`) are stored in blocks of positions (`blocks.rs`); layout 4 kept each `T` entry as a
+//! sled key of its own. Every run has exactly one state, so the five `F State team` ranges of a
+//! team together hold each of its runs once in updated-at order: an unfiltered list merges
+//! them, and needs no range of its own (layout 2 had one, `U`, which cost every transition a
+//! removal and an insertion more). A `C` entry never moves (creation does not change, and the
+//! run id starts with the creation time, so id order is created-at order): it costs one entry
+//! when a run is created and nothing on its transitions.
 //! Filter values are hashed to fixed width so that any string works as a key part; a hash
 //! collision only costs a wasted candidate, because every candidate is re-checked against the
 //! full filter before it is returned.
@@ -25,6 +34,16 @@ use crate::memo::Memo;
 
 pub const FILTER: u8 = b'F';
 pub const TITLE: u8 = b'T';
+pub const CREATED: u8 = b'C';
+
+/// The tag hashed with a team name (`team_hash`); no `Field` has it.
+const TEAM_TAG: u8 = 0;
+
+/// Bytes of a team's stand-in in keys.
+pub const TEAM_LEN: usize = 8;
+
+/// A team's fixed-width stand-in in keys (`team_hash`).
+pub type TeamHash = [u8; TEAM_LEN];
 
 /// The indexed filter fields, with their tag byte in `F` entries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -41,11 +60,11 @@ pub enum Field {
 const MEMO_VALUES: usize = 4096;
 
 thread_local! {
-    /// `value_hash` of recently seen values, per field tag. Filter values repeat a lot (five
-    /// states, a few creators, models and environments), and SHA-256 is not free on a CPU
-    /// without SHA instructions: a rebuild hashes 6 values per run and an index update the
-    /// fields of two runs. The memo trades up to `MEMO_VALUES` values per field and thread
-    /// for those hashes.
+    /// `value_hash` of recently seen values, per field tag, and `team_hash` of recently seen
+    /// teams (slot 0, `TEAM_TAG`). Filter values and teams repeat a lot (five states, a few
+    /// teams, creators, models and environments), and SHA-256 is not free on a CPU without SHA
+    /// instructions: a rebuild hashes 7 values per run and an index update those of two runs.
+    /// The memo trades up to `MEMO_VALUES` values per slot and thread for those hashes.
     static MEMO: RefCell<[Memo<String, [u8; 8]>; 8]> =
         RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }
@@ -72,12 +91,56 @@ pub fn value_hash(field: Field, value: &str) -> [u8; 8] {
     })
 }
 
-/// The prefix under which entries of `field = value` live, with room for a position.
-pub fn filter_prefix(field: Field, value: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(34);
+/// The fixed-width stand-in for a team in keys: the first 8 bytes of SHA-256 over a tag no
+/// field has and the team's name (cryptographic for the reason `value_hash` gives).
+pub fn team_hash(team: &str) -> TeamHash {
+    let compute = || {
+        let mut h = Sha256::new();
+        h.update([TEAM_TAG]);
+        h.update(team.as_bytes());
+        let digest = h.finalize();
+        let mut out = [0u8; TEAM_LEN];
+        out.copy_from_slice(&digest[..TEAM_LEN]);
+        out
+    };
+    MEMO.with(|memo| {
+        let Ok(mut memo) = memo.try_borrow_mut() else {
+            return compute();
+        };
+        memo[usize::from(TEAM_TAG)].get_or_compute(team, compute)
+    })
+}
+
+/// The prefix under which the entries of `team`'s runs with `field = value` live, with room
+/// for a position.
+pub fn filter_prefix(team: &TeamHash, field: Field, value: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(FILTER_PREFIX + 24);
     key.push(FILTER);
     key.push(field as u8);
+    key.extend_from_slice(team);
     key.extend_from_slice(&value_hash(field, value));
+    key
+}
+
+/// Bytes of an `F` range's prefix: tag, field, team, value.
+pub const FILTER_PREFIX: usize = 2 + TEAM_LEN + 8;
+
+/// Bytes of a `T` or `C` range's prefix: tag, team.
+pub const TEAM_PREFIX: usize = 1 + TEAM_LEN;
+
+/// The prefix of the title range of `team`'s runs.
+pub fn title_prefix(team: &TeamHash) -> Vec<u8> {
+    let mut key = Vec::with_capacity(TEAM_PREFIX + 64);
+    key.push(TITLE);
+    key.extend_from_slice(team);
+    key
+}
+
+/// The prefix of the created-at range of `team`'s runs; its positions are run ids.
+pub fn created_prefix(team: &TeamHash) -> Vec<u8> {
+    let mut key = Vec::with_capacity(TEAM_PREFIX + 16);
+    key.push(CREATED);
+    key.extend_from_slice(team);
     key
 }
 
@@ -139,16 +202,20 @@ pub fn field_values(run: &Run) -> Vec<(Field, &str)> {
 
 /// Every index key that must exist for `run`, sorted.
 pub fn entries(run: &Run) -> Vec<Vec<u8>> {
+    let team = team_hash(&run.team);
     let updated = updated_position(run);
-    let mut keys = Vec::with_capacity(8);
+    let mut keys = Vec::with_capacity(9);
     for (field, value) in field_values(run) {
-        let mut k = filter_prefix(field, value);
+        let mut k = filter_prefix(&team, field, value);
         k.extend_from_slice(&updated);
         keys.push(k);
     }
-    let mut t = vec![TITLE];
+    let mut t = title_prefix(&team);
     t.extend_from_slice(&title_position(run));
     keys.push(t);
+    let mut c = created_prefix(&team);
+    c.extend_from_slice(&run.id.to_bytes());
+    keys.push(c);
     keys.sort();
     keys
 }
@@ -184,5 +251,48 @@ mod tests {
             value_hash(Field::Name, "x"),
             value_hash(Field::Creator, "x")
         );
+        // A team hashes under a tag of its own: a team named like a state is another key part.
+        assert_eq!(team_hash("QUEUED"), team_hash("QUEUED"));
+        assert_ne!(
+            team_hash("QUEUED").as_slice(),
+            value_hash(Field::State, "QUEUED").as_slice()
+        );
+    }
+
+    /// The bytes of every entry of a run (layout 8): each range is the run's team's, and the
+    /// `C` entry is the run id.
+    #[test]
+    fn the_entries_of_a_run_are_scoped_by_its_team() {
+        let mut run = crate::domain::sample_run(1);
+        run.team = "infra".into();
+        let team = team_hash("infra");
+        let digest = Sha256::new()
+            .chain_update([0u8])
+            .chain_update("infra")
+            .finalize();
+        assert_eq!(team.as_slice(), &digest[..8]);
+        let id = run.id.to_bytes();
+        let mut updated = run.updated_at.0.to_be_bytes().to_vec();
+        updated.extend_from_slice(&id);
+        let filter = |field: Field, value: &str| {
+            [
+                &[b'F', field as u8][..],
+                &team,
+                &sha(field, value),
+                &updated,
+            ]
+            .concat()
+        };
+        let mut want = vec![
+            filter(Field::State, "QUEUED"),
+            filter(Field::Creator, &run.creator.uid),
+            filter(Field::Source, run.source.as_str()),
+            [&b"T"[..], &team, b"run 1", &[0, 0], &id].concat(),
+            [&b"C"[..], &team, &id].concat(),
+        ];
+        want.sort();
+        assert_eq!(entries(&run), want);
+        run.team = "web".into();
+        assert!(entries(&run).iter().all(|k| !want.contains(k)));
     }
 }

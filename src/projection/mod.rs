@@ -2,7 +2,8 @@
 //! `GET /agent/runs/{id}` without folding logs.
 //!
 //! Two sled trees: `runs` maps a run id to its folded state (a row), and `run_index` holds the
-//! secondary keys of `keys.rs`. The index is derived data: it is updated after each durable
+//! secondary keys of `keys.rs`, every one of them scoped by the run's team, so that a list for
+//! one team walks that team's runs only. The index is derived data: it is updated after each durable
 //! append by the projector thread (`projection/projector.rs`), caught up at startup for runs the
 //! store marked dirty, and can be rebuilt from the log at any time — and a rebuild must equal the
 //! incrementally maintained index (`verify`, and a property test, check exactly that).
@@ -61,8 +62,11 @@ const INDEX: &str = "run_index";
 /// mismatch triggers a rebuild. 6: writers remove the saved runs-per-state tally
 /// (`SAVED_TALLY_KEY`) before they write. 7: rows carry the follow-ups owed to the run's
 /// execution (`Run::owed`) and the run's usage (`Run::usage`), and writers remove the saved
-/// usage totals (`SAVED_USAGE_KEY`) too.
-pub const LAYOUT_VERSION: u32 = 7;
+/// usage totals (`SAVED_USAGE_KEY`) too. 8: rows carry the run's team and sealed credentials
+/// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
+/// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
+/// rebuilds, and its runs (legacy `Created`) land in the team `default`.
+pub const LAYOUT_VERSION: u32 = 8;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.

@@ -592,6 +592,7 @@ mod tests {
     fn listed(projector: &Projector, index: &Index) -> Vec<Run> {
         block_on(projector.caught_up());
         let all = Query {
+            team: crate::domain::DEFAULT_TEAM.into(),
             limit: 100,
             ..Query::default()
         };
@@ -722,6 +723,7 @@ mod tests {
         // No entry of an older state is left behind: filtering by the old state finds nothing.
         let queued = index
             .list(&Query {
+                team: crate::domain::DEFAULT_TEAM.into(),
                 states: vec![crate::domain::RunState::Queued],
                 limit: 100,
                 ..Query::default()

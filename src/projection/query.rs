@@ -1,13 +1,13 @@
 //! List queries over the read index: filters, sort orders and opaque cursors.
 //!
-//! The filters that have secondary indexes (state, name, creator, model_id, source,
-//! environment_id) are answered by walking the matching index range in the requested order —
-//! never by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed
+//! A query lists the runs of one team, and walks only that team's ranges (the team is part of
+//! every index key, see `keys.rs`): another team's runs are never read. The filters that have
+//! secondary indexes (state, name, creator, model_id, source, environment_id) are answered by
+//! walking the matching index range of the team in the requested order — never by scanning all
+//! runs. Remaining filters (time bounds, `q`, metadata, further indexed
 //! fields) are checked on each candidate. A cursor is the position of the last returned run in
 //! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
 //! once while nothing changes, and a cursor cannot be replayed against a different query.
-
-use std::ops::Bound;
 
 use base64::Engine;
 use serde::{Deserialize, Serialize};
@@ -35,6 +35,12 @@ pub enum Order {
 /// A validated list query.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Query {
+    /// The team whose runs are listed: the team of the key that asks. Empty (the default)
+    /// matches no run, so a query nobody scoped lists nothing.
+    pub team: String,
+    /// Lists the runs of every team instead of `team`'s: only for the service's own walks
+    /// (startup recovery), never set from a request.
+    pub every_team: bool,
     pub states: Vec<RunState>,
     pub name: Option<String>,
     pub model_id: Option<String>,
@@ -98,7 +104,9 @@ impl Query {
     fn fingerprint(&self) -> [u8; 8] {
         let mut h = Sha256::new();
         let text = format!(
-            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            "{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}|{:?}",
+            self.team,
+            self.every_team,
             self.states,
             self.name,
             self.model_id,
@@ -127,6 +135,7 @@ impl Query {
             want.as_ref().is_none_or(|w| have.as_ref() == Some(w))
         };
         !self.matches_nothing
+            && (self.every_team || (!self.team.is_empty() && run.team == self.team))
             && (self.states.is_empty() || self.states.contains(&run.state))
             && eq(&self.skill_spec, &run.config.skill_spec)
             && eq(&self.name, &run.config.name)
@@ -152,45 +161,105 @@ impl Query {
                 .all(|(k, v)| run.metadata.get(k) == Some(v))
     }
 
-    /// The index ranges to walk: a list of prefixes whose entries share one position format.
-    /// The first indexed filter present picks the ranges (several for several states).
-    fn sources(&self) -> Source {
-        match self.sort_by {
-            SortBy::CreatedAt => Source::Rows,
-            SortBy::Title => Source::Index(vec![vec![keys::TITLE]]),
-            SortBy::UpdatedAt => {
-                let single =
-                    |field, value: &str| Source::Index(vec![keys::filter_prefix(field, value)]);
-                if let Some(env) = &self.environment_id {
-                    single(Field::EnvironmentId, env)
-                } else if let Some(name) = &self.name {
-                    single(Field::Name, name)
-                } else if let Some(model) = &self.model_id {
-                    single(Field::ModelId, model)
-                } else if let Some(creator) = &self.creator {
-                    single(Field::Creator, creator)
-                } else if !self.states.is_empty() && self.states.len() < RunState::ALL.len() {
-                    let mut states = self.states.clone();
-                    states.sort();
-                    states.dedup();
-                    Source::Index(
-                        states
-                            .into_iter()
-                            .map(|s| keys::filter_prefix(Field::State, s.as_str()))
-                            .collect(),
-                    )
-                } else if let Some(source) = self.source {
-                    single(Field::Source, source.as_str())
-                } else {
-                    // Every run is in exactly one state range: merged, they are all runs.
-                    Source::Index(
-                        RunState::ALL
-                            .iter()
-                            .map(|s| keys::filter_prefix(Field::State, s.as_str()))
-                            .collect(),
-                    )
+    /// The index ranges to walk for the teams `teams`: prefixes whose entries share one
+    /// position format. The first indexed filter present picks the ranges of each team
+    /// (several for several states); the ranges of different teams hold different runs.
+    fn prefixes(&self, teams: &[keys::TeamHash]) -> Vec<Vec<u8>> {
+        let mut prefixes = Vec::new();
+        for team in teams {
+            match self.sort_by {
+                SortBy::CreatedAt => prefixes.push(keys::created_prefix(team)),
+                SortBy::Title => prefixes.push(keys::title_prefix(team)),
+                SortBy::UpdatedAt => {
+                    let mut single =
+                        |field, value: &str| prefixes.push(keys::filter_prefix(team, field, value));
+                    if let Some(env) = &self.environment_id {
+                        single(Field::EnvironmentId, env)
+                    } else if let Some(name) = &self.name {
+                        single(Field::Name, name)
+                    } else if let Some(model) = &self.model_id {
+                        single(Field::ModelId, model)
+                    } else if let Some(creator) = &self.creator {
+                        single(Field::Creator, creator)
+                    } else if !self.states.is_empty() && self.states.len() < RunState::ALL.len() {
+                        let mut states = self.states.clone();
+                        states.sort();
+                        states.dedup();
+                        for state in states {
+                            single(Field::State, state.as_str());
+                        }
+                    } else if let Some(source) = self.source {
+                        single(Field::Source, source.as_str())
+                    } else {
+                        // Every run is in exactly one state range of its team: merged, they
+                        // are all the team's runs.
+                        for state in RunState::ALL {
+                            single(Field::State, state.as_str());
+                        }
+                    }
                 }
             }
+        }
+        prefixes
+    }
+
+    /// Where a walk of `C` ranges starts: after the cursor, and past the runs the creation
+    /// bounds exclude (ids start with the creation time, so a bound is an id). A bound beyond
+    /// the 48 bits an id keeps of a time is not used: the walk starts at the cursor and every
+    /// run is checked against the bound all the same.
+    fn created_start(&self, cursor: Option<&[u8]>) -> Option<Vec<u8>> {
+        const MAX_ID_TIME: u64 = (1 << 48) - 1;
+        let bound = match self.order {
+            // Strictly after the position just below the first id created after the bound.
+            Order::Asc => self
+                .created_after
+                .map(|t| t.0.saturating_add(1))
+                .filter(|t| *t <= MAX_ID_TIME)
+                .map(|t| RunId(RunId::lower_bound(Timestamp(t)).0.saturating_sub(1))),
+            // Strictly before the first id created at the bound.
+            Order::Desc => self
+                .created_before
+                .filter(|t| t.0 <= MAX_ID_TIME)
+                .map(RunId::lower_bound),
+        }
+        .map(|id| id.to_bytes().to_vec());
+        match (cursor, bound) {
+            (None, bound) => bound,
+            (Some(c), None) => Some(c.to_vec()),
+            (Some(c), Some(b)) => Some(match self.order {
+                Order::Asc => c.to_vec().max(b),
+                Order::Desc => c.to_vec().min(b),
+            }),
+        }
+    }
+}
+
+/// The teams that have runs in the index: a skip over the `C` ranges, one seek per team.
+fn teams(tree: &sled::Tree) -> Result<Vec<keys::TeamHash>, Error> {
+    let mut teams = Vec::new();
+    let mut from = vec![keys::CREATED];
+    let end = successor(&[keys::CREATED]);
+    loop {
+        let next = match &end {
+            Some(end) => tree.range(from.clone()..end.clone()).next(),
+            None => tree.range(from.clone()..).next(),
+        };
+        let Some((key, _)) = next.transpose()? else {
+            return Ok(teams);
+        };
+        let Some(team) = key
+            .get(1..keys::TEAM_PREFIX)
+            .and_then(|t| keys::TeamHash::try_from(t).ok())
+        else {
+            return Err(Error::CorruptRow {
+                run_id: String::new(),
+                detail: format!("a created-range key of {} bytes", key.len()),
+            });
+        };
+        teams.push(team);
+        match successor(&key[..keys::TEAM_PREFIX]) {
+            Some(after) => from = after,
+            None => return Ok(teams),
         }
     }
 }
@@ -206,48 +275,7 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
     haystack.to_lowercase().contains(&needle.to_lowercase())
 }
 
-enum Source {
-    /// Walk the rows tree (positions are run ids: created-at order).
-    Rows,
-    /// Walk these prefixes of the index tree, merged by position.
-    Index(Vec<Vec<u8>>),
-}
-
 pub(super) type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
-
-/// The positions under `prefix` in `order`, starting after the cursor position `after` and not
-/// below `lower`.
-fn range_after(
-    tree: &sled::Tree,
-    prefix: &[u8],
-    after: Option<&[u8]>,
-    lower: Option<&[u8]>,
-    order: Order,
-) -> Positions<'static> {
-    let full = |suffix: &[u8]| [prefix, suffix].concat();
-    let mut lo = Bound::Included(full(lower.unwrap_or(&[])));
-    let mut hi = match successor(prefix) {
-        Some(upper) => Bound::Excluded(upper),
-        None => Bound::Unbounded,
-    };
-    if let Some(pos) = after {
-        match order {
-            Order::Asc => lo = Bound::Excluded(full(pos)),
-            Order::Desc => hi = Bound::Excluded(full(pos)),
-        }
-    }
-    let prefix_len = prefix.len();
-    let iter = tree.range::<Vec<u8>, _>((lo, hi));
-    let strip =
-        move |item: Result<(sled::IVec, sled::IVec), sled::Error>| -> Result<Vec<u8>, Error> {
-            let (k, _) = item?;
-            Ok(k[prefix_len..].to_vec())
-        };
-    match order {
-        Order::Asc => Box::new(iter.map(strip)),
-        Order::Desc => Box::new(iter.rev().map(strip)),
-    }
-}
 
 /// The smallest byte string greater than every string starting with `prefix`.
 pub(super) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
@@ -342,75 +370,69 @@ impl Index {
             });
         }
         let trees = self.trees();
+        let teams = if query.every_team {
+            teams(&trees.index)?
+        } else if query.team.is_empty() {
+            Vec::new()
+        } else {
+            vec![keys::team_hash(&query.team)]
+        };
         let mut page = Pager::new(query.limit.max(1), fingerprint);
-        match query.sources() {
-            Source::Rows => {
-                // Positions are run ids; creation-time bounds become id bounds.
-                let lower = query
-                    .created_after
-                    .map(|t| RunId::lower_bound(Timestamp(t.0 + 1)).to_bytes().to_vec());
-                let mut iter = range_after(&trees.rows, &[], after, lower.as_deref(), query.order);
-                let stop_before = query.created_before;
-                while let Some(pos) = iter.next().transpose()? {
-                    let Some(id) = keys::id_of_position(&pos) else {
-                        continue;
-                    };
-                    if let Some(before) = stop_before {
-                        if id.created_at() >= before {
-                            if query.order == Order::Asc {
-                                break;
-                            }
-                            continue;
-                        }
-                    }
-                    if let Some(after) = query.created_after {
-                        if id.created_at() <= after && query.order == Order::Desc {
+        let descending = query.order == Order::Desc;
+        let start = match query.sort_by {
+            SortBy::CreatedAt => query.created_start(after),
+            _ => after.map(<[u8]>::to_vec),
+        };
+        let iters = query
+            .prefixes(&teams)
+            .iter()
+            .map(|p| super::blocks::positions(&trees.index, p, start.as_deref(), descending))
+            .collect();
+        let mut merged = Merge::new(iters, query.order)?;
+        while let Some(pos) = merged.next()? {
+            match query.sort_by {
+                // Walking newest first: nothing older can satisfy updated_after.
+                SortBy::UpdatedAt if descending => {
+                    if let (Some(bound), Some(updated)) =
+                        (query.updated_after, keys::updated_of_position(&pos))
+                    {
+                        if updated <= bound.0 {
                             break;
                         }
                     }
-                    let Some(run) = self.get(id)? else { continue };
-                    if query.matches(&run) && !page.take(run, pos) {
-                        break;
-                    }
                 }
-            }
-            Source::Index(prefixes) => {
-                let by_updated = query.sort_by == SortBy::UpdatedAt;
-                let iters = prefixes
-                    .iter()
-                    .map(|p| {
-                        super::blocks::positions(&trees.index, p, after, query.order == Order::Desc)
-                    })
-                    .collect();
-                let mut merged = Merge::new(iters, query.order)?;
-                while let Some(pos) = merged.next()? {
-                    if by_updated && query.order == Order::Desc {
-                        // Walking newest first: nothing older can satisfy updated_after.
-                        if let (Some(bound), Some(updated)) =
-                            (query.updated_after, keys::updated_of_position(&pos))
-                        {
-                            if updated <= bound.0 {
-                                break;
-                            }
+                // Positions are run ids: past a creation bound in the walk's direction, nothing
+                // further can match.
+                SortBy::CreatedAt => {
+                    if let Some(id) = keys::id_of_position(&pos) {
+                        let created = id.created_at();
+                        let past = if descending {
+                            query.created_after.is_some_and(|t| created <= t)
+                        } else {
+                            query.created_before.is_some_and(|t| created >= t)
+                        };
+                        if past {
+                            break;
                         }
                     }
-                    let Some(id) = keys::id_of_position(&pos) else {
-                        continue;
-                    };
-                    let Some(bytes) = trees.rows.get(id.to_bytes())? else {
-                        continue;
-                    };
-                    let run = decode_row(id, &bytes)?;
-                    // A stale entry (which `apply` never leaves behind) must not show a run twice.
-                    let current = if by_updated {
-                        keys::updated_position(&run)
-                    } else {
-                        keys::title_position(&run)
-                    };
-                    if current == pos && query.matches(&run) && !page.take(run, pos) {
-                        break;
-                    }
                 }
+                _ => {}
+            }
+            let Some(id) = keys::id_of_position(&pos) else {
+                continue;
+            };
+            let Some(bytes) = trees.rows.get(id.to_bytes())? else {
+                continue;
+            };
+            let run = decode_row(id, &bytes)?;
+            // A stale entry (which `apply` never leaves behind) must not show a run twice.
+            let current = match query.sort_by {
+                SortBy::UpdatedAt => keys::updated_position(&run),
+                SortBy::Title => keys::title_position(&run),
+                SortBy::CreatedAt => run.id.to_bytes().to_vec(),
+            };
+            if current == pos && query.matches(&run) && !page.take(run, pos) {
+                break;
             }
         }
         Ok(page.finish())
@@ -535,10 +557,15 @@ mod tests {
             asc in any::<bool>(),
             states in proptest::collection::vec(0usize..5, 0..3),
             created_after in proptest::option::of(999_990u64..1_000_010),
+            created_before in proptest::option::of(999_990u64..1_000_010),
             updated_after in proptest::option::of(999_990u64..1_000_010),
+            every_team in any::<bool>(),
         ) {
             let (_dir, index) = index_with_runs();
             let mut query = Query {
+                team: crate::domain::DEFAULT_TEAM.into(),
+                every_team,
+                created_before: created_before.map(Timestamp),
                 states: states.into_iter().map(|s| RunState::ALL[s]).collect(),
                 sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort],
                 order: if asc { Order::Asc } else { Order::Desc },
@@ -555,6 +582,113 @@ mod tests {
             let page = index.list(&query).expect("list");
             prop_assert!(page.runs.len() <= 2);
         }
+    }
+
+    /// `sample_run(i)` moved into `team`.
+    fn run_of(team: &str, i: u64) -> Run {
+        let mut run = crate::domain::sample_run(i);
+        run.team = team.into();
+        run
+    }
+
+    fn of_team(team: &str, sort_by: SortBy) -> Query {
+        Query {
+            team: team.into(),
+            sort_by,
+            limit: 100,
+            ..Query::default()
+        }
+    }
+
+    /// A list walks its team's ranges only: with another team's row made unreadable, every
+    /// sort still answers for the first team (a walk that met the other team's runs would
+    /// read that row and fail), and the other team's list does meet it.
+    #[test]
+    fn a_list_never_reads_another_teams_runs() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::Config::new()
+            .path(dir.path())
+            .temporary(true)
+            .open()
+            .expect("sled");
+        let index = Index::open(&db).expect("index");
+        let ours: Vec<Run> = (0..3).map(|i| run_of("infra", i)).collect();
+        let theirs = run_of("web", 3);
+        for run in ours.iter().chain([&theirs]) {
+            index.apply(None, run).expect("apply");
+        }
+        index
+            .trees()
+            .rows
+            .insert(theirs.id.to_bytes(), b"\xff\xff".as_slice())
+            .expect("spoil");
+        for sort_by in [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title] {
+            let page = index.list(&of_team("infra", sort_by)).expect("list");
+            let mut ids: Vec<RunId> = page.runs.iter().map(|r| r.id).collect();
+            ids.sort();
+            assert_eq!(ids, ours.iter().map(|r| r.id).collect::<Vec<_>>());
+            assert!(matches!(
+                index.list(&of_team("web", sort_by)),
+                Err(Error::CorruptRow { .. })
+            ));
+        }
+    }
+
+    /// A query nobody scoped to a team lists nothing; one scoped to every team lists the runs
+    /// of all of them, merged in order; a cursor of one team's list is refused for another's.
+    #[test]
+    fn the_team_scopes_a_list_and_its_cursors() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = sled::Config::new()
+            .path(dir.path())
+            .temporary(true)
+            .open()
+            .expect("sled");
+        let index = Index::open(&db).expect("index");
+        let runs: Vec<Run> = (0..6)
+            .map(|i| run_of(["a", "b", "c"][i as usize % 3], i))
+            .collect();
+        for run in &runs {
+            index.apply(None, run).expect("apply");
+        }
+        let unscoped = Query {
+            limit: 100,
+            ..Query::default()
+        };
+        assert!(index.list(&unscoped).expect("list").runs.is_empty());
+        let mut teams = teams(&index.trees().index).expect("teams");
+        teams.sort();
+        let mut want: Vec<keys::TeamHash> = ["a", "b", "c"].map(keys::team_hash).to_vec();
+        want.sort();
+        assert_eq!(teams, want);
+        for sort_by in [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title] {
+            let every = Query {
+                every_team: true,
+                order: Order::Asc,
+                ..of_team("", sort_by)
+            };
+            let ids: Vec<RunId> = index
+                .list(&every)
+                .expect("list")
+                .runs
+                .iter()
+                .map(|r| r.id)
+                .collect();
+            assert_eq!(ids, runs.iter().map(|r| r.id).collect::<Vec<_>>());
+        }
+        let first = index
+            .list(&Query {
+                limit: 1,
+                ..of_team("a", SortBy::UpdatedAt)
+            })
+            .expect("list");
+        let cursor = first.next_cursor.expect("a second page");
+        let other = Query {
+            limit: 1,
+            cursor: Some(cursor),
+            ..of_team("b", SortBy::UpdatedAt)
+        };
+        assert!(matches!(index.list(&other), Err(Error::BadCursor(_))));
     }
 
     #[test]

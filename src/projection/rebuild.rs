@@ -2,7 +2,7 @@
 //! log, a second writes the rows and a third the secondary keys; then the generation is
 //! switched and the previous one dropped.
 
-use super::tally::{write_saved_tally, StateCounts, STATE_PREFIXES};
+use super::tally::{state_slot, write_saved_tally, StateCounts};
 use super::trees::{tree_names, Trees, GENERATION_KEY};
 use super::{blocks, encode_row, keys, Error, Index, LAYOUT_KEY, LAYOUT_VERSION};
 use crate::domain::{Run, RunId, RunState};
@@ -25,7 +25,7 @@ pub struct Rebuilt {
 
 /// Writes gathered ranges into an empty index tree, on two threads: the log is folded by then,
 /// and the rows' writer is the only other work left. Returns the positions written to each
-/// state's range.
+/// state (summed over the teams' ranges of that state).
 pub(super) fn build_ranges(
     index: &sled::Tree,
     ranges: std::collections::BTreeMap<Vec<u8>, blocks::Gathered>,
@@ -46,8 +46,8 @@ pub(super) fn build_ranges(
         let mut counts = [0; RunState::ALL.len()];
         for (prefix, positions) in ranges {
             let written = positions.build(index, &prefix)?;
-            if let Some(slot) = STATE_PREFIXES.iter().position(|p| *p == prefix) {
-                counts[slot] = written;
+            if let Some(slot) = state_slot(&prefix) {
+                counts[slot] += written;
             }
         }
         Ok(counts)

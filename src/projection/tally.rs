@@ -160,15 +160,29 @@ pub(super) type StateCounts = [u64; RunState::ALL.len()];
 /// way (some of its block writes may have been made).
 pub(super) type Tally = Option<StateCounts>;
 
-/// The range prefixes of the states, in `RunState::ALL` order.
-pub(super) static STATE_PREFIXES: LazyLock<[Vec<u8>; RunState::ALL.len()]> =
-    LazyLock::new(|| RunState::ALL.map(|s| keys::filter_prefix(keys::Field::State, s.as_str())));
+/// The value hashes of the states in `F State` keys, in `RunState::ALL` order.
+static STATE_HASHES: LazyLock<[[u8; 8]; RunState::ALL.len()]> =
+    LazyLock::new(|| RunState::ALL.map(|s| keys::value_hash(keys::Field::State, s.as_str())));
 
-/// Moves the tally by the net change of each range a write made.
+/// The leading bytes every state range of every team shares: `F 01`.
+pub(super) const STATE_LEAD: [u8; 2] = [keys::FILTER, keys::Field::State as u8];
+
+/// The state (its slot in `RunState::ALL` order) whose range a range prefix, or a key that
+/// starts with one, belongs to, whatever the team; `None` for a range of another field.
+pub(super) fn state_slot(prefix: &[u8]) -> Option<usize> {
+    if prefix.len() < keys::FILTER_PREFIX || !prefix.starts_with(&STATE_LEAD) {
+        return None;
+    }
+    let hash = &prefix[keys::FILTER_PREFIX - 8..keys::FILTER_PREFIX];
+    STATE_HASHES.iter().position(|h| h.as_slice() == hash)
+}
+
+/// Moves the tally by the net change of each range a write made: the state ranges of every
+/// team count, since the tally is the instance's.
 pub(super) fn tally_writes(tally: &mut Tally, net: &[(&[u8], i64)]) {
     let Some(counts) = tally else { return };
     for &(prefix, change) in net {
-        let Some(slot) = STATE_PREFIXES.iter().position(|p| p.as_slice() == prefix) else {
+        let Some(slot) = state_slot(prefix) else {
             continue;
         };
         match counts[slot].checked_add_signed(change) {
@@ -180,6 +194,21 @@ pub(super) fn tally_writes(tally: &mut Tally, net: &[(&[u8], i64)]) {
             }
         }
     }
+}
+
+/// The runs per state of the whole instance: one walk of the blocks under `F 01` (the state
+/// ranges of every team), reading each block's length prefixes.
+fn count_state_ranges(tree: &sled::Tree) -> Result<StateCounts, Error> {
+    let mut counts = [0; RunState::ALL.len()];
+    for item in tree.scan_prefix(STATE_LEAD) {
+        let (key, value) = item?;
+        // A state-field block whose value hash is no state's is not written by any layout;
+        // it counts for no state.
+        if let Some(slot) = state_slot(&key) {
+            counts[slot] += blocks::count_block(&value)?;
+        }
+    }
+    Ok(counts)
 }
 
 impl Index {
@@ -262,11 +291,7 @@ impl Index {
             Some(counts) => counts,
             None => {
                 let started = std::time::Instant::now();
-                let trees = self.trees();
-                let mut counts = [0; RunState::ALL.len()];
-                for (n, prefix) in counts.iter_mut().zip(STATE_PREFIXES.iter()) {
-                    *n = blocks::count(&trees.index, prefix)?;
-                }
+                let counts = count_state_ranges(&self.trees().index)?;
                 serial.tally = Some(counts);
                 tracing::info!(
                     elapsed_ms = started.elapsed().as_millis() as u64,
@@ -306,7 +331,8 @@ mod tests {
     /// A block written behind the index's back to the QUEUED range: a walk counts it, a tally
     /// does not, so the answer shows where the counts came from.
     fn queued_behind_the_back(index: &Index, first: u8) {
-        let mut key = keys::filter_prefix(keys::Field::State, "QUEUED");
+        let mut key =
+            keys::filter_prefix(&keys::team_hash("default"), keys::Field::State, "QUEUED");
         let mut pos = [0u8; blocks::FILTER_POS];
         pos[0] = first;
         key.extend_from_slice(&pos);

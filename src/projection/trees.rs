@@ -160,7 +160,7 @@ mod tests {
         let db = sled::Config::new().path(dir.path()).open().expect("sled");
         let index = Index::open(&db).expect("open");
         let trees = index.trees();
-        let prefix = keys::filter_prefix(keys::Field::State, "QUEUED");
+        let prefix = keys::filter_prefix(&keys::team_hash("default"), keys::Field::State, "QUEUED");
         let block = |first: u8, n: u8| -> (Vec<u8>, Option<Vec<u8>>) {
             let positions: Vec<[u8; blocks::FILTER_POS]> = (first..first + n)
                 .map(|i| {
