@@ -109,6 +109,7 @@ async fn a_key_sees_and_steers_only_its_teams_runs() {
     assert_eq!(stream.status().as_u16(), 404);
 
     // Lists hold only the team's runs, whatever the filter or the sort.
+    let (_, run) = server.get(&alice, &format!("/agent/runs/{id}")).await;
     for query in [
         "",
         "?sort_by=created_at",
