@@ -48,11 +48,13 @@ def check_full_config(run, prompt: str, title: str) -> None:
     servers = c.mcp_servers
     assert servers is not None and set(servers) == {"docs", "local", "shared"}
     assert servers["docs"].url == "https://mcp.example.com/sse"
-    assert servers["docs"].headers == {"X-Token": "secret-token"}
+    # Credentials are never echoed: names stay, values read `***` (docs/security.md).
+    assert servers["docs"].headers == {"X-Token": "***"}
+    assert "secret-token" not in run.model_dump_json()
     assert servers["docs"].command is None and servers["docs"].warp_id is None
     assert servers["local"].command == "npx"
     assert servers["local"].args == ["-y", "@acme/mcp-server"]
-    assert servers["local"].env == {"LOG_LEVEL": "debug"}
+    assert servers["local"].env == {"LOG_LEVEL": "***"}
     assert servers["local"].url is None
     assert servers["shared"].warp_id == "0f8e2a1c-3c0e-4d5e-9d1b-4f1e2b3c4d5e"
 
