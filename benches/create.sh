@@ -55,12 +55,14 @@ data_dir = "$WORK/data"
 
 [limits]
 rate_limit = false
+max_queued_per_team = 1000000000
 
 [[environments]]
 id = "bench"
 harness = "demo"
 demo_duration_ms = $DEMO_MS
 max_concurrent = 64
+max_queued = 1000000000
 EOF
 
 "$BIN" --config "$WORK/runledger.toml" serve >"$WORK/stdout" 2>"$WORK/stderr" &

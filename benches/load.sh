@@ -99,9 +99,11 @@ bind = "$HOST:$1"
 data_dir = "$2"
 ${CACHE_MB:+cache_mb = $CACHE_MB}
 
-# One key drives all the load; the per-key rate limit would measure itself.
+# One key drives all the load; the per-key rate limit would measure itself, and the cap on a
+# team's waiting runs would refuse the creates that queue.
 [limits]
 rate_limit = false
+max_queued_per_team = 1000000000
 EOF
 }
 {
@@ -113,6 +115,7 @@ id = "bench"
 harness = "demo"
 demo_duration_ms = 0
 max_concurrent = 64
+max_queued = 1000000000
 EOF
 } >"$CONFIG"
 
@@ -263,13 +266,23 @@ read -r R[health_rps] R[health_p50] R[health_p99] _ _ < <(run_wrk healthz "$DURA
 log "  ${R[health_rps]} req/s, p99 ${R[health_p99]} ms"
 
 # --- 2. durable create ---------------------------------------------------------------------------
-# a. On its own: a second server, fresh data directory, the embedded defaults' environment (no
-#    [[environments]] in its config), so that created runs wait in the queue. The main server
-#    stays idle meanwhile.
+# a. On its own: a second server, fresh data directory, the embedded defaults' demo environment
+#    (with room in its queue), so that created runs wait in the queue. The main server stays
+#    idle meanwhile.
 QWORK="$WORK/queued"
 QBASE="http://$HOST:$((PORT + 1))"
 mkdir -p "$QWORK"
-server_config "$((PORT + 1))" "$QWORK/data" >"$QWORK/runledger.toml"
+{
+    server_config "$((PORT + 1))" "$QWORK/data"
+    # The embedded default environment, with room in its queue for every run created here.
+    cat <<EOF
+
+[[environments]]
+id = "demo"
+harness = "demo"
+max_queued = 1000000000
+EOF
+} >"$QWORK/runledger.toml"
 START_NS=$(date +%s%N)
 "$BIN" --config "$QWORK/runledger.toml" serve >"$QWORK/stdout" 2>"$QWORK/stderr" &
 QUEUED_PID=$!
