@@ -200,7 +200,8 @@ const PRIVATE_ENTRIES: [&str; 3] = [SLED_DIR, watermark::FILE_NAME, "transcripts
 
 /// Takes group and other permissions off what a data directory made before `private_umask`
 /// (or copied in by hand) left readable: the directory itself becomes `dir_mode`, the store and
-/// the transcripts 0700 (directories) and 0600 (files). Returns the paths it changed. Symbolic
+/// the transcripts 0700 (directories) and 0600 (files). A directory found private (0700) is
+/// not entered: nobody else reaches what is below it. Returns the paths it changed. Symbolic
 /// links are left alone, never followed.
 pub fn tighten(data_dir: &Path, dir_mode: u32) -> Result<Vec<PathBuf>, Error> {
     use std::os::unix::fs::PermissionsExt;
@@ -230,6 +231,12 @@ pub fn tighten(data_dir: &Path, dir_mode: u32) -> Result<Vec<PathBuf>, Error> {
             Err(e) => return Err(io(&path)(e)),
         };
         if meta.is_dir() {
+            // A directory that is private already keeps others from everything below it, and
+            // is what every start after the first finds: its contents are not walked, which at
+            // a million transcripts on a cold page cache would take seconds of every start.
+            if meta.permissions().mode() & 0o7777 == 0o700 {
+                continue;
+            }
             set(&path, 0o700, &mut changed)?;
             for entry in std::fs::read_dir(&path).map_err(io(&path))? {
                 stack.push(entry.map_err(io(&path))?.path());
@@ -881,6 +888,11 @@ mod tests {
         assert_eq!(mode(Path::new("/etc/passwd")) & 0o044, 0o044);
         // Nothing left to do the second time.
         assert!(tighten(&data, 0o700).expect("again").is_empty());
+        // A private directory is not walked (a start must not stat every transcript): what is
+        // below it is out of others' reach whatever its mode.
+        std::fs::write(data.join("transcripts/r2.jsonl"), b"{}\n").expect("write");
+        chmod(&data.join("transcripts/r2.jsonl"), 0o644);
+        assert!(tighten(&data, 0o700).expect("private dir").is_empty());
         // What the umask makes is private already.
         let fresh = dir.path().join("fresh");
         drop(Store::open(&fresh, &Options::default()).expect("open"));
