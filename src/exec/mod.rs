@@ -312,19 +312,30 @@ impl Executor {
 
     /// The run's environment, if it is still configured.
     fn configured_environment(&self, run: &Run) -> Option<&Environment> {
-        match run.config.environment_id.as_deref() {
+        self.configured(run.config.environment_id.as_deref())
+    }
+
+    /// The environment `id` names (`None`: the default one), if it is configured.
+    fn configured(&self, id: Option<&str>) -> Option<&Environment> {
+        match id {
             Some(id) => self.environments.iter().find(|e| e.id == id),
             None => self.environments.first(),
         }
     }
 
-    /// The environment whose queue and slots a run uses. A run whose environment was removed
-    /// from the configuration waits in the default environment's queue, and fails at launch.
-    fn environment_of(&self, run: &Run) -> Environment {
-        self.configured_environment(run)
+    /// The environment whose queue and slots a run in environment `id` uses. A run whose
+    /// environment was removed from the configuration waits in the default environment's
+    /// queue, and fails at launch.
+    fn queue_environment(&self, id: Option<&str>) -> Environment {
+        self.configured(id)
             .or_else(|| self.environments.first())
             .cloned()
             .unwrap_or_else(Environment::demo)
+    }
+
+    /// The environment whose queue and slots a run uses (`queue_environment`).
+    fn environment_of(&self, run: &Run) -> Environment {
+        self.queue_environment(run.config.environment_id.as_deref())
     }
 
     /// Admits a create of a run of `team` in environment `environment` (`None`: the default)
@@ -332,12 +343,7 @@ impl Executor {
     /// `max_queued_per_team`. Runs already queued and creates admitted before count.
     pub fn reserve(&self, team: &str, environment: Option<&str>) -> Result<Reservation, QueueFull> {
         let team_cap = self.team_queue_cap;
-        let env = match environment {
-            Some(id) => self.environments.iter().find(|e| e.id == id),
-            None => self.environments.first(),
-        }
-        .cloned()
-        .unwrap_or_else(Environment::demo);
+        let env = self.queue_environment(environment);
         let team: Arc<str> = Arc::from(team);
         let mut state = self.state();
         let load = state.team(&team);
