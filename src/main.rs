@@ -96,16 +96,8 @@ fn run(args: &Cli) -> anyhow::Result<()> {
             runledger::startup::refresh_snapshot(&data_dir);
             Ok(())
         }
-        Cmd::Keys {
-            command,
-            admin_key,
-            url,
-        } => cli::keys(args, command, admin_key.as_deref(), url.as_deref()),
-        Cmd::Teams {
-            command,
-            admin_key,
-            url,
-        } => cli::teams(args, command, admin_key.as_deref(), url.as_deref()),
+        Cmd::Keys { command, server } => cli::keys(args, command, server),
+        Cmd::Teams { command, server } => cli::teams(args, command, server),
         Cmd::Events { run_id, json } => cli::events(args, run_id, *json),
         Cmd::Export { with_keys, output } => cli::export(args, *with_keys, output.as_deref()),
         Cmd::Import { file } => cli::import(args, file.as_deref()),

@@ -57,35 +57,15 @@ pub enum Cmd {
     Keys {
         #[command(subcommand)]
         command: KeysCmd,
-        /// Admin key for the running server's admin API (used when the server holds the data
-        /// directory).
-        #[arg(
-            long,
-            global = true,
-            env = "RUNLEDGER_ADMIN_KEY",
-            hide_env_values = true
-        )]
-        admin_key: Option<String>,
-        /// Base URL of the running server (default: the config's public_url).
-        #[arg(long, global = true, env = "RUNLEDGER_URL")]
-        url: Option<String>,
+        #[command(flatten)]
+        server: RunningServer,
     },
     /// Manage teams: a key sees and creates only its team's runs.
     Teams {
         #[command(subcommand)]
         command: TeamsCmd,
-        /// Admin key for the running server's admin API (used when the server holds the data
-        /// directory).
-        #[arg(
-            long,
-            global = true,
-            env = "RUNLEDGER_ADMIN_KEY",
-            hide_env_values = true
-        )]
-        admin_key: Option<String>,
-        /// Base URL of the running server (default: the config's public_url).
-        #[arg(long, global = true, env = "RUNLEDGER_URL")]
-        url: Option<String>,
+        #[command(flatten)]
+        server: RunningServer,
     },
     /// Print a run's event history.
     Events {
@@ -130,6 +110,23 @@ pub enum Cmd {
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(8..=1_048_576))]
         cache_mb: u64,
     },
+}
+
+/// How `keys` and `teams` reach a running server that holds the data directory.
+#[derive(clap::Args, Debug)]
+pub struct RunningServer {
+    /// Admin key for the running server's admin API (used when the server holds the data
+    /// directory).
+    #[arg(
+        long,
+        global = true,
+        env = "RUNLEDGER_ADMIN_KEY",
+        hide_env_values = true
+    )]
+    pub admin_key: Option<String>,
+    /// Base URL of the running server (default: the config's public_url).
+    #[arg(long, global = true, env = "RUNLEDGER_URL")]
+    pub url: Option<String>,
 }
 
 #[derive(Subcommand, Debug)]
@@ -287,35 +284,23 @@ fn held(dir: &std::path::Path) -> anyhow::Error {
     )
 }
 
-pub fn keys(
-    cli: &Cli,
-    command: &KeysCmd,
-    admin_key: Option<&str>,
-    url: Option<&str>,
-) -> anyhow::Result<()> {
+pub fn keys(cli: &Cli, command: &KeysCmd, server: &RunningServer) -> anyhow::Result<()> {
     administer(
         cli,
         "keys",
         matches!(command, KeysCmd::List { .. }),
-        admin_key,
-        url,
+        server,
         |store| keys_offline(store, command),
         |url, admin_key, chain| keys_online(url, admin_key, command, chain),
     )
 }
 
-pub fn teams(
-    cli: &Cli,
-    command: &TeamsCmd,
-    admin_key: Option<&str>,
-    url: Option<&str>,
-) -> anyhow::Result<()> {
+pub fn teams(cli: &Cli, command: &TeamsCmd, server: &RunningServer) -> anyhow::Result<()> {
     administer(
         cli,
         "teams",
         matches!(command, TeamsCmd::List { .. }),
-        admin_key,
-        url,
+        server,
         |store| teams_offline(store, command),
         |url, admin_key, chain| teams_online(url, admin_key, command, chain),
     )
@@ -328,8 +313,7 @@ fn administer(
     cli: &Cli,
     what: &str,
     read_only: bool,
-    admin_key: Option<&str>,
-    url: Option<&str>,
+    server: &RunningServer,
     offline: impl FnOnce(&Store) -> anyhow::Result<()>,
     online: impl FnOnce(&str, &str, Option<&std::path::Path>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
@@ -340,8 +324,8 @@ fn administer(
     match open(&config, false) {
         Ok(store) => offline(&store),
         Err(store::Error::Locked(_)) => {
-            let url = url.map(str::to_string).unwrap_or_else(|| config.base_url());
-            let Some(admin_key) = admin_key else {
+            let url = server.url.clone().unwrap_or_else(|| config.base_url());
+            let Some(admin_key) = server.admin_key.as_deref() else {
                 bail!(
                     "a running server holds {}; to manage {what} through it, pass an admin key \
                      with --admin-key or RUNLEDGER_ADMIN_KEY",
