@@ -506,8 +506,8 @@ mod tests {
             })
     }
 
-    /// An index on a temporary sled database holding a few runs.
-    fn index_with_runs() -> (tempfile::TempDir, Index) {
+    /// An empty index on a temporary sled database.
+    fn empty_index() -> (tempfile::TempDir, Index) {
         let dir = tempfile::tempdir().expect("tempdir");
         let db = sled::Config::new()
             .path(dir.path())
@@ -515,6 +515,12 @@ mod tests {
             .open()
             .expect("sled");
         let index = Index::open(&db).expect("index");
+        (dir, index)
+    }
+
+    /// An index on a temporary sled database holding a few runs.
+    fn index_with_runs() -> (tempfile::TempDir, Index) {
+        let (dir, index) = empty_index();
         for i in 0..4u64 {
             let run = crate::domain::sample_run(i);
             index.apply(None, &run).expect("apply");
@@ -605,13 +611,7 @@ mod tests {
     /// read that row and fail), and the other team's list does meet it.
     #[test]
     fn a_list_never_reads_another_teams_runs() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = sled::Config::new()
-            .path(dir.path())
-            .temporary(true)
-            .open()
-            .expect("sled");
-        let index = Index::open(&db).expect("index");
+        let (_dir, index) = empty_index();
         let ours: Vec<Run> = (0..3).map(|i| run_of("infra", i)).collect();
         let theirs = run_of("web", 3);
         for run in ours.iter().chain([&theirs]) {
@@ -638,13 +638,7 @@ mod tests {
     /// of all of them, merged in order; a cursor of one team's list is refused for another's.
     #[test]
     fn the_team_scopes_a_list_and_its_cursors() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let db = sled::Config::new()
-            .path(dir.path())
-            .temporary(true)
-            .open()
-            .expect("sled");
-        let index = Index::open(&db).expect("index");
+        let (_dir, index) = empty_index();
         let runs: Vec<Run> = (0..6)
             .map(|i| run_of(["a", "b", "c"][i as usize % 3], i))
             .collect();

@@ -332,17 +332,23 @@ def start_server(tmp: Path, config_text: str = CONFIG) -> Server:
     return server
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterable[Server]:
-    tmp = Path(tempfile.mkdtemp(prefix="runledger-sdk-"))
+def serving(config_text: str = CONFIG, prefix: str = "runledger-sdk-") -> Iterable[Server]:
+    """A server on a fresh data directory for the length of a fixture: yields it, then stops it
+    and removes the directory."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
     try:
-        srv = start_server(tmp)
+        srv = start_server(tmp, config_text)
         try:
             yield srv
         finally:
             srv._started.stop()  # type: ignore[attr-defined]
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterable[Server]:
+    yield from serving()
 
 
 @pytest.fixture(scope="module")

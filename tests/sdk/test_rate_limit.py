@@ -4,17 +4,14 @@ a burst of calls all succeed, because the client waits as long as `Retry-After` 
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import time
-from pathlib import Path
 from typing import Iterable
 
 import httpx
 import pytest
 from oz_agent_sdk import RateLimitError
 
-from conftest import Server, start_server
+from conftest import Server, serving
 
 # Two requests at once, then one every 250 ms. A refused request is told `Retry-After: 1`
 # (the 250 ms wait rounded up to whole seconds); one second later the bucket is full again, so
@@ -37,15 +34,7 @@ demo_duration_ms = 100
 
 @pytest.fixture(scope="module")
 def limited() -> Iterable[Server]:
-    tmp = Path(tempfile.mkdtemp(prefix="runledger-sdk-limits-"))
-    try:
-        srv = start_server(tmp, LIMITED_CONFIG)
-        try:
-            yield srv
-        finally:
-            srv._started.stop()  # type: ignore[attr-defined]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield from serving(LIMITED_CONFIG, "runledger-sdk-limits-")
 
 
 def rate_limited_total(server: Server) -> int:

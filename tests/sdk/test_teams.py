@@ -5,16 +5,13 @@ PermissionDeniedError for the others, naming it."""
 
 from __future__ import annotations
 
-import shutil
-import tempfile
-from pathlib import Path
 from typing import Iterable
 
 import httpx
 import pytest
 from oz_agent_sdk import NotFoundError, PermissionDeniedError
 
-from conftest import CONFIG, Server, create_run, followup, list_all, run_events, start_server, transcript, unique
+from conftest import CONFIG, Server, create_run, followup, list_all, run_events, serving, transcript, unique
 
 TEAMS_CONFIG = CONFIG + """
 [[environments]]
@@ -27,15 +24,7 @@ teams = ["infra"]
 
 @pytest.fixture(scope="module")
 def server() -> Iterable[Server]:
-    tmp = Path(tempfile.mkdtemp(prefix="runledger-sdk-teams-"))
-    try:
-        srv = start_server(tmp, TEAMS_CONFIG)
-        try:
-            yield srv
-        finally:
-            srv._started.stop()  # type: ignore[attr-defined]
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    yield from serving(TEAMS_CONFIG, "runledger-sdk-teams-")
 
 
 @pytest.fixture(scope="module")
