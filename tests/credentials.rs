@@ -103,6 +103,35 @@ fn files(dir: &Path) -> Vec<std::path::PathBuf> {
 
 /// Follows run `id` up on a server started on a restored directory and waits for the end of
 /// its second execution.
+/// Imports the backup at `backup` into `<dir>/data`, which it returns.
+fn import(backup: &Path, dir: &Path) -> std::path::PathBuf {
+    let target = dir.join("data");
+    let (ok, _, err) = cli(
+        &["import", path_str(backup), "--data-dir", path_str(&target)],
+        &[],
+    );
+    assert!(ok, "{err}");
+    target
+}
+
+/// A new admin key in the stopped store at `data_dir`.
+fn admin_key_offline(data_dir: &Path) -> String {
+    let (ok, key, err) = cli(
+        &[
+            "keys",
+            "create",
+            "--name",
+            "ops",
+            "--admin",
+            "--data-dir",
+            path_str(data_dir),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    key.trim().to_string()
+}
+
 async fn follow_up_restored(dir: &Path, config: &str, key: &str, id: &str) -> (Server, Value) {
     let mut s = Server::start_in(dir, config);
     s.key = key.to_string();
@@ -214,27 +243,10 @@ async fn credentials_reach_the_agent_and_no_output() {
     let plain_dir = common::agent_visible_dir();
     let backup = plain_dir.path().join("plain.jsonl");
     std::fs::write(&backup, &plain).expect("write backup");
-    let target = plain_dir.path().join("data");
-    let (ok, _, err) = cli(
-        &["import", path_str(&backup), "--data-dir", path_str(&target)],
-        &[],
-    );
-    assert!(ok, "{err}");
+    let target = import(&backup, plain_dir.path());
     // Without its keys the restored store has none: one made for the occasion lets in.
-    let (ok, key, err) = cli(
-        &[
-            "keys",
-            "create",
-            "--name",
-            "ops",
-            "--admin",
-            "--data-dir",
-            path_str(&target),
-        ],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let (restored, run) = follow_up_restored(plain_dir.path(), &config, key.trim(), &id).await;
+    let key = admin_key_offline(&target);
+    let (restored, run) = follow_up_restored(plain_dir.path(), &config, &key, &id).await;
     assert_eq!(run["state"], "FAILED", "{run}");
     let message = run["status_message"]["message"].as_str().unwrap_or("");
     assert!(
@@ -256,12 +268,7 @@ async fn credentials_reach_the_agent_and_no_output() {
     let full_dir = common::agent_visible_dir();
     let backup = full_dir.path().join("full.jsonl");
     std::fs::write(&backup, &full).expect("write backup");
-    let target = full_dir.path().join("data");
-    let (ok, _, err) = cli(
-        &["import", path_str(&backup), "--data-dir", path_str(&target)],
-        &[],
-    );
-    assert!(ok, "{err}");
+    import(&backup, full_dir.path());
     let (restored, run) = follow_up_restored(full_dir.path(), &config, &admin, &id).await;
     assert_eq!(run["state"], "SUCCEEDED", "{run}");
     assert_real_values(&handed(&restored, &id, 2));
@@ -285,26 +292,9 @@ async fn credentials_reach_the_agent_and_no_output() {
     let legacy_dir = common::agent_visible_dir();
     let backup = legacy_dir.path().join("legacy.jsonl");
     std::fs::write(&backup, legacy).expect("write backup");
-    let target = legacy_dir.path().join("data");
-    let (ok, _, err) = cli(
-        &["import", path_str(&backup), "--data-dir", path_str(&target)],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let (ok, key, err) = cli(
-        &[
-            "keys",
-            "create",
-            "--name",
-            "ops",
-            "--admin",
-            "--data-dir",
-            path_str(&target),
-        ],
-        &[],
-    );
-    assert!(ok, "{err}");
-    let (_restored, run) = follow_up_restored(legacy_dir.path(), &config, key.trim(), &id).await;
+    let target = import(&backup, legacy_dir.path());
+    let key = admin_key_offline(&target);
+    let (_restored, run) = follow_up_restored(legacy_dir.path(), &config, &key, &id).await;
     assert_eq!(run["state"], "FAILED", "{run}");
     let message = run["status_message"]["message"].as_str().unwrap_or("");
     assert!(

@@ -293,9 +293,6 @@ proptest! {
         prop_assert_eq!(index.dump().expect("dump"), incremental);
     }
 
-    /// The tally is counted once, moved by every write, saved (as at a clean stop) and kept
-    /// writing after; whatever the next open takes, a saved copy or a walk of the ranges, and
-    /// whatever a rebuild saves, is exact.
     /// The usage totals per environment, like the tally: summed once, moved by every write,
     /// saved (as at a clean stop), and exact whatever the next open or a rebuild starts from.
     #[test]
@@ -335,6 +332,9 @@ proptest! {
         prop_assert_eq!(kept(index.usage_by_environment().expect("after rebuild")), want);
     }
 
+    /// The tally is counted once, moved by every write, saved (as at a clean stop) and kept
+    /// writing after; whatever the next open takes, a saved copy or a walk of the ranges, and
+    /// whatever a rebuild saves, is exact.
     #[test]
     fn the_state_tally_kept_by_writes_equals_a_fresh_count(
         specs in proptest::collection::vec(run_spec(), 1..25),
