@@ -743,8 +743,8 @@ fn teams(at: &str, teams: Option<Vec<String>>) -> Result<Vec<String>, Error> {
     for (i, team) in teams.iter().enumerate() {
         if !crate::domain::valid_team_name(team) {
             return Err(Error::Invalid(format!(
-                "{at}.teams[{i}]: {team:?} is not a team name (1-63 characters of a-z, 0-9, \
-                 '-' and '_', starting with a letter or a digit)"
+                "{at}.teams[{i}]: {team:?} is not a team name ({})",
+                crate::domain::TEAM_NAME_RULE
             )));
         }
         if teams[..i].contains(team) {

@@ -393,54 +393,59 @@ fn teams_online(
 fn check_team_name(name: &str) -> anyhow::Result<()> {
     if !crate::domain::valid_team_name(name) {
         bail!(
-            "{name:?} is not a team name: 1-63 characters of a-z, 0-9, '-' and '_', starting \
-             with a letter or a digit"
+            "{name:?} is not a team name: {}",
+            crate::domain::TEAM_NAME_RULE
         );
     }
     Ok(())
 }
 
 fn print_teams(teams: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    for t in teams {
-        if json {
-            writeln!(out, "{t}")?;
-        } else {
-            let created = t["created_at"]
-                .as_str()
-                .map(|at| format!("created {at}"))
-                .unwrap_or_else(|| "built in".into());
-            writeln!(out, "{:<24}  {created}", t["name"].as_str().unwrap_or(""))?;
-        }
-    }
-    Ok(())
+    print_records(teams, json, |t| {
+        let created = t["created_at"]
+            .as_str()
+            .map(|at| format!("created {at}"))
+            .unwrap_or_else(|| "built in".into());
+        format!("{:<24}  {created}", t["name"].as_str().unwrap_or(""))
+    })
 }
 
 fn print_keys(keys: &[serde_json::Value], json: bool) -> anyhow::Result<()> {
-    let mut out = std::io::stdout().lock();
-    for k in keys {
-        if json {
-            writeln!(out, "{k}")?;
+    print_records(keys, json, |k| {
+        let s = |f: &str| k[f].as_str().unwrap_or("").to_string();
+        let revoked = k["revoked_at"]
+            .as_str()
+            .map(|t| format!("revoked {t}"))
+            .unwrap_or_else(|| "active".into());
+        let admin = if k["admin"].as_bool() == Some(true) {
+            " admin"
         } else {
-            let s = |f: &str| k[f].as_str().unwrap_or("").to_string();
-            let revoked = k["revoked_at"]
-                .as_str()
-                .map(|t| format!("revoked {t}"))
-                .unwrap_or_else(|| "active".into());
-            let admin = if k["admin"].as_bool() == Some(true) {
-                " admin"
-            } else {
-                ""
-            };
-            writeln!(
-                out,
-                "{}  {:<8}{admin}  {:<24}  team {:<16}  created {}  {revoked}",
-                s("id"),
-                s("kind"),
-                s("name"),
-                s("team"),
-                s("created_at")
-            )?;
+            ""
+        };
+        format!(
+            "{}  {:<8}{admin}  {:<24}  team {:<16}  created {}  {revoked}",
+            s("id"),
+            s("kind"),
+            s("name"),
+            s("team"),
+            s("created_at")
+        )
+    })
+}
+
+/// Prints records of the admin API on stdout: one JSON object per line with `--json`, else
+/// the line `text` makes of each.
+fn print_records(
+    records: &[serde_json::Value],
+    json: bool,
+    text: impl Fn(&serde_json::Value) -> String,
+) -> anyhow::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for r in records {
+        if json {
+            writeln!(out, "{r}")?;
+        } else {
+            writeln!(out, "{}", text(r))?;
         }
     }
     Ok(())

@@ -82,6 +82,10 @@ impl Event {
 /// the first key of a new instance.
 pub const DEFAULT_TEAM: &str = "default";
 
+/// What a team name is, for messages that refuse one.
+pub const TEAM_NAME_RULE: &str =
+    "1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or a digit";
+
 /// Whether `name` can name a team: 1–63 characters of `a-z`, `0-9`, `-` and `_`, starting with
 /// a letter or a digit, so a team name is safe in a path, a URL, a log line and a metric label.
 pub fn valid_team_name(name: &str) -> bool {

@@ -13,7 +13,7 @@ pub mod run;
 pub use events::{
     valid_team_name, AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage,
     FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed, SourceType,
-    StatusMessage, Tokens, DEFAULT_TEAM, REDACTED,
+    StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{

@@ -13,10 +13,7 @@ use super::wire::{
 };
 use super::{validate, AppState, Principal};
 use crate::api_keys::{Key, KeyKind};
-use crate::domain::{valid_team_name, DEFAULT_TEAM};
-
-const TEAM_NAME_RULE: &str =
-    "a team name is 1-63 characters of a-z, 0-9, '-' and '_', starting with a letter or a digit";
+use crate::domain::{valid_team_name, DEFAULT_TEAM, TEAM_NAME_RULE};
 
 fn require_admin(key: &Key) -> Result<(), ApiError> {
     if key.admin {
@@ -90,7 +87,9 @@ pub async fn create(
     };
     let team = request.team.as_deref().unwrap_or(DEFAULT_TEAM);
     if !valid_team_name(team) {
-        return Err(ApiError::bad_request(TEAM_NAME_RULE));
+        return Err(ApiError::bad_request(format!(
+            "a team name is {TEAM_NAME_RULE}"
+        )));
     }
     if !state.runs.keys().team_exists(team)? {
         return Err(ApiError::bad_request(format!(
@@ -195,7 +194,9 @@ pub async fn create_team(
     require_admin(&key)?;
     let request: CreateTeamRequest = validate::parse_json(&body)?;
     if !valid_team_name(&request.name) {
-        return Err(ApiError::bad_request(TEAM_NAME_RULE));
+        return Err(ApiError::bad_request(format!(
+            "a team name is {TEAM_NAME_RULE}"
+        )));
     }
     if !state.runs.keys().create_team(&request.name).await? {
         return Err(ApiError::conflict(format!(

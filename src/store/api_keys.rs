@@ -66,6 +66,7 @@ pub struct KeyRecord {
 /// A key record as stores from before teams wrote it: `KeyRecord` without `team`. Such a key
 /// belongs to the team `default`.
 #[derive(Deserialize)]
+#[cfg_attr(test, derive(Serialize))]
 struct LegacyRecord {
     id: String,
     name: String,
@@ -329,21 +330,9 @@ impl<'a> Keys<'a> {
 mod tests {
     use super::*;
 
-    /// A record as a store from before teams holds it: `KeyRecord` without `team`.
-    #[derive(Serialize)]
-    struct Before {
-        id: String,
-        name: String,
-        kind: KeyKind,
-        admin: bool,
-        hash: [u8; 32],
-        created_at: Timestamp,
-        revoked_at: Option<Timestamp>,
-    }
-
     #[test]
     fn a_record_from_before_teams_reads_as_a_key_of_default() {
-        let bytes = postcard::to_allocvec(&Before {
+        let bytes = postcard::to_allocvec(&LegacyRecord {
             id: "01KAKZ0000000000000000000K".into(),
             name: "old".into(),
             kind: KeyKind::Agent,
