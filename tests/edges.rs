@@ -37,18 +37,9 @@ fn modes_under(dir: &Path) -> Vec<(std::path::PathBuf, u32)> {
     out
 }
 
-/// A problem+json answer: its status and body.
+/// A problem+json answer (`common::problem`) whose body names its own status.
 async fn problem(r: reqwest::Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    let text = r.text().await.expect("body");
-    assert_eq!(ct, "application/problem+json", "status {status}: {text:?}");
-    let body: Value = serde_json::from_str(&text).expect("json");
+    let (status, body) = common::problem(r).await;
     assert_eq!(body["status"], status, "{body}");
     (status, body)
 }

@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{cli, Server};
+use common::{cli, problem, Server};
 use serde_json::{json, Value};
 
 fn assert_problem(status: u16, body: &Value, want_status: u16, code: &str) {
@@ -277,19 +277,6 @@ async fn an_empty_followup_is_refused() {
     let first = run_id(&create_single(&s, "first").await);
     let (status, body) = s.followup(&first, json!({"message": ""})).await;
     assert_problem(status, &body, 400, "invalid_request");
-}
-
-/// The status and body of a failure, which must be `application/problem+json`.
-async fn problem(r: reqwest::Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    let ct = r
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or("")
-        .to_string();
-    assert_eq!(ct, "application/problem+json");
-    (status, r.json::<Value>().await.expect("json"))
 }
 
 /// POSTs `body` as a create with the server's key.

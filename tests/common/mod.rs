@@ -444,3 +444,16 @@ pub fn agent_visible_dir() -> tempfile::TempDir {
     std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).expect("chmod");
     dir
 }
+
+/// The status and body of a failure, which must be `application/problem+json`.
+pub async fn problem(r: reqwest::Response) -> (u16, Value) {
+    let status = r.status().as_u16();
+    let ct = r
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    assert_eq!(ct, "application/problem+json");
+    (status, r.json::<Value>().await.expect("json"))
+}
