@@ -437,6 +437,7 @@ fn executor(
             credentials: crate::credentials::Credentials::new(
                 store.instance_secret(store::CREDENTIAL_KEY)?,
             ),
+            content: store.content().clone(),
         },
     )
     .with_team_queue_cap(config.max_queued_per_team))

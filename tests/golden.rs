@@ -7,9 +7,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use runledger::domain::{
-    AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
-    InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, Sealed, SourceType, StatusMessage,
-    Timestamp, Tokens,
+    AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator, CreatorKind,
+    Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId,
+    Sealed, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -139,6 +139,86 @@ fn samples() -> Vec<(&'static str, Event)> {
                 }),
             }),
         ),
+        (
+            "artifact_reported",
+            Event::ArtifactReported {
+                execution: 2,
+                artifact: Artifact {
+                    uid: "0b6f3a52-8d1e-4c2a-9f00-5e2d7c1a4b39".into(),
+                    kind: ArtifactKind::File {
+                        path: "out/report.pdf".into(),
+                        description: Some("The audit report".into()),
+                        content: Content {
+                            sha256: [0xab; 32],
+                            size: 48_213,
+                            mime_type: "application/pdf".into(),
+                        },
+                    },
+                },
+            },
+        ),
+        (
+            "artifact_reported_pull_request",
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: Artifact {
+                    uid: "5d1c2e9a-0f3b-4a7e-8c61-2b9e4d0f7a13".into(),
+                    kind: ArtifactKind::PullRequest {
+                        url: "https://git.example.com/acme/app/pull/42".into(),
+                        branch: "fix-auth".into(),
+                        title: Some("Fix the auth bug".into()),
+                    },
+                },
+            },
+        ),
+        (
+            "artifact_reported_plan",
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: Artifact {
+                    uid: "9e7a4c10-3b2d-4f6e-a8d5-c1f0e2b3a495".into(),
+                    kind: ArtifactKind::Plan {
+                        title: Some("Migration plan".into()),
+                        content: Content {
+                            sha256: [0x11; 32],
+                            size: 2_048,
+                            mime_type: "text/markdown".into(),
+                        },
+                    },
+                },
+            },
+        ),
+        (
+            "artifact_reported_screenshot",
+            Event::ArtifactReported {
+                execution: 3,
+                artifact: Artifact {
+                    uid: "c4b2a1f0-6e5d-4c3b-9a8f-7e6d5c4b3a21".into(),
+                    kind: ArtifactKind::Screenshot {
+                        path: "shots/login.png".into(),
+                        description: None,
+                        content: Content {
+                            sha256: [0x77; 32],
+                            size: 183_422,
+                            mime_type: "image/png".into(),
+                        },
+                    },
+                },
+            },
+        ),
+        (
+            "attached",
+            Event::Attached {
+                attachments: vec![Attachment {
+                    file_name: "design.png".into(),
+                    content: Content {
+                        sha256: [0x5c; 32],
+                        size: 1_024,
+                        mime_type: "image/png".into(),
+                    },
+                }],
+            },
+        ),
     ]
 }
 
@@ -193,7 +273,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::FollowupsDelivered { .. }
             | Event::Requeued { .. }
             | Event::UsageRecorded { .. }
-            | Event::Admitted(_) => {}
+            | Event::Admitted(_)
+            | Event::ArtifactReported { .. }
+            | Event::Attached { .. } => {}
         }
     }
     let all = [
@@ -208,6 +290,12 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "UsageRecorded",
         // `Admitted` is a `Created` with a team, and is named so on the wire.
         "Created",
+        // One per kind of artifact: each kind is a positional variant of its own.
+        "ArtifactReported",
+        "ArtifactReported",
+        "ArtifactReported",
+        "ArtifactReported",
+        "Attached",
     ];
     assert_eq!(kinds, all);
 }

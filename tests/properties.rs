@@ -182,8 +182,11 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
             team: team_name(spec.team),
             ..RunAdmitted::from_legacy(created(spec))
         };
-        let commands = std::iter::once(Command::Create(admitted))
-            .chain(spec.steps.iter().map(|_| Command::Start));
+        let commands = std::iter::once(Command::Create {
+            admitted,
+            attachments: Vec::new(),
+        })
+        .chain(spec.steps.iter().map(|_| Command::Start));
         for (n, cmd) in commands.enumerate() {
             let cmd = match (n, &state) {
                 (0, _) => cmd,
@@ -252,7 +255,14 @@ proptest! {
                 let mut created = created(&spec);
                 created.prompt = char::from(b'a' + (i % 26) as u8).to_string().repeat(*size);
                 let id = RunId::new(Timestamp(1_000_000 + i as u64), i as u128);
-                let decision = decide(None, Command::Create(RunAdmitted::from_legacy(created))).expect("create");
+                let decision = decide(
+                    None,
+                    Command::Create {
+                        admitted: RunAdmitted::from_legacy(created),
+                        attachments: Vec::new(),
+                    },
+                )
+                .expect("create");
                 let envelopes = store::envelopes(id, 0, Timestamp(1_000_000), decision.events);
                 store.append(&envelopes).expect("append");
                 runtime.block_on(store.sync()).expect("no false sync failure");

@@ -22,7 +22,9 @@ use actix::prelude::*;
 
 use crate::api_keys::Keys;
 use crate::clock::now;
-use crate::domain::{Command, Rejection, Run, RunAdmitted, RunId, RunState, StatusMessage};
+use crate::domain::{
+    Attachment, Command, Rejection, Run, RunAdmitted, RunId, RunState, StatusMessage,
+};
 use crate::exec::{transcript, Executor, Transcripts};
 use crate::failure::{self, Cause};
 use crate::idempotency::Idempotency;
@@ -167,6 +169,11 @@ impl Runs {
         self.inner.executor.credentials()
     }
 
+    /// The bytes of runs' attachments and artifacts.
+    pub fn content(&self) -> &store::content::ContentStore {
+        self.inner.store.content()
+    }
+
     /// The agents' output.
     pub fn transcripts(&self) -> TranscriptReader<'_> {
         TranscriptReader(self.inner.executor.transcripts())
@@ -286,11 +293,18 @@ impl Runs {
     }
 
     /// Creates a run with a fresh id, if its team's and its environment's queues have room.
-    pub async fn create(&self, created: RunAdmitted) -> Result<Outcome, Error> {
+    pub async fn create(
+        &self,
+        created: RunAdmitted,
+        attachments: Vec<Attachment>,
+    ) -> Result<Outcome, Error> {
         let _waiting = self.reserve(&created)?;
         // A fresh id has no log yet, so the actor need not read one.
-        self.execute_inner(self.new_id(), Command::Create(created), true)
-            .await
+        let command = Command::Create {
+            admitted: created,
+            attachments,
+        };
+        self.execute_inner(self.new_id(), command, true).await
     }
 
     /// Holds a place for a run about to be created in the queues' caps, until it is queued.
@@ -304,12 +318,18 @@ impl Runs {
     /// Creates a run under an id chosen beforehand (see `new_id`). Creating an id that exists
     /// is refused with `AlreadyExists`, and answered here with the existing run, which is what
     /// an idempotent retry needs.
-    pub async fn create_with_id(&self, id: RunId, created: RunAdmitted) -> Result<Outcome, Error> {
+    pub async fn create_with_id(
+        &self,
+        id: RunId,
+        created: RunAdmitted,
+        attachments: Vec<Attachment>,
+    ) -> Result<Outcome, Error> {
         let _waiting = self.reserve(&created)?;
-        match self
-            .execute_inner(id, Command::Create(created), false)
-            .await
-        {
+        let command = Command::Create {
+            admitted: created,
+            attachments,
+        };
+        match self.execute_inner(id, command, false).await {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,

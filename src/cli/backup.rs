@@ -794,8 +794,9 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
 mod tests {
     use super::*;
     use crate::domain::{
-        AgentConfig, CostSource, Creator, CreatorKind, ExecutionUsage, FollowupMode, InferenceCost,
-        McpServer, RunAdmitted, RunCreated, Sealed, SourceType, StatusMessage, Tokens,
+        AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator, CreatorKind,
+        ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed,
+        SourceType, StatusMessage, Tokens,
     };
     use proptest::prelude::*;
     use std::collections::BTreeMap;
@@ -1084,6 +1085,71 @@ mod tests {
                     ciphertext: vec![1, 2, 3, 255],
                 }),
             }),
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: Artifact {
+                    uid: "u1".into(),
+                    kind: ArtifactKind::PullRequest {
+                        url: "https://git.example.com/a/b/pull/1".into(),
+                        branch: "b".into(),
+                        title: Some("t".into()),
+                    },
+                },
+            },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: Artifact {
+                    uid: "u2".into(),
+                    kind: ArtifactKind::File {
+                        path: "out/a b.txt".into(),
+                        description: Some("d".into()),
+                        content: Content {
+                            sha256: [0xab; 32],
+                            size: 12,
+                            mime_type: "text/plain".into(),
+                        },
+                    },
+                },
+            },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: Artifact {
+                    uid: "u3".into(),
+                    kind: ArtifactKind::Plan {
+                        title: Some("p".into()),
+                        content: Content {
+                            sha256: [0x01; 32],
+                            size: 3000,
+                            mime_type: "text/markdown".into(),
+                        },
+                    },
+                },
+            },
+            Event::ArtifactReported {
+                execution: 2,
+                artifact: Artifact {
+                    uid: "u4".into(),
+                    kind: ArtifactKind::Screenshot {
+                        path: "s.png".into(),
+                        description: None,
+                        content: Content {
+                            sha256: [0xfe; 32],
+                            size: 99999,
+                            mime_type: "image/png".into(),
+                        },
+                    },
+                },
+            },
+            Event::Attached {
+                attachments: vec![Attachment {
+                    file_name: "spec.md".into(),
+                    content: Content {
+                        sha256: [0x00; 32],
+                        size: 0,
+                        mime_type: "text/markdown".into(),
+                    },
+                }],
+            },
         ]
     }
 
@@ -1102,9 +1168,11 @@ mod tests {
             Event::Requeued { .. } => 7,
             Event::UsageRecorded { .. } => 8,
             Event::Admitted(_) => 9,
+            Event::ArtifactReported { .. } => 10,
+            Event::Attached { .. } => 11,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11]);
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
@@ -1247,7 +1315,8 @@ mod tests {
         let id = RunId::new(Timestamp(1000), 9);
         let other = RunId::new(Timestamp(2000), 9);
         let create = || one_of_each().swap_remove(0);
-        let admit = || one_of_each().pop().expect("an Admitted last");
+        // The tenth of `one_of_each` is its `Admitted`.
+        let admit = || one_of_each().swap_remove(9);
         let started = Event::Started { execution: 1 };
         let mut c = Checker::default();
         assert_eq!(c.event(&at(id, 0, 1000, create())), Ok(()));

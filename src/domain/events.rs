@@ -52,6 +52,14 @@ pub enum Event {
     /// every run created since teams exist starts with it, and a log's `Created` is a run of
     /// the team `default` from before (`RunAdmitted::from_legacy`).
     Admitted(RunAdmitted),
+    /// Execution `execution`'s agent reported something it produced (a pull request, a file,
+    /// a plan, a screenshot). The bytes of files, screenshots and plans are in the content
+    /// store, named by `Content::sha256`; the event holds only their address.
+    ArtifactReported { execution: u32, artifact: Artifact },
+    /// The files the client attached to the run when it created it, kept in the content
+    /// store. Recorded right after the run's `Admitted`, in the same decision (sequence 1), so a
+    /// run never starts without them.
+    Attached { attachments: Vec<Attachment> },
 }
 
 impl Event {
@@ -74,6 +82,8 @@ impl Event {
             Event::UsageRecorded { .. } => "UsageRecorded",
             // The same type on the wire: `team` tells the two apart in an export.
             Event::Admitted(_) => "Created",
+            Event::ArtifactReported { .. } => "ArtifactReported",
+            Event::Attached { .. } => "Attached",
         }
     }
 }
@@ -322,4 +332,83 @@ impl CostSource {
             .into_iter()
             .find(|c| c.as_str() == s)
     }
+}
+
+/// Bytes kept beside the log in the content store, addressed by their SHA-256. The same bytes
+/// are stored once however many runs carry them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Content {
+    pub sha256: [u8; 32],
+    pub size: u64,
+    /// The media type the bytes are served with.
+    pub mime_type: String,
+}
+
+/// Something an execution produced (OpenAPI `ArtifactItem`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artifact {
+    /// The artifact's id, a UUID made by the shell when the artifact is reported; names it in
+    /// `GET /agent/artifacts/{artifactUid}`.
+    pub uid: String,
+    pub kind: ArtifactKind,
+}
+
+/// What an artifact is. Append new values at the end only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ArtifactKind {
+    PullRequest {
+        url: String,
+        branch: String,
+        title: Option<String>,
+    },
+    /// A file from the run's workspace; `path` is relative to the workspace.
+    File {
+        path: String,
+        description: Option<String>,
+        content: Content,
+    },
+    /// A plan in Markdown; the Markdown is in the content store.
+    Plan {
+        title: Option<String>,
+        content: Content,
+    },
+    /// An image from the run's workspace; `path` is relative to the workspace.
+    Screenshot {
+        path: String,
+        description: Option<String>,
+        content: Content,
+    },
+}
+
+impl ArtifactKind {
+    /// The wire name (OpenAPI `artifact_type`).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            ArtifactKind::PullRequest { .. } => "PULL_REQUEST",
+            ArtifactKind::File { .. } => "FILE",
+            ArtifactKind::Plan { .. } => "PLAN",
+            ArtifactKind::Screenshot { .. } => "SCREENSHOT",
+        }
+    }
+
+    /// Every wire name, in a fixed order.
+    pub const TYPE_NAMES: [&'static str; 4] = ["PLAN", "PULL_REQUEST", "SCREENSHOT", "FILE"];
+
+    /// The stored bytes of the artifact, if it has any (a pull request has none).
+    pub fn content(&self) -> Option<&Content> {
+        match self {
+            ArtifactKind::PullRequest { .. } => None,
+            ArtifactKind::File { content, .. }
+            | ArtifactKind::Plan { content, .. }
+            | ArtifactKind::Screenshot { content, .. } => Some(content),
+        }
+    }
+}
+
+/// A file attached to a run when it was created (OpenAPI `AttachmentInput`). `file_name` is a
+/// single path component, checked at admission.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attachment {
+    pub file_name: String,
+    pub content: Content,
 }

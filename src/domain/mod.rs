@@ -11,14 +11,14 @@ pub mod ids;
 pub mod run;
 
 pub use events::{
-    valid_team_name, AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage,
-    FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, Sealed, SourceType,
-    StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
+    valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
+    CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted,
+    RunCreated, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{
-    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection, Run,
-    RunState, RunUsage,
+    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
+    ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,
 };
 
 /// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.

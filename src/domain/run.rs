@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::events::{
-    AgentConfig, Creator, Event, ExecutionUsage, FollowupMode, RunAdmitted, Sealed, SourceType,
-    StatusMessage,
+    AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, RunAdmitted,
+    Sealed, SourceType, StatusMessage,
 };
 use super::ids::{RunId, Timestamp};
 
@@ -104,6 +104,18 @@ pub struct Run {
     pub next_seq: u64,
     /// What the run's executions used, summed over those whose usage was recorded.
     pub usage: RunUsage,
+    /// What the run's executions produced, in the order they reported it.
+    pub artifacts: Vec<ReportedArtifact>,
+    /// The files attached when the run was created.
+    pub attachments: Vec<Attachment>,
+}
+
+/// An artifact with when, and by which execution, it was reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedArtifact {
+    pub at: Timestamp,
+    pub execution: u32,
+    pub artifact: Artifact,
 }
 
 /// The sum of a run's recorded `ExecutionUsage`s. A cost is `None` until some execution
@@ -161,7 +173,11 @@ impl Run {
 #[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    Create(RunAdmitted),
+    /// Admit a new run with the files attached to it (already in the content store).
+    Create {
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+    },
     /// The executor has a free slot for this queued run.
     Start,
     Followup {
@@ -187,6 +203,12 @@ pub enum Command {
         execution: u32,
         usage: ExecutionUsage,
     },
+    /// Execution `execution`'s agent reported an artifact (its bytes already in the content
+    /// store).
+    ReportArtifact {
+        execution: u32,
+        artifact: Artifact,
+    },
 }
 
 /// Why a command was refused. Refusals change nothing.
@@ -208,7 +230,12 @@ pub enum Rejection {
     TooManyPending,
     #[error("execution {0} owes no follow-up")]
     NothingOwed(u32),
+    #[error("the run already has {MAX_ARTIFACTS} artifacts")]
+    TooManyArtifacts,
 }
+
+/// How many artifacts one run may hold; bounds the size of its state and of a `RunItem`.
+pub const MAX_ARTIFACTS: usize = 200;
 
 /// How many follow-ups may wait for a queued run, or wait to reach the agent of a running
 /// one; bounds the size of its state.
@@ -245,14 +272,21 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
     let decision = |events, effects| Ok(Decision { events, effects });
     let Some(run) = run else {
         return match command {
-            Command::Create(admitted) => {
-                decision(vec![Event::Admitted(admitted)], vec![Effect::Enqueue])
+            Command::Create {
+                admitted,
+                attachments,
+            } => {
+                let mut events = vec![Event::Admitted(admitted)];
+                if !attachments.is_empty() {
+                    events.push(Event::Attached { attachments });
+                }
+                decision(events, vec![Effect::Enqueue])
             }
             _ => Err(Rejection::NotFound),
         };
     };
     match command {
-        Command::Create(_) => Err(Rejection::AlreadyExists),
+        Command::Create { .. } => Err(Rejection::AlreadyExists),
         Command::Start => {
             if run.state != RunState::Queued {
                 return Err(Rejection::NotQueued);
@@ -338,6 +372,26 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             }
             decision(vec![Event::UsageRecorded { execution, usage }], vec![])
         }
+        // Only the execution in progress reports: what a cancelled or superseded execution
+        // says afterwards is as stale as its `Finish`.
+        Command::ReportArtifact {
+            execution,
+            artifact,
+        } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            if run.artifacts.len() >= MAX_ARTIFACTS {
+                return Err(Rejection::TooManyArtifacts);
+            }
+            decision(
+                vec![Event::ArtifactReported {
+                    execution,
+                    artifact,
+                }],
+                vec![],
+            )
+        }
     }
 }
 
@@ -374,6 +428,8 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             execution_started_at: None,
             next_seq: 1,
             usage: RunUsage::default(),
+            artifacts: Vec::new(),
+            attachments: Vec::new(),
         });
     };
     run.next_seq += 1;
@@ -436,6 +492,21 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             }
         }
         Event::UsageRecorded { execution, usage } => run.usage.add(*execution, usage),
+        Event::ArtifactReported {
+            execution,
+            artifact,
+        } => run.artifacts.push(ReportedArtifact {
+            at,
+            execution: *execution,
+            artifact: artifact.clone(),
+        }),
+        // Only right after the run's admission: a later one would change what its agent
+        // was given.
+        Event::Attached { attachments } => {
+            if run.next_seq == 2 && run.attachments.is_empty() {
+                run.attachments = attachments.clone();
+            }
+        }
     }
     Some(run)
 }
@@ -456,7 +527,11 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
         // Runs are admitted since teams exist: a `Created` is only ever the first event of a
         // run from before.
         Event::Created(_) => return run.is_none(),
-        Event::Admitted(admitted) => Command::Create(admitted),
+        // With the attachments, if any: recorded in the same decision, checked below.
+        Event::Admitted(admitted) => Command::Create {
+            admitted,
+            attachments: Vec::new(),
+        },
         Event::Started { .. } => Command::Start,
         Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
         Event::Succeeded { execution } => Command::Finish {
@@ -479,6 +554,18 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             });
         }
         Event::UsageRecorded { execution, usage } => Command::RecordUsage { execution, usage },
+        Event::ArtifactReported {
+            execution,
+            artifact,
+        } => Command::ReportArtifact {
+            execution,
+            artifact,
+        },
+        // The second event of a create with attachments.
+        Event::Attached { attachments } => {
+            return !attachments.is_empty()
+                && run.is_some_and(|r| r.next_seq == 1 && r.attachments.is_empty());
+        }
     };
     // An event is recordable as the first event of its command's decision (a `Finish` may
     // add a `Requeued`, checked on its own above).
@@ -777,7 +864,7 @@ mod tests {
     #[test]
     fn create_queues_a_new_run() {
         given_no_run()
-            .when(Command::Create(created()))
+            .when(create(created()))
             .then_events([Event::Admitted(created())])
             .then_effects([Effect::Enqueue])
             .then_state(|run| {
@@ -803,8 +890,167 @@ mod tests {
     #[test]
     fn create_twice_is_rejected() {
         given([Event::Admitted(created())])
-            .when(Command::Create(created()))
+            .when(create(created()))
             .then_rejects(Rejection::AlreadyExists);
+    }
+
+    fn create(admitted: RunAdmitted) -> Command {
+        Command::Create {
+            admitted,
+            attachments: Vec::new(),
+        }
+    }
+
+    fn content(byte: u8, mime_type: &str) -> crate::domain::Content {
+        crate::domain::Content {
+            sha256: [byte; 32],
+            size: u64::from(byte) * 100,
+            mime_type: mime_type.into(),
+        }
+    }
+
+    fn attachment(name: &str) -> Attachment {
+        Attachment {
+            file_name: name.into(),
+            content: content(7, "text/plain"),
+        }
+    }
+
+    fn pull_request(uid: &str) -> Artifact {
+        Artifact {
+            uid: uid.into(),
+            kind: crate::domain::ArtifactKind::PullRequest {
+                url: "https://git.example.com/acme/app/pull/7".into(),
+                branch: "fix-auth".into(),
+                title: Some("Fix auth".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_create_with_attachments_records_them_with_the_admission() {
+        let files = vec![attachment("spec.md"), attachment("logo.png")];
+        given_no_run()
+            .when(Command::Create {
+                admitted: created(),
+                attachments: files.clone(),
+            })
+            .then_events([
+                Event::Admitted(created()),
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+            ])
+            .then_effects([Effect::Enqueue]);
+        given([
+            Event::Admitted(created()),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.attachments, files);
+            assert_eq!(run.state, RunState::Queued);
+        })
+        .then_recordable()
+        // Only as the second event of the creation, and only once.
+        .then_refuses_to_record(Event::Attached {
+            attachments: vec![attachment("late.txt")],
+        });
+        given([Event::Admitted(created())]).then_refuses_to_record(Event::Attached {
+            attachments: Vec::new(),
+        });
+    }
+
+    #[test]
+    fn attachments_recorded_after_the_start_change_nothing() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Attached {
+                attachments: vec![attachment("late.txt")],
+            },
+        ])
+        .then_state(|run| assert!(run.attachments.is_empty()));
+    }
+
+    #[test]
+    fn the_execution_in_progress_reports_artifacts_in_order() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(Command::ReportArtifact {
+                execution: 1,
+                artifact: pull_request("a1"),
+            })
+            .then_events([Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a1"),
+            }]);
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a1"),
+            },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a2"),
+            },
+            Event::Succeeded { execution: 1 },
+        ])
+        .then_recordable()
+        .then_state(|run| {
+            let uids: Vec<_> = run
+                .artifacts
+                .iter()
+                .map(|a| a.artifact.uid.as_str())
+                .collect();
+            assert_eq!(uids, ["a1", "a2"]);
+            assert_eq!(run.artifacts[0].at, Timestamp(20));
+            assert_eq!(run.artifacts[1].execution, 1);
+        });
+    }
+
+    #[test]
+    fn a_stale_or_finished_execution_cannot_report_artifacts() {
+        let report = |execution| Command::ReportArtifact {
+            execution,
+            artifact: pull_request("late"),
+        };
+        given([Event::Admitted(created())])
+            .when(report(1))
+            .then_rejects(Rejection::StaleExecution(1));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(report(1))
+        .then_rejects(Rejection::StaleExecution(1));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Succeeded { execution: 1 },
+            received("again"),
+            Event::Started { execution: 2 },
+        ])
+        .when(report(1))
+        .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn a_run_holds_at_most_max_artifacts() {
+        let mut history = vec![Event::Admitted(created()), Event::Started { execution: 1 }];
+        history.extend((0..MAX_ARTIFACTS).map(|i| Event::ArtifactReported {
+            execution: 1,
+            artifact: pull_request(&format!("a{i}")),
+        }));
+        given(history)
+            .when(Command::ReportArtifact {
+                execution: 1,
+                artifact: pull_request("one-too-many"),
+            })
+            .then_rejects(Rejection::TooManyArtifacts);
     }
 
     #[test]

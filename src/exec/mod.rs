@@ -239,6 +239,8 @@ pub struct Supervision {
     /// The instance's credential key: seals runs' MCP credentials at admission and puts them
     /// back at launch.
     pub credentials: crate::credentials::Credentials,
+    /// Where attachments are read from and reported artifacts' bytes are kept.
+    pub content: crate::store::content::ContentStore,
 }
 
 /// A cheap-to-clone handle on the executor.

@@ -12,8 +12,9 @@ use super::run::*;
 use super::schema::*;
 use super::time::{format_time, parse_exact_time};
 use crate::domain::{
-    AgentConfig, CostSource, CreatorKind, Event, ExecutionUsage, InferenceCost, McpServer,
-    RunAdmitted, RunCreated, RunId, Sealed, StatusMessage, Tokens,
+    AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, CreatorKind, Event,
+    ExecutionUsage, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, Sealed,
+    StatusMessage, Tokens,
 };
 use crate::store::Envelope;
 
@@ -126,6 +127,209 @@ pub enum EventData<'a> {
     Requeued { execution: u32 },
     /// What an execution used, priced when it was recorded; absent fields were not known.
     UsageRecorded(UsageData<'a>),
+    /// The execution's agent reported an artifact.
+    ArtifactReported(ArtifactReportedData),
+    /// The files attached to the run at its creation (sequence 1, after `Created`).
+    Attached(AttachedData),
+}
+
+/// Bytes in the content store: their SHA-256 (lower-case hex), size and media type.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ContentData {
+    pub sha256: String,
+    pub size: u64,
+    pub mime_type: String,
+}
+
+impl ContentData {
+    fn from(c: &Content) -> ContentData {
+        ContentData {
+            sha256: crate::store::content::hex(&c.sha256),
+            size: c.size,
+            mime_type: c.mime_type.clone(),
+        }
+    }
+
+    fn content(self) -> Result<Content, EventJsonError> {
+        let bytes: Option<Vec<u8>> = (self.sha256.len() == 64)
+            .then(|| {
+                (0..32)
+                    .map(|i| u8::from_str_radix(&self.sha256[2 * i..2 * i + 2], 16).ok())
+                    .collect()
+            })
+            .flatten();
+        let sha256 = bytes
+            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+            .ok_or_else(|| bad(format!("sha256 {:?} is not 64 hex digits", self.sha256)))?;
+        Ok(Content {
+            sha256,
+            size: self.size,
+            mime_type: self.mime_type,
+        })
+    }
+}
+
+/// The payload of an `ArtifactReported` event.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ArtifactReportedData {
+    pub execution: u32,
+    pub artifact_uid: String,
+    pub artifact: ArtifactData,
+}
+
+/// An artifact as stored: its type and what it holds.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(
+    tag = "artifact_type",
+    rename_all = "SCREAMING_SNAKE_CASE",
+    deny_unknown_fields
+)]
+pub enum ArtifactData {
+    PullRequest {
+        url: String,
+        branch: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+    },
+    File {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        content: ContentData,
+    },
+    Plan {
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        title: Option<String>,
+        content: ContentData,
+    },
+    Screenshot {
+        path: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        description: Option<String>,
+        content: ContentData,
+    },
+}
+
+impl ArtifactReportedData {
+    fn from(execution: u32, a: &Artifact) -> ArtifactReportedData {
+        let artifact = match &a.kind {
+            ArtifactKind::PullRequest { url, branch, title } => ArtifactData::PullRequest {
+                url: url.clone(),
+                branch: branch.clone(),
+                title: title.clone(),
+            },
+            ArtifactKind::File {
+                path,
+                description,
+                content,
+            } => ArtifactData::File {
+                path: path.clone(),
+                description: description.clone(),
+                content: ContentData::from(content),
+            },
+            ArtifactKind::Plan { title, content } => ArtifactData::Plan {
+                title: title.clone(),
+                content: ContentData::from(content),
+            },
+            ArtifactKind::Screenshot {
+                path,
+                description,
+                content,
+            } => ArtifactData::Screenshot {
+                path: path.clone(),
+                description: description.clone(),
+                content: ContentData::from(content),
+            },
+        };
+        ArtifactReportedData {
+            execution,
+            artifact_uid: a.uid.clone(),
+            artifact,
+        }
+    }
+
+    fn event(self) -> Result<Event, EventJsonError> {
+        let kind = match self.artifact {
+            ArtifactData::PullRequest { url, branch, title } => {
+                ArtifactKind::PullRequest { url, branch, title }
+            }
+            ArtifactData::File {
+                path,
+                description,
+                content,
+            } => ArtifactKind::File {
+                path,
+                description,
+                content: content.content()?,
+            },
+            ArtifactData::Plan { title, content } => ArtifactKind::Plan {
+                title,
+                content: content.content()?,
+            },
+            ArtifactData::Screenshot {
+                path,
+                description,
+                content,
+            } => ArtifactKind::Screenshot {
+                path,
+                description,
+                content: content.content()?,
+            },
+        };
+        Ok(Event::ArtifactReported {
+            execution: self.execution,
+            artifact: Artifact {
+                uid: self.artifact_uid,
+                kind,
+            },
+        })
+    }
+}
+
+/// The payload of an `Attached` event.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachedData {
+    pub attachments: Vec<AttachmentData>,
+}
+
+/// One attached file: its name in the run's attachments directory and its bytes.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AttachmentData {
+    pub file_name: String,
+    pub content: ContentData,
+}
+
+impl AttachedData {
+    fn from(attachments: &[Attachment]) -> AttachedData {
+        AttachedData {
+            attachments: attachments
+                .iter()
+                .map(|a| AttachmentData {
+                    file_name: a.file_name.clone(),
+                    content: ContentData::from(&a.content),
+                })
+                .collect(),
+        }
+    }
+
+    fn event(self) -> Result<Event, EventJsonError> {
+        Ok(Event::Attached {
+            attachments: self
+                .attachments
+                .into_iter()
+                .map(|a| {
+                    Ok(Attachment {
+                        file_name: a.file_name,
+                        content: a.content.content()?,
+                    })
+                })
+                .collect::<Result<_, EventJsonError>>()?,
+        })
+    }
 }
 
 /// The payload of a `UsageRecorded` event. Costs are integers of nano-dollars (1e-9 USD), as
@@ -239,6 +443,11 @@ impl<'a> RunEvent<'a> {
             Event::UsageRecorded { execution, usage } => {
                 EventData::UsageRecorded(UsageData::from(*execution, usage))
             }
+            Event::ArtifactReported {
+                execution,
+                artifact,
+            } => EventData::ArtifactReported(ArtifactReportedData::from(*execution, artifact)),
+            Event::Attached { attachments } => EventData::Attached(AttachedData::from(attachments)),
         };
         RunEvent {
             run_id: e.run_id.to_string(),
@@ -422,6 +631,8 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
             execution: read::<ExecutionIn>(data, &what)?.execution,
         },
         "UsageRecorded" => usage_recorded(read(data, &what)?)?,
+        "ArtifactReported" => read::<ArtifactReportedData>(data, &what)?.event()?,
+        "Attached" => read::<AttachedData>(data, &what)?.event()?,
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

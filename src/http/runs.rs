@@ -111,7 +111,7 @@ pub async fn create(
         ),
     };
     let Some(idempotency_key) = idempotency_key else {
-        let outcome = state.runs.create(created).await?;
+        let outcome = state.runs.create(created, Vec::new()).await?;
         return Ok(created_response(&outcome.run, outcome.at_capacity));
     };
 
@@ -139,7 +139,7 @@ pub async fn create(
             id
         }
     };
-    let outcome = state.runs.create_with_id(id, created).await?;
+    let outcome = state.runs.create_with_id(id, created, Vec::new()).await?;
     Ok(created_response(&outcome.run, outcome.at_capacity))
 }
 

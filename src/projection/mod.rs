@@ -65,8 +65,9 @@ const INDEX: &str = "run_index";
 /// usage totals (`SAVED_USAGE_KEY`) too. 8: rows carry the run's team and sealed credentials
 /// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
 /// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
-/// rebuilds, and its runs (legacy `Created`) land in the team `default`.
-pub const LAYOUT_VERSION: u32 = 8;
+/// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
+/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`).
+pub const LAYOUT_VERSION: u32 = 9;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.

@@ -11,6 +11,7 @@
 
 pub mod api_keys;
 pub mod codec;
+pub mod content;
 pub mod health;
 pub mod space;
 pub mod sync;
@@ -88,6 +89,8 @@ pub enum Error {
     #[error(transparent)]
     Sync(#[from] SyncError),
     #[error(transparent)]
+    Content(#[from] content::Error),
+    #[error(transparent)]
     Refused(#[from] Refusal),
     #[error(
         "the store in {dir} lost acknowledged writes: sled recovered up to commit {recovered}, but \
@@ -151,6 +154,7 @@ struct Inner {
     dir: PathBuf,
     health: Arc<health::Health>,
     space: std::sync::Mutex<Option<space::Monitor>>,
+    content: content::ContentStore,
 }
 
 /// A store opened with `accept_lost_writes` that had lost some: the commit numbers recovered
@@ -370,6 +374,8 @@ impl Store {
                 source,
             })?;
         let meta = db.open_tree(META)?;
+        // Opened under sled's lock: no other process writes the content store meanwhile.
+        let content = content::ContentStore::open(data_dir)?;
         let recovered = watermark::recovered(&meta)?;
         let io = |source| Error::Io {
             path: data_dir.join(watermark::FILE_NAME),
@@ -423,6 +429,7 @@ impl Store {
                 db,
                 health,
                 space: std::sync::Mutex::new(None),
+                content,
             }),
         })
     }
@@ -430,6 +437,11 @@ impl Store {
     /// Whether `data_dir` holds a store (without opening, let alone creating, one).
     pub fn exists_in(data_dir: &Path) -> bool {
         data_dir.join(SLED_DIR).exists()
+    }
+
+    /// The content store beside the log (attachments, artifacts' bytes).
+    pub fn content(&self) -> &content::ContentStore {
+        &self.inner.content
     }
 
     pub fn db(&self) -> &sled::Db {
