@@ -56,6 +56,7 @@ fn variables(
     sup: &Supervision,
     mcp_config: &Path,
     home: &Path,
+    workspace: &Path,
 ) -> BTreeMap<String, String> {
     let run = &job.run;
     let config = &run.config;
@@ -103,6 +104,15 @@ fn variables(
         set(name, value.clone().unwrap_or_default());
     }
     set("RUNLEDGER_MCP_CONFIG", mcp_config.display().to_string());
+    // Present and empty for a run without attachments, like the unset config fields.
+    set(
+        "RUNLEDGER_ATTACHMENTS_DIR",
+        if run.attachments.is_empty() {
+            String::new()
+        } else {
+            super::attachments::dir(workspace).display().to_string()
+        },
+    );
     set(EXECUTION_VAR, job.execution.to_string());
     set(
         "RUNLEDGER_AGENT_PERMISSIONS",
@@ -891,6 +901,20 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             return ended;
         }
     }
+    // After setup, which starts from an empty workspace, and before the agent.
+    let placed =
+        super::attachments::place(&x.job.run, &x.workspace, &x.sup.content, &|path: &Path| {
+            x.sup.sandboxes.hand_over(path)
+        });
+    match placed {
+        Ok(names) if !names.is_empty() => x.system(format!(
+            "attachments written to {}: {}",
+            super::attachments::dir(&x.workspace).display(),
+            names.join(", ")
+        )),
+        Ok(_) => {}
+        Err(e) => return Some(Err(internal(e))),
+    }
     let harness = x.job.environment.harness;
     if harness.is_preset() {
         let (_, unusable) = usable_mcp(x.job);
@@ -1032,7 +1056,7 @@ fn prepare<'a>(
     if let Err(e) = written {
         return Err(io_failure("cannot write the MCP config", &e));
     }
-    let vars = variables(job, sup, &mcp_path, &home);
+    let vars = variables(job, sup, &mcp_path, &home, &workspace);
     let leaf = sup
         .cgroups
         .create(env, &format!("{id}-{}", job.execution))

@@ -10,6 +10,7 @@
 //! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops. This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
+pub mod attachments;
 pub mod cgroup;
 mod command;
 mod demo;

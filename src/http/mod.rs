@@ -33,6 +33,20 @@ use wire::{Health, HealthStatus, Ready, ReadyStatus};
 
 /// Largest request body accepted.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Largest accepted body of a create: `MAX_BODY_BYTES` for the run itself, plus its
+/// attachments at their limit in base64 (4 characters per 3 bytes) with their names.
+pub const MAX_CREATE_BODY_BYTES: usize = MAX_BODY_BYTES
+    + (validate::MAX_ATTACHMENTS_TOTAL_BYTES / 3 + 1) * 4
+    + validate::MAX_ATTACHMENTS * 1024;
+
+/// The body limit of a request to `path`.
+fn body_limit(path: &str) -> usize {
+    if path.ends_with("/agent/runs") || path.ends_with("/agent/run") {
+        MAX_CREATE_BODY_BYTES
+    } else {
+        MAX_BODY_BYTES
+    }
+}
 
 /// Shared state of the HTTP layer.
 pub struct AppState {
@@ -367,7 +381,8 @@ fn as_problem(
     }
     let error = match status.as_u16() {
         413 => ApiError::too_large(format!(
-            "the request body is larger than {MAX_BODY_BYTES} bytes"
+            "the request body is larger than {} bytes",
+            body_limit(response.request().path())
         )),
         404 => ApiError::not_found("no such resource"),
         s if s >= 500 => ApiError::internal(&format!("framework error with status {status}")),
@@ -433,11 +448,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             web::scope("/api/v1")
                 .service(
                     web::resource("/agent/run")
+                        .app_data(web::PayloadConfig::new(MAX_CREATE_BODY_BYTES))
                         .post(runs::create)
                         .default_service(only("POST")),
                 )
                 .service(
                     web::resource("/agent/runs")
+                        .app_data(web::PayloadConfig::new(MAX_CREATE_BODY_BYTES))
                         .post(runs::create)
                         .get(runs::list)
                         .default_service(only("GET, POST")),

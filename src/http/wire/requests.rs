@@ -29,6 +29,26 @@ pub struct RunAgentRequest {
     pub title: Option<String>,
     #[schema(schema_with = metadata_request_schema)]
     pub metadata: Option<BTreeMap<String, String>>,
+    /// Files for the agent: at most 5, each at most 10 MiB and 20 MiB together (decoded). They
+    /// are written to the run's workspace, in `$RUNLEDGER_ATTACHMENTS_DIR`, before its agent
+    /// starts.
+    #[schema(max_items = 5)]
+    pub attachments: Option<Vec<AttachmentInput>>,
+}
+
+/// A file attached to a create (OpenAPI `AttachmentInput`).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct AttachmentInput {
+    /// The file's name in the attachments directory: one path component (no `/`, `\` or NUL,
+    /// not `.` or `..`), no control characters, 1-255 bytes, unique within the request.
+    #[schema(min_length = 1, max_length = 255)]
+    pub file_name: String,
+    /// A media type, `type/subtype` with optional parameters, at most 255 bytes.
+    #[schema(max_length = 255)]
+    pub mime_type: String,
+    /// The bytes, base64 (standard alphabet; padding optional).
+    #[schema(format = Byte)]
+    pub data: String,
 }
 
 /// Request body of a follow-up.

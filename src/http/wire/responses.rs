@@ -80,6 +80,22 @@ pub struct RunItem<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: &'a BTreeMap<String, String>,
+    /// The files attached at create, when there are any (beyond the hosted service's
+    /// `RunItem`). Their agent finds them in `$RUNLEDGER_ATTACHMENTS_DIR`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub attachments: Vec<AttachmentItem<'a>>,
+}
+
+/// A file attached to a run at create.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct AttachmentItem<'a> {
+    #[schema(value_type = String)]
+    pub file_name: &'a str,
+    #[schema(value_type = String)]
+    pub mime_type: &'a str,
+    pub size_bytes: u64,
+    /// SHA-256 of the bytes, lower-case hex.
+    pub sha256: String,
 }
 
 /// What a run cost, in US dollars (OpenAPI `RequestUsage`). A cost nobody could tell (no
@@ -147,6 +163,16 @@ impl<'a> RunItem<'a> {
             run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
             request_usage: RequestUsage::from(&run.usage),
             metadata: &run.metadata,
+            attachments: run
+                .attachments
+                .iter()
+                .map(|a| AttachmentItem {
+                    file_name: &a.file_name,
+                    mime_type: &a.content.mime_type,
+                    size_bytes: a.content.size,
+                    sha256: crate::store::content::hex(&a.content.sha256),
+                })
+                .collect(),
             run_id: id,
         }
     }
