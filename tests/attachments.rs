@@ -302,3 +302,94 @@ async fn every_limit_is_a_400_naming_it_and_records_nothing() {
     let run = s.run(&id).await;
     assert_eq!(run["attachments"][1]["size_bytes"], 10 * 1024 * 1024);
 }
+
+#[tokio::test]
+async fn attachments_travel_in_a_backup_and_a_damaged_one_is_refused() {
+    let dir = agent_visible_dir();
+    let elsewhere = dir.path().join("elsewhere");
+    std::fs::create_dir(&elsewhere).expect("elsewhere");
+    let config = config(dir.path(), &elsewhere);
+    let mut s = Server::start_in(dir.path(), &config);
+    // Over one content line (4 MiB), so it travels in pieces.
+    let big = noise(5 * 1024 * 1024 + 3, 2);
+    let id = s
+        .create(json!({
+            "prompt": "p",
+            "config": {"environment_id": "cmd"},
+            "attachments": [{"file_name": "big.bin", "mime_type": "application/octet-stream",
+                             "data": b64(&big)}],
+        }))
+        .await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 15).await;
+    let data_dir = s.data_dir.display().to_string();
+    let (ok, backup, err) = common::cli(&["export", "--data-dir", &data_dir], &[]);
+    assert!(ok, "{err}");
+    let pieces: Vec<&str> = backup
+        .lines()
+        .filter(|l| l.contains(r#""record":"content""#))
+        .collect();
+    assert_eq!(pieces.len(), 2, "two pieces of one content");
+
+    let restored = agent_visible_dir();
+    let file = restored.path().join("backup.jsonl");
+    std::fs::write(&file, &backup).expect("write backup");
+    let target = restored.path().join("data");
+    let (ok, _, err) = common::cli(
+        &[
+            "import",
+            &file.display().to_string(),
+            "--data-dir",
+            &target.display().to_string(),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        err.contains("imported 1 attachment and artifact contents"),
+        "{err}"
+    );
+    let s = Server::start_in(restored.path(), &config);
+    let (status, v) = s.followup(&id, json!({"message": "again"})).await;
+    assert_eq!(status, 200, "{v}");
+    let ws = workspace(&s, &id);
+    s.wait_run(&id, "the restored run's execution", |r| {
+        r["state"] == "SUCCEEDED" && ws.join("listing-2.txt").exists()
+    })
+    .await;
+    assert_eq!(
+        std::fs::read(ws.join(".runledger/attachments/big.bin")).expect("big.bin"),
+        big
+    );
+
+    // A flipped byte in a piece, or a missing piece, fails the whole import.
+    let import = |text: String, name: &str| {
+        let file = restored.path().join(format!("{name}.jsonl"));
+        std::fs::write(&file, text).expect("write");
+        let target = restored.path().join(name);
+        common::cli(
+            &[
+                "import",
+                &file.display().to_string(),
+                "--data-dir",
+                &target.display().to_string(),
+            ],
+            &[],
+        )
+    };
+    let first = pieces[0];
+    let at = first.find(r#""data":""#).expect("data") + 20;
+    let flipped = if &first[at..at + 1] == "A" { "B" } else { "A" };
+    let damaged = backup.replacen(
+        first,
+        &format!("{}{flipped}{}", &first[..at], &first[at + 1..]),
+        1,
+    );
+    let (ok, _, err) = import(damaged, "damaged");
+    assert!(!ok);
+    assert!(err.contains("do not have that SHA-256"), "{err}");
+    let truncated = backup.replacen(&format!("{}\n", pieces[1]), "", 1);
+    let (ok, _, err) = import(truncated, "truncated");
+    assert!(!ok);
+    assert!(err.contains("the backup is truncated"), "{err}");
+}

@@ -53,11 +53,26 @@ const SHOWN_NOTES: u64 = 10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Line {
     Event(Envelope),
-    Header { format: u64 },
+    Header {
+        format: u64,
+    },
     Key(KeyRecord),
-    Secret { name: String, value: [u8; 32] },
+    Secret {
+        name: String,
+        value: [u8; 32],
+    },
+    /// A piece of a content the events name, at `offset` of its `size` bytes.
+    Content {
+        sha256: [u8; 32],
+        size: u64,
+        offset: u64,
+        data: Vec<u8>,
+    },
     End(Counts),
 }
+
+/// How many bytes of a content one line carries (before base64), well under `MAX_LINE`.
+const CONTENT_CHUNK: usize = 4 * 1024 * 1024;
 
 /// What a backup holds; the `end` line repeats it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -65,6 +80,9 @@ struct Counts {
     events: u64,
     keys: u64,
     secrets: u64,
+    /// Whole contents (attachments, artifacts' bytes); written in the end record only when
+    /// there are any, so a backup without them reads as it was written.
+    contents: u64,
 }
 
 impl Line {
@@ -95,12 +113,33 @@ impl Line {
             Line::Secret { name, value } => {
                 json!({ "record": "secret", "name": name, "value": hex(value) })
             }
-            Line::End(c) => json!({
-                "record": "end",
-                "events": c.events,
-                "keys": c.keys,
-                "secrets": c.secrets,
-            }),
+            Line::Content {
+                sha256,
+                size,
+                offset,
+                data,
+            } => {
+                use base64::Engine;
+                json!({
+                    "record": "content",
+                    "sha256": hex(sha256),
+                    "size": size,
+                    "offset": offset,
+                    "data": base64::engine::general_purpose::STANDARD.encode(data),
+                })
+            }
+            Line::End(c) => {
+                let mut v = json!({
+                    "record": "end",
+                    "events": c.events,
+                    "keys": c.keys,
+                    "secrets": c.secrets,
+                });
+                if c.contents > 0 {
+                    v["contents"] = json!(c.contents);
+                }
+                v
+            }
         }
     }
 
@@ -126,12 +165,28 @@ impl Line {
                     value,
                 }
             }
+            Some("content") => {
+                use base64::Engine;
+                let c: ContentIn = read(&value, "content")?;
+                let sha256 = unhex32(&c.sha256)
+                    .ok_or_else(|| "content: sha256 is not 64 hex digits".to_string())?;
+                let data = base64::engine::general_purpose::STANDARD
+                    .decode(c.data.as_bytes())
+                    .map_err(|_| format!("content {}: data is not base64", c.sha256))?;
+                Line::Content {
+                    sha256,
+                    size: c.size,
+                    offset: c.offset,
+                    data,
+                }
+            }
             Some("end") => {
                 let c: EndIn = read(&value, "end")?;
                 Line::End(Counts {
                     events: c.events,
                     keys: c.keys,
                     secrets: c.secrets,
+                    contents: c.contents,
                 })
             }
             _ => return Err(format!("unknown record {record}")),
@@ -209,6 +264,91 @@ struct EndIn {
     events: u64,
     keys: u64,
     secrets: u64,
+    #[serde(default)]
+    contents: u64,
+}
+
+#[derive(Deserialize)]
+struct ContentIn {
+    sha256: String,
+    size: u64,
+    offset: u64,
+    data: String,
+}
+
+/// A content being restored from its lines: written to a temporary file of the staging
+/// store, hashed as it grows, and moved into the content store once whole and verified.
+struct Incoming {
+    sha256: [u8; 32],
+    size: u64,
+    next: u64,
+    path: PathBuf,
+    file: fs::File,
+    hasher: sha2::Sha256,
+}
+
+impl Incoming {
+    /// Takes one content line; `Some(..)` once the content is whole (and stored).
+    fn start(store: &Store, sha256: [u8; 32], size: u64) -> Result<Incoming, String> {
+        let path = store.data_dir().join("content-import.part");
+        let file = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Ok(Incoming {
+            sha256,
+            size,
+            next: 0,
+            path,
+            file,
+            hasher: sha2::Digest::new(),
+        })
+    }
+
+    fn add(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
+        let named = hex(&self.sha256);
+        if offset != self.next {
+            return Err(format!(
+                "content {named}: a piece at byte {offset} where byte {} was due",
+                self.next
+            ));
+        }
+        if offset + data.len() as u64 > self.size || (data.is_empty() && self.size > 0) {
+            return Err(format!(
+                "content {named}: the pieces do not add up to its {} bytes",
+                self.size
+            ));
+        }
+        sha2::Digest::update(&mut self.hasher, data);
+        self.file
+            .write_all(data)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.next += data.len() as u64;
+        Ok(())
+    }
+
+    fn whole(&self) -> bool {
+        self.next == self.size
+    }
+
+    /// Verifies the content and moves it into the store's content store.
+    fn finish(self, store: &Store) -> Result<(), String> {
+        let named = hex(&self.sha256);
+        let digest: [u8; 32] = sha2::Digest::finalize(self.hasher).into();
+        if digest != self.sha256 {
+            return Err(format!(
+                "content {named}: its bytes do not have that SHA-256; the backup is damaged"
+            ));
+        }
+        drop(self.file);
+        let stored = fs::File::open(&self.path)
+            .map_err(|e| e.to_string())
+            .and_then(|f| {
+                store
+                    .content()
+                    .put_reader(f, self.size, "application/octet-stream")
+                    .map_err(|e| e.to_string())
+            });
+        let _ = fs::remove_file(&self.path);
+        stored.map(|_| ())
+    }
 }
 
 fn unhex32(s: &str) -> Option<[u8; 32]> {
@@ -299,6 +439,7 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
     let mut ended = false;
     let mut buf = Vec::new();
     let mut number = 0u64;
+    let mut incoming: Option<Incoming> = None;
     loop {
         buf.clear();
         let n = (&mut input)
@@ -364,6 +505,32 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 }
                 counts.secrets += 1;
             }
+            Line::Content {
+                sha256,
+                size,
+                offset,
+                data,
+            } => {
+                let mut part = match incoming.take() {
+                    Some(part) if part.sha256 == sha256 => part,
+                    Some(part) => {
+                        return Err(at_line(format!(
+                            "content {} ends after {} of its {} bytes",
+                            hex(&part.sha256),
+                            part.next,
+                            part.size
+                        )))
+                    }
+                    None => Incoming::start(store, sha256, size).map_err(at_line)?,
+                };
+                part.add(offset, &data).map_err(at_line)?;
+                if part.whole() {
+                    part.finish(store).map_err(at_line)?;
+                    counts.contents += 1;
+                } else {
+                    incoming = Some(part);
+                }
+            }
             Line::End(end) => {
                 if !framed {
                     return Err(at_line("an end record without a backup header".into()));
@@ -383,6 +550,14 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 ended = true;
             }
         }
+    }
+    if let Some(part) = incoming {
+        bail!(
+            "{source} ends with content {} after {} of its {} bytes: the backup is truncated",
+            hex(&part.sha256),
+            part.next,
+            part.size
+        );
     }
     if framed && !ended {
         bail!("{source} ends after line {number} without its end record: the backup is truncated");
@@ -410,6 +585,17 @@ fn audit(store: &Store) -> anyhow::Result<u64> {
                     e.seq,
                     e.event.kind(),
                     e.run_id
+                );
+            }
+        }
+        for content in e.event.contents() {
+            if store.content().open_content(content).is_err() {
+                eprintln!(
+                    "runledger import: warning: run {} names content {} (event {}), which the \
+                     backup does not hold; it cannot be downloaded or attached again",
+                    e.run_id,
+                    store::content::hex(&content.sha256),
+                    e.seq
                 );
             }
         }
@@ -625,6 +811,12 @@ pub fn import(cli: &Cli, file: Option<&Path>) -> anyhow::Result<()> {
         target.display(),
         started.elapsed().as_secs_f64()
     );
+    if counts.contents > 0 {
+        eprintln!(
+            "imported {} attachment and artifact contents",
+            counts.contents
+        );
+    }
     if counts.keys == 0 {
         eprintln!(
             "runledger import: the backup holds no API keys (export --with-keys writes them); \
@@ -652,9 +844,19 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
     if with_keys {
         line(out, &Line::Header { format: FORMAT })?;
     }
+    let mut exported = std::collections::HashSet::new();
     for record in store.scan() {
         match record {
             Ok(e) => {
+                // The bytes an event names come before it, once.
+                for content in e.event.contents() {
+                    if exported.insert(content.sha256) {
+                        match write_content(store, content, out)? {
+                            true => written.counts.contents += 1,
+                            false => written.damaged += 1,
+                        }
+                    }
+                }
                 // Rendered directly rather than through `Line`: no clone per event.
                 writeln!(out, "{}", event_json(&e))?;
                 written.counts.events += 1;
@@ -680,6 +882,49 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
         line(out, &Line::End(written.counts))?;
     }
     Ok(written)
+}
+
+/// Writes the bytes of `content` as content lines; `false` (and a message) when the content
+/// store does not hold them.
+fn write_content(
+    store: &Store,
+    content: &crate::domain::Content,
+    out: &mut dyn Write,
+) -> anyhow::Result<bool> {
+    let mut file = match store.content().open_content(content) {
+        Ok(file) => file,
+        Err(e) => {
+            eprintln!("runledger export: skipped a content: {e}");
+            return Ok(false);
+        }
+    };
+    let mut offset = 0u64;
+    let mut chunk = vec![0u8; CONTENT_CHUNK];
+    loop {
+        let mut filled = 0;
+        while filled < chunk.len() {
+            let n = file.read(&mut chunk[filled..])?;
+            if n == 0 {
+                break;
+            }
+            filled += n;
+        }
+        if filled == 0 && offset > 0 {
+            break;
+        }
+        let line = Line::Content {
+            sha256: content.sha256,
+            size: content.size,
+            offset,
+            data: chunk[..filled].to_vec(),
+        };
+        writeln!(out, "{}", line.to_json())?;
+        offset += filled as u64;
+        if offset >= content.size {
+            break;
+        }
+    }
+    Ok(true)
 }
 
 /// An export file being written: created 0600 under a temporary name beside `path`, and
@@ -780,6 +1025,9 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
         );
     } else {
         eprintln!("exported {} events", c.events);
+    }
+    if c.contents > 0 {
+        eprintln!("exported {} attachment and artifact contents", c.contents);
     }
     if written.damaged > 0 {
         bail!("{} damaged records could not be exported", written.damaged);
@@ -1283,7 +1531,26 @@ mod tests {
                 events: 3,
                 keys: 2,
                 secrets: 1,
+                contents: 0,
             }),
+            Line::End(Counts {
+                events: 3,
+                keys: 2,
+                secrets: 1,
+                contents: 4,
+            }),
+            Line::Content {
+                sha256: [9; 32],
+                size: 10,
+                offset: 4,
+                data: vec![0, 255, 1],
+            },
+            Line::Content {
+                sha256: [0; 32],
+                size: 0,
+                offset: 0,
+                data: Vec::new(),
+            },
         ] {
             assert_eq!(Line::parse(&line.to_json().to_string()), Ok(line));
         }

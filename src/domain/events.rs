@@ -68,6 +68,17 @@ impl Event {
         matches!(self, Event::Created(_) | Event::Admitted(_))
     }
 
+    /// The contents (in the content store) the event names.
+    pub fn contents(&self) -> Vec<&Content> {
+        match self {
+            Event::ArtifactReported { artifact, .. } => {
+                artifact.kind.content().into_iter().collect()
+            }
+            Event::Attached { attachments } => attachments.iter().map(|a| &a.content).collect(),
+            _ => Vec::new(),
+        }
+    }
+
     /// A stable, human-readable name of the variant (used in exports and the events API).
     pub fn kind(&self) -> &'static str {
         match self {
