@@ -43,9 +43,12 @@ pub fn of_store(e: &store::Error) -> Cause<'static> {
         store::Error::Sync(sync) => Cause::OutcomeUnknown {
             words: sync.cause.words(),
         },
-        store::Error::Sled(sled::Error::Io(io)) => Cause::StorageFailed {
-            words: store::health::Cause::of_io(io).words(),
-        },
+        store::Error::Sled(sled::Error::Io(io))
+        | store::Error::Content(store::content::Error::Io { source: io, .. }) => {
+            Cause::StorageFailed {
+                words: store::health::Cause::of_io(io).words(),
+            }
+        }
         _ => Cause::Internal,
     }
 }

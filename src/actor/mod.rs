@@ -169,9 +169,32 @@ impl Runs {
         self.inner.executor.credentials()
     }
 
-    /// The bytes of runs' attachments and artifacts.
-    pub fn content(&self) -> &store::content::ContentStore {
-        self.inner.store.content()
+    /// Puts the files of a create (`(file name, media type, bytes)`) in the content store,
+    /// durably, before the run that names them is recorded; on the blocking pool. Refused,
+    /// storing nothing, while the store refuses new work.
+    pub async fn store_attachments(
+        &self,
+        files: Vec<(String, String, Vec<u8>)>,
+    ) -> Result<Vec<Attachment>, Error> {
+        if files.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.inner.store.admit(store::Writer::Client)?;
+        let content = self.inner.store.content().clone();
+        let stored = tokio::task::spawn_blocking(move || {
+            files
+                .into_iter()
+                .map(|(file_name, mime_type, bytes)| {
+                    Ok(Attachment {
+                        content: content.put_bytes(&bytes, &mime_type)?,
+                        file_name,
+                    })
+                })
+                .collect::<Result<Vec<_>, store::content::Error>>()
+        })
+        .await
+        .map_err(|_| Error::Unavailable)?;
+        Ok(stored.map_err(store::Error::from)?)
     }
 
     /// The agents' output.

@@ -594,7 +594,7 @@ fn audit(store: &Store) -> anyhow::Result<u64> {
                     "runledger import: warning: run {} names content {} (event {}), which the \
                      backup does not hold; it cannot be downloaded or attached again",
                     e.run_id,
-                    store::content::hex(&content.sha256),
+                    hex(&content.sha256),
                     e.seq
                 );
             }

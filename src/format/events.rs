@@ -145,7 +145,7 @@ pub struct ContentData {
 impl ContentData {
     fn from(c: &Content) -> ContentData {
         ContentData {
-            sha256: crate::store::content::hex(&c.sha256),
+            sha256: super::time::hex(&c.sha256),
             size: c.size,
             mime_type: c.mime_type.clone(),
         }

@@ -16,7 +16,7 @@ use super::wire::{
 use super::{validate, AppState, Principal};
 use crate::api_keys::Key;
 use crate::clock::now;
-use crate::domain::{Attachment, Command, Creator, Run, RunAdmitted, RunId};
+use crate::domain::{Command, Creator, Run, RunAdmitted, RunId};
 use crate::idempotency::{IdempotencyKey, Recall};
 
 /// Unknown and malformed run ids are both "no such run".
@@ -93,7 +93,11 @@ pub async fn create(
     };
     let (created, uploads) = validate::create(&body, &state.config, creator)?;
     may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
-    let attachments = store_attachments(&state, uploads).await?;
+    let files = uploads
+        .into_iter()
+        .map(|u| (u.file_name, u.mime_type, u.bytes))
+        .collect();
+    let attachments = state.runs.store_attachments(files).await?;
     // Credentials are sealed before anything is recorded: the log only ever holds `***`.
     let created = state
         .runs
@@ -142,38 +146,6 @@ pub async fn create(
     };
     let outcome = state.runs.create_with_id(id, created, attachments).await?;
     Ok(created_response(&outcome.run, outcome.at_capacity))
-}
-
-/// Puts a create's attachments in the content store, durably, before the run that names them
-/// is recorded. Refused like the create itself while the store refuses writes, so a full disk
-/// is not filled further.
-async fn store_attachments(
-    state: &AppState,
-    uploads: Vec<validate::Upload>,
-) -> Result<Vec<Attachment>, ApiError> {
-    if uploads.is_empty() {
-        return Ok(Vec::new());
-    }
-    let health = state.runs.store_health();
-    if let Some(reason) = health.refusal {
-        return Err(ApiError::refused(&reason, health.refusal_clears));
-    }
-    let content = state.runs.content().clone();
-    let stored = web::block(move || {
-        uploads
-            .into_iter()
-            .map(|u| {
-                let content = content.put_bytes(&u.bytes, &u.mime_type)?;
-                Ok(Attachment {
-                    file_name: u.file_name,
-                    content,
-                })
-            })
-            .collect::<Result<Vec<_>, crate::store::content::Error>>()
-    })
-    .await
-    .map_err(|e| ApiError::internal(&e))?;
-    stored.map_err(|e| ApiError::storage_failed("the attachments could not be stored", &e))
 }
 
 /// List runs: filters, sort and cursor pagination. Paging through with `next_cursor` returns

@@ -48,8 +48,8 @@ struct Inner {
     next_temp: AtomicU64,
 }
 
-/// The lower-case hex of a digest.
-pub fn hex(sha256: &[u8; 32]) -> String {
+/// The lower-case hex of a digest (as `format::time::hex`, which this layer cannot use).
+fn hex(sha256: &[u8; 32]) -> String {
     sha256.iter().map(|b| format!("{b:02x}")).collect()
 }
 

@@ -170,7 +170,7 @@ impl<'a> RunItem<'a> {
                     file_name: &a.file_name,
                     mime_type: &a.content.mime_type,
                     size_bytes: a.content.size,
-                    sha256: crate::store::content::hex(&a.content.sha256),
+                    sha256: hex(&a.content.sha256),
                 })
                 .collect(),
             run_id: id,
