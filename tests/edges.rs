@@ -446,7 +446,7 @@ async fn every_client_error_is_problem_json_with_a_server_made_trace_id() {
             c.post(s.api("/agent/runs"))
                 .bearer_auth(key)
                 .header("content-type", "application/json")
-                .body(vec![b' '; 2 * 1024 * 1024]),
+                .body(vec![b' '; runledger::http::MAX_CREATE_BODY_BYTES + 1]),
             413,
         ),
         (c.get(s.api("/agent/runs?limit=nope")).bearer_auth(key), 400),

@@ -395,9 +395,14 @@ async fn a_bad_query_value_is_problem_json_naming_its_parameter() {
 async fn a_body_over_the_limit_is_problem_json() {
     let s = Server::start();
     s.wait_ready().await;
-    let huge = "x".repeat(2 * 1024 * 1024);
+    let huge = "x".repeat(runledger::http::MAX_CREATE_BODY_BYTES);
     let (st, b) = problem(post_create(&s, format!(r#"{{"prompt":"{huge}"}}"#)).await).await;
     assert_problem(st, &b, 413, "invalid_request");
+    // A create body has room for attachments; a prompt in it still has its own limit.
+    let long = "x".repeat(2 * 1024 * 1024);
+    let (st, b) = problem(post_create(&s, format!(r#"{{"prompt":"{long}"}}"#)).await).await;
+    assert_problem(st, &b, 400, "invalid_request");
+    assert_eq!(b["detail"], "prompt is longer than 65536 bytes");
 }
 
 #[tokio::test]
