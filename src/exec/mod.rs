@@ -17,6 +17,7 @@ pub mod lines;
 pub mod observe;
 pub mod presets;
 pub mod process;
+pub mod report;
 pub mod repos;
 pub mod sandbox;
 pub mod transcript;
@@ -28,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::config::Environment;
-use crate::domain::{ExecutionUsage, Followup, Run, RunId, StatusMessage};
+use crate::domain::{Artifact, ExecutionUsage, Followup, Run, RunId, StatusMessage};
 use crate::harness::Harness;
 pub use transcript::Transcripts;
 
@@ -66,6 +67,39 @@ pub trait Report: Clone + 'static {
         execution: u32,
         usage: ExecutionUsage,
     ) -> impl std::future::Future<Output = ()>;
+    /// Records an artifact the execution reported (`report.rs`), before its usage and its
+    /// end. A refusal (the execution is no longer the run's current one, or the run holds
+    /// `MAX_ARTIFACTS`) is only logged, never retried.
+    fn report_artifact(
+        &self,
+        id: RunId,
+        execution: u32,
+        artifact: Artifact,
+    ) -> impl std::future::Future<Output = ()>;
+}
+
+/// Where a harness hands the artifacts its agent reported, in report order; recorded by
+/// `record_artifacts` before the execution's usage and end.
+#[derive(Clone)]
+pub struct Artifacts(mpsc::UnboundedSender<Artifact>);
+
+impl Artifacts {
+    pub fn reported(&self, artifact: Artifact) {
+        let _ = self.0.send(artifact);
+    }
+}
+
+/// Records what a harness reports through `Artifacts`, in order; returns when every handle is
+/// dropped and everything reported is recorded.
+async fn record_artifacts(
+    runs: &impl Report,
+    id: RunId,
+    execution: u32,
+    mut reports: mpsc::UnboundedReceiver<Artifact>,
+) {
+    while let Some(artifact) = reports.recv().await {
+        runs.report_artifact(id, execution, artifact).await;
+    }
 }
 
 /// How a harness says that its agent took follow-ups: the ones handed to it at its start and
@@ -241,6 +275,8 @@ pub struct Supervision {
     pub credentials: crate::credentials::Credentials,
     /// Where attachments are read from and reported artifacts' bytes are kept.
     pub content: crate::store::content::ContentStore,
+    /// What agents may report through `RUNLEDGER_REPORT` (`report.rs`).
+    pub artifact_limits: crate::config::ArtifactLimits,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -571,6 +607,8 @@ impl Executor {
             let shutting_down = executor.state().shutting_down;
             let (reports, delivered) = mpsc::unbounded_channel();
             let deliveries = Deliveries(reports);
+            let (artifacts, reported) = mpsc::unbounded_channel();
+            let artifacts = Artifacts(artifacts);
             let work = async {
                 match environment.harness {
                     _ if shutting_down => (None, None),
@@ -605,6 +643,7 @@ impl Executor {
                     ),
                     // In-process: no tokens, and no process of its own to measure.
                     Harness::Demo => {
+                        drop(artifacts);
                         let transcripts = &executor.supervision.transcripts;
                         (
                             demo::run(&assignment, transcripts, rx, deliveries).await,
@@ -612,13 +651,23 @@ impl Executor {
                         )
                     }
                     Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
-                        command::run(&assignment, &executor.supervision, rx, deliveries).await
+                        command::run(
+                            &assignment,
+                            &executor.supervision,
+                            rx,
+                            deliveries,
+                            artifacts,
+                        )
+                        .await
                     }
                 }
             };
-            // The harness's handle goes with it, so the recording ends after the harness.
-            let ((outcome, usage), ()) =
-                tokio::join!(work, record_deliveries(&runs, id, execution, delivered));
+            // The harness's handles go with it, so the recording ends after the harness.
+            let ((outcome, usage), (), ()) = tokio::join!(
+                work,
+                record_deliveries(&runs, id, execution, delivered),
+                record_artifacts(&runs, id, execution, reported)
+            );
             {
                 let mut state = executor.state();
                 if state
