@@ -831,7 +831,14 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
         (Some(f), None) => {
             // One argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a task and a
             // follow-up of the largest sizes would not fit, so the task gives way.
-            let room = ARG_BYTES.saturating_sub(f.message.len() + 64);
+            // Codex and Gemini CLI get the base prompt in the same argument.
+            let base = match job.environment.harness {
+                Harness::Codex | Harness::Gemini => {
+                    presets::base_prompt(run.config.base_prompt.as_deref().unwrap_or("")).len()
+                }
+                _ => 0,
+            };
+            let room = ARG_BYTES.saturating_sub(f.message.len() + base + 64);
             let task = if prompt.len() > room {
                 let mut end = room;
                 while !prompt.is_char_boundary(end) {
@@ -1383,7 +1390,16 @@ async fn start(
         } else {
             model
         },
-        base_prompt: x.job.run.config.base_prompt.clone().unwrap_or_default(),
+        // A preset's CLI learns the report protocol from its base prompt; a command agent
+        // reads it in the documentation.
+        base_prompt: {
+            let run_base = x.job.run.config.base_prompt.clone().unwrap_or_default();
+            if env.harness.is_preset() {
+                presets::base_prompt(&run_base)
+            } else {
+                run_base
+            }
+        },
         mcp_config: x.mcp_path.display().to_string(),
         workspace: x.workspace.display().to_string(),
     };
