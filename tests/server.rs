@@ -821,6 +821,7 @@ async fn list_filters_and_environments() {
     for none in [
         "schedule_id=s1",
         "artifact_type=PLAN",
+        "artifact_type=EXTERNAL_REFERENCE",
         "ancestor_run_id=x",
         "state=BLOCKED",
     ] {

@@ -356,6 +356,16 @@ impl Runs {
         Ok(self.inner.index.get(id)?)
     }
 
+    /// The run holding artifact `uid` (`GET /agent/artifacts/{uid}`), found by the index's
+    /// artifact lookup once it holds every command acknowledged before the call.
+    pub async fn artifact_run(&self, uid: &str) -> Result<Option<Run>, Error> {
+        self.inner.projector.caught_up().await;
+        match self.inner.index.artifact_run(uid)? {
+            Some(run) => self.get(run.id),
+            None => Ok(None),
+        }
+    }
+
     /// One page of runs, from an index that holds every command acknowledged before the call.
     pub async fn list(&self, query: &Query) -> Result<Page, Error> {
         self.inner.projector.caught_up().await;

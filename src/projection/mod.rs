@@ -249,6 +249,25 @@ impl Index {
         }
     }
 
+    /// The run holding artifact `uid`, from its `A` range (`keys.rs`): one seek, never a scan.
+    /// A candidate whose row does not hold the uid (a hash collision of a non-UUID uid) is
+    /// passed over.
+    pub fn artifact_run(&self, uid: &str) -> Result<Option<Run>, Error> {
+        let trees = self.trees();
+        let prefix = keys::artifact_prefix(uid);
+        for pos in blocks::positions(&trees.index, &prefix, None, false) {
+            let Some(id) = keys::id_of_position(&pos?) else {
+                continue;
+            };
+            if let Some(run) = self.get(id)? {
+                if run.artifacts.iter().any(|a| a.artifact.uid == uid) {
+                    return Ok(Some(run));
+                }
+            }
+        }
+        Ok(None)
+    }
+
     /// Moves the index from `old` (the run's previous state, if any) to `new`.
     pub fn apply(&self, old: Option<&Run>, new: &Run) -> Result<(), Error> {
         self.apply_all(&[(old, new)])

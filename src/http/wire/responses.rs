@@ -80,6 +80,10 @@ pub struct RunItem<'a> {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     #[schema(value_type = BTreeMap<String, String>)]
     pub metadata: &'a BTreeMap<String, String>,
+    /// What the run's executions reported (`RUNLEDGER_REPORT`), in report order; omitted
+    /// while there is nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactItem>,
 }
 
 /// What a run cost, in US dollars (OpenAPI `RequestUsage`). A cost nobody could tell (no
@@ -147,6 +151,7 @@ impl<'a> RunItem<'a> {
             run_time: session.then(|| format_duration(run.run_time_ms(links.now))),
             request_usage: RequestUsage::from(&run.usage),
             metadata: &run.metadata,
+            artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
             run_id: id,
         }
     }
