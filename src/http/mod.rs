@@ -429,7 +429,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .service(
             web::resource("/artifacts/{artifact_uid}/download")
                 .get(artifacts::download)
-                .default_service(only("GET")),
+                .route(web::head().to(artifacts::download))
+                .default_service(only("GET, HEAD")),
         )
         .service(
             web::resource("/sessions/{run_id}")
