@@ -414,6 +414,10 @@ impl ArtifactItem {
 }
 
 super::schema::string_enum_schema! {
-    /// Type of an artifact (OpenAPI `ArtifactType`).
-    ArtifactTypeSchema as "ArtifactType" = crate::domain::ArtifactKind::TYPE_NAMES
+    /// An artifact type to filter runs by; `EXTERNAL_REFERENCE`, which runledger's agents never
+    /// report, matches nothing.
+    ArtifactTypeFilterSchema as "ArtifactTypeFilter" = {
+        let [a, b, c, d] = crate::domain::ArtifactKind::TYPE_NAMES;
+        [a, b, c, d, "EXTERNAL_REFERENCE"]
+    }
 }

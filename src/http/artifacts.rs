@@ -188,7 +188,7 @@ pub async fn get(
                 .runs
                 .content()
                 .read(&content)
-                .map_err(|e| ApiError::damaged(&e))?;
+                .map_err(|e| ApiError::internal(&e))?;
             ArtifactResponse::Plan {
                 created_at,
                 data: PlanArtifactResponseData {
@@ -326,7 +326,7 @@ pub async fn download(
         .runs
         .content()
         .open_content(&content)
-        .map_err(|e| ApiError::damaged(&e))?;
+        .map_err(|e| ApiError::internal(&e))?;
     let mime: mime_guess::mime::Mime = content
         .mime_type
         .parse()
