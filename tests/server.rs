@@ -1039,6 +1039,8 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/admin/teams",
         "POST /api/v1/admin/teams",
         "GET /api/v1/agent/environments",
+        "GET /api/v1/agent/artifacts/{artifactUid}",
+        "GET /artifacts/{artifactUid}/download",
         "POST /api/v1/agent/run",
         "GET /api/v1/agent/runs",
         "POST /api/v1/agent/runs",
