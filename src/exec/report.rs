@@ -42,6 +42,9 @@ const DESCRIPTION_BYTES: usize = 4096;
 const PATH_BYTES: usize = 4096;
 /// Bytes read from the report file at a time.
 const CHUNK: usize = 64 * 1024;
+/// Refused lines after which an execution's report file is no longer read: what one agent can
+/// make the server parse, note and hold is bounded whatever it writes.
+pub const MAX_REFUSED: usize = 1000;
 
 /// One line of the report file.
 #[derive(Debug, Deserialize)]
@@ -88,6 +91,9 @@ pub struct Reports {
     count: usize,
     /// Bytes of the run's artifacts.
     total: u64,
+    /// Lines refused so far; at `MAX_REFUSED` the file is closed for good.
+    refused: usize,
+    closed: bool,
 }
 
 impl Reports {
@@ -118,6 +124,8 @@ impl Reports {
             lines: 0,
             carry: Vec::new(),
             overlong: false,
+            refused: 0,
+            closed: false,
             count: earlier.len(),
             total: earlier
                 .iter()
@@ -136,10 +144,13 @@ impl Reports {
     /// come). Blocking.
     pub fn poll(&mut self, at_end: bool) -> Vec<Outcome> {
         let mut out = Vec::new();
+        if self.closed {
+            return out;
+        }
         if let Err(e) = self.read(&mut out) {
             out.push(Err(format!("the report file cannot be read: {e}")));
         }
-        if at_end && (!self.carry.is_empty() || self.overlong) {
+        if at_end && !self.closed && (!self.carry.is_empty() || self.overlong) {
             self.end_line(&mut out);
         }
         out
@@ -180,6 +191,9 @@ impl Reports {
             while let Some(i) = rest.iter().position(|b| *b == b'\n') {
                 self.push(&rest[..i]);
                 self.end_line(out);
+                if self.closed {
+                    return Ok(());
+                }
                 rest = &rest[i + 1..];
             }
             self.push(rest);
@@ -203,20 +217,30 @@ impl Reports {
         self.lines += 1;
         let number = self.lines;
         let line = std::mem::take(&mut self.carry);
-        if std::mem::take(&mut self.overlong) {
-            out.push(Err(format!(
-                "report line {number}: longer than {} bytes (limits.artifact_report_line_kb)",
+        let outcome = if std::mem::take(&mut self.overlong) {
+            Err(format!(
+                "longer than {} bytes (limits.artifact_report_line_kb)",
                 self.limits.line_bytes
-            )));
+            ))
+        } else if line.iter().all(u8::is_ascii_whitespace) {
             return;
-        }
-        if line.iter().all(u8::is_ascii_whitespace) {
-            return;
-        }
-        out.push(
+        } else {
             self.handle(&line)
-                .map_err(|reason| format!("report line {number}: {reason}")),
-        );
+        };
+        match outcome {
+            Ok(artifact) => out.push(Ok(artifact)),
+            Err(reason) => {
+                out.push(Err(format!("report line {number}: {reason}")));
+                self.refused += 1;
+                if self.refused >= MAX_REFUSED {
+                    self.closed = true;
+                    self.carry = Vec::new();
+                    out.push(Err(format!(
+                        "{MAX_REFUSED} lines were refused; the rest of the report file is not read"
+                    )));
+                }
+            }
+        }
     }
 
     /// Validates one line and stores what it names.
@@ -626,6 +650,19 @@ mod tests {
         assert!(reasons[3].contains("longer than 100"), "{}", reasons[3]);
         assert!(reasons[4].contains("unknown variant"), "{}", reasons[4]);
         assert!(reasons[5].contains("http"), "{}", reasons[5]);
+    }
+
+    #[test]
+    fn after_too_many_refused_lines_the_file_is_not_read_any_more() {
+        let mut f = fixture(ArtifactLimits::default());
+        f.append(&"junk\n".repeat(MAX_REFUSED + 100));
+        let out = f.reports.poll(false);
+        assert_eq!(out.len(), MAX_REFUSED + 1);
+        assert!(out[MAX_REFUSED]
+            .as_ref()
+            .is_err_and(|r| r.contains("is not read")));
+        f.append("{\"type\":\"pull_request\",\"url\":\"https://x.test/1\",\"branch\":\"b\"}\n");
+        assert!(f.reports.poll(true).is_empty());
     }
 
     #[test]
