@@ -66,7 +66,9 @@ const INDEX: &str = "run_index";
 /// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
 /// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
 /// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
-/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`).
+/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`), an `F 07` range per
+/// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
+/// run (`keys.rs`).
 pub const LAYOUT_VERSION: u32 = 9;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
