@@ -3,10 +3,9 @@
 //! A query lists the runs of one team, and walks only that team's ranges (the team is part of
 //! every index key, see `keys.rs`): another team's runs are never read. The filters that have
 //! secondary indexes (state, name, creator, model_id, source, environment_id, artifact_type)
-//! are answered by
-//! walking the matching index range of the team in the requested order — never by scanning all
-//! runs. Remaining filters (time bounds, `q`, metadata, further indexed
-//! fields) are checked on each candidate. A cursor is the position of the last returned run in
+//! are answered by walking the matching index range of the team in the requested order — never
+//! by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed fields)
+//! are checked on each candidate. A cursor is the position of the last returned run in
 //! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
 //! once while nothing changes, and a cursor cannot be replayed against a different query.
 
