@@ -305,6 +305,18 @@ async fn an_agent_reports_artifacts_that_are_listed_filtered_served_and_kept() {
     let head = s.client.head(&url).send().await.expect("head");
     assert_eq!(head.status(), 200);
     assert_eq!(head.headers()["content-length"], "1500000");
+    let part = s
+        .client
+        .get(&url)
+        .header("range", "bytes=1000-1009")
+        .send()
+        .await
+        .expect("range");
+    assert_eq!(part.status(), 206);
+    assert_eq!(
+        part.bytes().await.expect("bytes").as_ref(),
+        &want[1000..1010]
+    );
 
     let (st, v) = s
         .get(&s.key, &format!("/agent/artifacts/{}", uid(shot)))
