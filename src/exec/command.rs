@@ -1,8 +1,9 @@
 //! The `command` harness (and the presets built on it): runs an agent as a child process.
 //!
 //! One execution: make the run's workspace (fresh until the environment's `setup` commands
-//! have succeeded once for the run), write the MCP config file, start the argv with the
-//! `RUNLEDGER_*` variables, hand it follow-ups on stdin as JSON lines, and stream its stdout and
+//! have succeeded once for the run), write the MCP config file, create the report file
+//! (`report.rs`, read every 500 ms and at the end), start the argv with the `RUNLEDGER_*`
+//! variables, hand it follow-ups on stdin as JSON lines, and stream its stdout and
 //! stderr to the transcript as they arrive. Memory is bounded whatever the agent prints: output
 //! moves through fixed-size buffers and a bounded channel, so a fast writer is slowed to the
 //! speed of the transcript file instead of filling memory. The exit status decides the outcome;
