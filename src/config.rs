@@ -121,6 +121,12 @@ struct LimitsFile {
     rate_per_sec: Option<f64>,
     burst: Option<u32>,
     max_queued_per_team: Option<usize>,
+    artifact_file_mb: Option<u64>,
+    artifact_screenshot_mb: Option<u64>,
+    artifact_plan_kb: Option<u64>,
+    artifact_report_line_kb: Option<u64>,
+    artifact_run_total_mb: Option<u64>,
+    artifact_link_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -369,6 +375,92 @@ pub struct Config {
     /// The size of a run's transcript after which its output is dropped
     /// (`server.transcript_max_mb`), in bytes.
     pub transcript_max_bytes: u64,
+    /// What agents may report as artifacts, and how long a download link lives (`[limits]`).
+    pub artifacts: ArtifactLimits,
+}
+
+/// The sizes of what an agent may report through `RUNLEDGER_REPORT` (`exec::report`), and how
+/// long an artifact's download link is valid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ArtifactLimits {
+    /// Most bytes of one reported file (`limits.artifact_file_mb`, default 100 MiB).
+    pub file_bytes: u64,
+    /// Most bytes of one screenshot (`limits.artifact_screenshot_mb`, default 20 MiB).
+    pub screenshot_bytes: u64,
+    /// Most bytes of one plan's Markdown (`limits.artifact_plan_kb`, default 1 MiB).
+    pub plan_bytes: u64,
+    /// Most bytes of one line of the report file (`limits.artifact_report_line_kb`, default
+    /// 2 MiB); a longer line is skipped unread.
+    pub line_bytes: u64,
+    /// Most bytes of all the artifacts of one run together (`limits.artifact_run_total_mb`,
+    /// default 1 GiB).
+    pub run_total_bytes: u64,
+    /// How long a `download_url` is valid (`limits.artifact_link_secs`, default 900 s).
+    pub link_secs: u64,
+}
+
+impl Default for ArtifactLimits {
+    fn default() -> Self {
+        ArtifactLimits {
+            file_bytes: 100 << 20,
+            screenshot_bytes: 20 << 20,
+            plan_bytes: 1 << 20,
+            line_bytes: 2 << 20,
+            run_total_bytes: 1 << 30,
+            link_secs: 900,
+        }
+    }
+}
+
+/// `[limits]`' artifact sizes; each must be at least 1 (0 would refuse every report).
+fn artifact_limits(limits: &LimitsFile) -> Result<ArtifactLimits, Error> {
+    let d = ArtifactLimits::default();
+    let size = |name: &str, given: Option<u64>, unit: u32, default: u64| match given {
+        None => Ok(default),
+        Some(0) => Err(Error::Invalid(format!("limits.{name}: must be at least 1"))),
+        Some(n) => n
+            .checked_shl(unit)
+            .filter(|b| b >> unit == n)
+            .ok_or_else(|| Error::Invalid(format!("limits.{name}: {n} is too large"))),
+    };
+    Ok(ArtifactLimits {
+        file_bytes: size(
+            "artifact_file_mb",
+            limits.artifact_file_mb,
+            20,
+            d.file_bytes,
+        )?,
+        screenshot_bytes: size(
+            "artifact_screenshot_mb",
+            limits.artifact_screenshot_mb,
+            20,
+            d.screenshot_bytes,
+        )?,
+        plan_bytes: size(
+            "artifact_plan_kb",
+            limits.artifact_plan_kb,
+            10,
+            d.plan_bytes,
+        )?,
+        line_bytes: size(
+            "artifact_report_line_kb",
+            limits.artifact_report_line_kb,
+            10,
+            d.line_bytes,
+        )?,
+        run_total_bytes: size(
+            "artifact_run_total_mb",
+            limits.artifact_run_total_mb,
+            20,
+            d.run_total_bytes,
+        )?,
+        link_secs: size(
+            "artifact_link_secs",
+            limits.artifact_link_secs,
+            0,
+            d.link_secs,
+        )?,
+    })
 }
 
 /// Command-line overrides; each wins over the file.
@@ -566,6 +658,7 @@ fn resolve(
         prices,
         body_timeout: body_timeout(file.server.body_timeout_secs)?,
         transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
+        artifacts: artifact_limits(&file.limits)?,
     })
 }
 

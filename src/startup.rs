@@ -438,6 +438,7 @@ fn executor(
                 store.instance_secret(store::CREDENTIAL_KEY)?,
             ),
             content: store.content().clone(),
+            artifact_limits: config.artifacts,
         },
     )
     .with_team_queue_cap(config.max_queued_per_team))

@@ -831,7 +831,11 @@ async fn the_claude_preset_runs_claude_code_with_its_argv_and_resumes_its_sessio
             "--replay-user-messages",
             "--permission-mode=bypassPermissions",
             "--model=sonnet",
-            "--append-system-prompt=be brief",
+            // The report protocol leads the run's base prompt.
+            &format!(
+                "--append-system-prompt={}",
+                runledger::exec::presets::base_prompt("be brief")
+            ),
             &format!("--mcp-config={}", mcp_path.display()),
         ]
     );
@@ -885,7 +889,10 @@ async fn the_codex_preset_runs_codex_with_its_argv_and_provider_and_resumes_its_
             "--sandbox=danger-full-access",
             "--model=o4",
             "--",
-            "be brief\n\nfix it"
+            &format!(
+                "{}\n\nfix it",
+                runledger::exec::presets::base_prompt("be brief")
+            ),
         ]
     );
     // The endpoint reaches Codex as a provider block in its private home.
@@ -932,7 +939,10 @@ async fn the_gemini_preset_runs_gemini_cli_with_its_argv_and_settings_in_its_hom
             "stream-json",
             "--approval-mode=yolo",
             "--model=gemini-pro",
-            "--prompt=fix it"
+            &format!(
+                "--prompt={}\n\nfix it",
+                runledger::exec::presets::REPORT_PROMPT
+            ),
         ]
     );
     // Gemini's settings live in the run's home, never in the workspace.
@@ -954,9 +964,10 @@ async fn a_skill_only_preset_run_names_its_skill_as_the_prompt() {
         .create(json!({"skill": "acme/tools:deploy", "config": {"environment_id": "codex"}}))
         .await;
     s.wait_state(&skill, "SUCCEEDED").await;
-    assert_eq!(
-        argv(&s, &skill, "codex-1").last().map(String::as_str),
-        Some("Run the skill acme/tools:deploy.")
+    let last = argv(&s, &skill, "codex-1").pop().unwrap_or_default();
+    assert!(
+        last.ends_with("\n\nRun the skill acme/tools:deploy."),
+        "{last}"
     );
 }
 
@@ -994,7 +1005,11 @@ async fn a_preset_resume_without_a_session_fits_the_largest_task_and_follow_up_i
     assert_eq!(run["state"], "SUCCEEDED", "{run}");
     let prompt = std::fs::read_to_string(workspace(&s, &id).join("prompt-2")).expect("prompt");
     assert!(prompt.len() < 128 * 1024, "{}", prompt.len());
-    assert!(prompt.starts_with("--prompt=tttt"), "{}", &prompt[..40]);
+    let lead = format!(
+        "--prompt={}\n\ntttt",
+        runledger::exec::presets::REPORT_PROMPT
+    );
+    assert!(prompt.starts_with(&lead), "{}", &prompt[..lead.len()]);
     assert!(prompt.ends_with(&format!("\n\nFollow-up: {message}")));
 }
 

@@ -1,8 +1,9 @@
 //! Property tests of the event-sourced core against a real sled store:
 //! - folding a run's stored log equals the state the index holds (replay == live);
 //! - rebuilding the read index from the log equals the incrementally maintained index;
-//! - paging through any list query of any team returns exactly that team's matching runs, in
-//!   order, once each;
+//! - paging through any list query of any team (the `artifact_type` filter included) returns
+//!   exactly that team's matching runs, in order, once each;
+//! - every reported artifact is found by its uid, through the index, on its run;
 //! - the runs-per-state tally the index's writes keep equals a fresh count;
 //! - values on both sides of sled's blob threshold sync without a false failure and read back
 //!   whole after a reopen.
@@ -11,9 +12,9 @@ use std::collections::BTreeMap;
 
 use proptest::prelude::*;
 use runledger::domain::{
-    decide, evolve, AgentConfig, Command, CostSource, Creator, CreatorKind, ExecutionUsage,
-    FollowupMode, InferenceCost, Run, RunAdmitted, RunCreated, RunId, RunState, SourceType,
-    StatusMessage, Timestamp, Tokens,
+    decide, evolve, AgentConfig, Artifact, ArtifactKind, Command, Content, CostSource, Creator,
+    CreatorKind, ExecutionUsage, FollowupMode, InferenceCost, Run, RunAdmitted, RunCreated, RunId,
+    RunState, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::projection::{keys, Index, Order, Query, SortBy};
 use runledger::store::{self, Store};
@@ -43,6 +44,9 @@ enum Step {
     /// What the latest execution used (refused, like a stale finish, when there is none or it
     /// was recorded already).
     Usage(u8),
+    /// The execution in progress reports an artifact (of type `n % 4`; refused, like a stale
+    /// finish, when no execution is in progress).
+    Report(u8),
 }
 
 fn step() -> impl Strategy<Value = Step> {
@@ -54,6 +58,8 @@ fn step() -> impl Strategy<Value = Step> {
         Just(Step::Followup),
         Just(Step::Deliver),
         any::<u8>().prop_map(Step::Usage),
+        any::<u8>().prop_map(Step::Report),
+        any::<u8>().prop_map(Step::Report),
     ]
 }
 
@@ -139,6 +145,44 @@ fn command(step: Step, run: &Run) -> Command {
             execution: run.executions,
             count: 1,
         },
+        Step::Report(n) => {
+            let content = Content {
+                sha256: [n; 32],
+                size: u64::from(n),
+                mime_type: "text/plain".into(),
+            };
+            let kind = match n % 4 {
+                0 => ArtifactKind::PullRequest {
+                    url: format!("https://git.example/pr/{n}"),
+                    branch: format!("b{n}"),
+                    title: None,
+                },
+                1 => ArtifactKind::File {
+                    path: format!("f{n}.txt"),
+                    description: None,
+                    content,
+                },
+                2 => ArtifactKind::Plan {
+                    title: Some(format!("plan {n}")),
+                    content,
+                },
+                _ => ArtifactKind::Screenshot {
+                    path: format!("s{n}.png"),
+                    description: None,
+                    content,
+                },
+            };
+            // Some uids are not UUIDs (a log from elsewhere): they are found all the same.
+            let uid = if n % 5 == 0 {
+                format!("legacy-{}-{n}-{}", run.id, run.artifacts.len())
+            } else {
+                uuid::Uuid::new_v4().to_string()
+            };
+            Command::ReportArtifact {
+                execution: run.executions,
+                artifact: Artifact { uid, kind },
+            }
+        }
         Step::Usage(n) => Command::RecordUsage {
             execution: run.executions,
             usage: ExecutionUsage {
@@ -295,7 +339,12 @@ proptest! {
         for run in &live {
             prop_assert_eq!(store.load_run(run.id).expect("load"), Some(run.clone()));
             prop_assert_eq!(index.get(run.id).expect("get"), Some(run.clone()));
+            for reported in &run.artifacts {
+                let found = index.artifact_run(&reported.artifact.uid).expect("artifact");
+                prop_assert_eq!(found.map(|r| r.id), Some(run.id));
+            }
         }
+        prop_assert_eq!(index.artifact_run("00000000-0000-4000-8000-000000000000").expect("none"), None);
         let incremental = index.dump().expect("dump");
         let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
         prop_assert!(differences.is_empty(), "verify found {:?}", differences);
@@ -399,6 +448,7 @@ proptest! {
         limit in 1usize..6,
         after in proptest::option::of(0u64..400),
         created in (proptest::option::of(0u64..1500), proptest::option::of(0u64..1500)),
+        artifact in proptest::option::of(0usize..4),
     ) {
         let (_dir, store, index) = open();
         let live = populate(&store, &index, &specs);
@@ -418,6 +468,7 @@ proptest! {
                 sort_by: [SortBy::UpdatedAt, SortBy::CreatedAt, SortBy::Title][sort as usize],
                 order: if asc { Order::Asc } else { Order::Desc },
                 limit,
+                artifact_type: artifact.map(|a| ArtifactKind::TYPE_NAMES[a]),
                 ..Query::default()
             };
             let mut expected: Vec<&Run> = live

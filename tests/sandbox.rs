@@ -17,8 +17,9 @@ const HOSTILE: &str = r#"
 other_ws=${RUNLEDGER_PROMPT%% *}; rest=${RUNLEDGER_PROMPT#* }
 server_pid=${rest%% *}; port=${rest#* }
 try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "ok:$name"; else echo "no:$name"; fi; }
-# Any readable file of the data directory that is not the agent's own.
-try read-data sh -c 'find "$DATA" -type f -readable 2>/dev/null | grep -v -e "^$PWD/" -e "^$HOME/" -e "/mcp.json$" | grep -q .'
+# Any readable file of the data directory that is not the agent's own (its workspace, home, MCP
+# file and report file).
+try read-data sh -c 'find "$DATA" -type f -readable 2>/dev/null | grep -v -e "^$PWD/" -e "^$HOME/" -e "/mcp.json$" -e "^$RUNLEDGER_REPORT$" | grep -q .'
 try read-store sh -c 'cat "$DATA"/sled/conf "$DATA"/sled/db | grep -q .'
 try read-transcripts sh -c 'cat "$DATA"/transcripts/*.jsonl | grep -q .'
 try read-config grep -q harness "$CONFIG"

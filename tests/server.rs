@@ -826,6 +826,7 @@ async fn list_filters_and_environments() {
     for none in [
         "schedule_id=s1",
         "artifact_type=PLAN",
+        "artifact_type=EXTERNAL_REFERENCE",
         "ancestor_run_id=x",
         "state=BLOCKED",
     ] {
@@ -1043,6 +1044,8 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/admin/teams",
         "POST /api/v1/admin/teams",
         "GET /api/v1/agent/environments",
+        "GET /api/v1/agent/artifacts/{artifactUid}",
+        "GET /artifacts/{artifactUid}/download",
         "POST /api/v1/agent/run",
         "GET /api/v1/agent/runs",
         "POST /api/v1/agent/runs",

@@ -169,6 +169,26 @@ impl Runs {
         self.inner.executor.credentials()
     }
 
+    /// The bytes of a content the log names (a plan's Markdown), read whole.
+    pub fn read_content(&self, content: &crate::domain::Content) -> Result<Vec<u8>, Error> {
+        Ok(self
+            .inner
+            .store
+            .content()
+            .read(content)
+            .map_err(store::Error::from)?)
+    }
+
+    /// A content the log names, opened for streaming (a download).
+    pub fn open_content(&self, content: &crate::domain::Content) -> Result<std::fs::File, Error> {
+        Ok(self
+            .inner
+            .store
+            .content()
+            .open_content(content)
+            .map_err(store::Error::from)?)
+    }
+
     /// Puts the files of a create (`(file name, media type, bytes)`) in the content store,
     /// durably, before the run that names them is recorded; on the blocking pool. Refused,
     /// storing nothing, while the store refuses new work.
@@ -377,6 +397,16 @@ impl Runs {
             return Ok(self.inner.store.load_run(id)?);
         }
         Ok(self.inner.index.get(id)?)
+    }
+
+    /// The run holding artifact `uid` (`GET /agent/artifacts/{uid}`), found by the index's
+    /// artifact lookup once it holds every command acknowledged before the call.
+    pub async fn artifact_run(&self, uid: &str) -> Result<Option<Run>, Error> {
+        self.inner.projector.caught_up().await;
+        match self.inner.index.artifact_run(uid)? {
+            Some(run) => self.get(run.id),
+            None => Ok(None),
+        }
     }
 
     /// One page of runs, from an index that holds every command acknowledged before the call.

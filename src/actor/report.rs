@@ -3,7 +3,7 @@
 //! only the interface, and the actors import `exec`.
 
 use super::{Error, Runs};
-use crate::domain::{Command, ExecutionUsage, RunId, StatusMessage};
+use crate::domain::{Artifact, Command, ExecutionUsage, RunId, StatusMessage};
 use crate::exec::{Report, Started};
 use crate::store;
 
@@ -33,6 +33,22 @@ impl Report for Runs {
     async fn record_usage(&self, id: RunId, execution: u32, usage: ExecutionUsage) {
         self.record(id, Command::RecordUsage { execution, usage }, "usage")
             .await;
+    }
+
+    async fn report_artifact(&self, id: RunId, execution: u32, artifact: Artifact) {
+        let uid = artifact.uid.clone();
+        if let Err(e) = self
+            .execute(
+                id,
+                Command::ReportArtifact {
+                    execution,
+                    artifact,
+                },
+            )
+            .await
+        {
+            tracing::info!(run_id = %id, artifact_uid = %uid, error = %e, "artifact not recorded");
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! The `command` harness (and the presets built on it): runs an agent as a child process.
 //!
 //! One execution: make the run's workspace (fresh until the environment's `setup` commands
-//! have succeeded once for the run), write the MCP config file, start the argv with the
-//! `RUNLEDGER_*` variables, hand it follow-ups on stdin as JSON lines, and stream its stdout and
+//! have succeeded once for the run), write the MCP config file, create the report file
+//! (`report.rs`, read every 500 ms and at the end), start the argv with the `RUNLEDGER_*`
+//! variables, hand it follow-ups on stdin as JSON lines, and stream its stdout and
 //! stderr to the transcript as they arrive. Memory is bounded whatever the agent prints: output
 //! moves through fixed-size buffers and a bounded channel, so a fast writer is slowed to the
 //! speed of the transcript file instead of filling memory. The exit status decides the outcome;
@@ -22,9 +23,10 @@ use super::lines::{Piece, Splitter, Tail};
 use super::observe::{self, Observer};
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
+use super::report::{self, Reports};
 use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
-use super::{Assignment, Control, Deliveries, Supervision};
+use super::{Artifacts, Assignment, Control, Deliveries, Supervision};
 use crate::domain::{ExecutionUsage, Followup, StatusMessage};
 use crate::harness::{Harness, Sandbox};
 
@@ -57,6 +59,7 @@ fn variables(
     mcp_config: &Path,
     home: &Path,
     workspace: &Path,
+    report_file: &Path,
 ) -> BTreeMap<String, String> {
     let run = &job.run;
     let config = &run.config;
@@ -113,6 +116,7 @@ fn variables(
             super::attachments::dir(workspace).display().to_string()
         },
     );
+    set(report::VAR, report_file.display().to_string());
     set(EXECUTION_VAR, job.execution.to_string());
     set(
         "RUNLEDGER_AGENT_PERMISSIONS",
@@ -220,7 +224,7 @@ fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
         args: args.to_vec(),
         cwd: x.workspace.clone(),
         env: x.vars.clone(),
-        writable: vec![x.home.clone()],
+        writable: vec![x.home.clone(), x.report_path.clone()],
         readable: vec![x.mcp_path.clone()],
         network: x.job.environment.network,
         cgroups: x.leaf.as_ref().map(|l| l.procs()).unwrap_or_default(),
@@ -530,6 +534,9 @@ struct Watch<'a> {
     control: &'a mut mpsc::UnboundedReceiver<Control>,
     pending: &'a mut Vec<Followup>,
     deliveries: &'a Deliveries,
+    /// The execution's report file, looked at every `report::POLL`.
+    reports: &'a mut Option<Reports>,
+    artifacts: &'a Artifacts,
     /// Where a preset's session id is kept, written as soon as the CLI reports it, so that a
     /// follow-up can resume the session even when the server dies during the turn.
     session_path: &'a Path,
@@ -547,9 +554,14 @@ async fn supervise(
 ) -> std::io::Result<Ended> {
     let (job, deadline) = (w.job, w.deadline);
     let mut session_kept = false;
+    let mut look = tokio::time::interval(report::POLL);
+    look.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             status = child.wait() => return Ok(Ended::Exited(status?)),
+            _ = look.tick() => {
+                collect_reports(w.reports, false, w.writer, job.execution, w.artifacts).await;
+            }
             Some((stream, piece)) = output.rx.recv() => {
                 output.record(w.writer, job.execution, stream, piece)?;
                 if !session_kept {
@@ -600,6 +612,50 @@ async fn supervise(
                 Some(Control::Stop) | None => return Ok(Ended::Stopped),
             },
             _ = tokio::time::sleep_until(deadline) => return Ok(Ended::TimedOut),
+        }
+    }
+}
+
+/// Takes what the agent appended to its report file (`report.rs`, off the async executor):
+/// each artifact goes to `artifacts`, each refused line is a line of the transcript.
+async fn collect_reports(
+    slot: &mut Option<Reports>,
+    at_end: bool,
+    writer: &mut Writer,
+    execution: u32,
+    artifacts: &Artifacts,
+) {
+    let Some(mut reports) = slot.take() else {
+        return;
+    };
+    let polled = tokio::task::spawn_blocking(move || {
+        let outcomes = reports.poll(at_end);
+        (reports, outcomes)
+    })
+    .await;
+    let outcomes = match polled {
+        Ok((reports, outcomes)) => {
+            *slot = Some(reports);
+            outcomes
+        }
+        Err(e) => {
+            // Not looked at again: a panic would only repeat.
+            tracing::error!(error = %e, "reading an agent's report file failed");
+            return;
+        }
+    };
+    for outcome in outcomes {
+        match outcome {
+            Ok(artifact) => artifacts.reported(artifact),
+            Err(reason) => {
+                let _ = writer.append(&Entry {
+                    at: crate::clock::now(),
+                    execution,
+                    stream: "system".into(),
+                    text: format!("[runledger] {} refused: {reason}", report::VAR),
+                    continued: false,
+                });
+            }
         }
     }
 }
@@ -786,7 +842,14 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
         (Some(f), None) => {
             // One argument may hold at most 128 KiB (Linux's MAX_ARG_STRLEN): a task and a
             // follow-up of the largest sizes would not fit, so the task gives way.
-            let room = ARG_BYTES.saturating_sub(f.message.len() + 64);
+            // Codex and Gemini CLI get the base prompt in the same argument.
+            let base = match job.environment.harness {
+                Harness::Codex | Harness::Gemini => {
+                    presets::base_prompt(run.config.base_prompt.as_deref().unwrap_or("")).len()
+                }
+                _ => 0,
+            };
+            let room = ARG_BYTES.saturating_sub(f.message.len() + base + 64);
             let task = if prompt.len() > room {
                 let mut end = room;
                 while !prompt.is_char_boundary(end) {
@@ -813,6 +876,11 @@ struct Execution<'a> {
     workspace: PathBuf,
     home: PathBuf,
     mcp_path: PathBuf,
+    /// The execution's `RUNLEDGER_REPORT` file.
+    report_path: PathBuf,
+    reports: Option<Reports>,
+    /// Where the artifacts the agent reported are handed.
+    artifacts: Artifacts,
     setup_done: PathBuf,
     /// Where the session id a preset's CLI reported is kept across executions and restarts.
     session_path: PathBuf,
@@ -862,12 +930,23 @@ pub(super) async fn run(
     sup: &Supervision,
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
+    artifacts: Artifacts,
 ) -> (Outcome, Option<ExecutionUsage>) {
-    let mut x = match prepare(job, sup, control, deliveries) {
+    let mut x = match prepare(job, sup, control, deliveries, artifacts) {
         Ok(x) => x,
         Err(message) => return (Some(Err(message)), None),
     };
     let outcome = execute(&mut x).await;
+    // Every process of the execution has ended: what it appended last is read now, before
+    // its usage and its end are reported.
+    collect_reports(
+        &mut x.reports,
+        true,
+        &mut x.writer,
+        job.execution,
+        &x.artifacts,
+    )
+    .await;
     if let (Some(Err(_)), Some(limit)) = (&outcome, x.leaf.as_ref().and_then(Leaf::exceeded)) {
         x.system(limit);
     }
@@ -986,6 +1065,7 @@ fn prepare<'a>(
     sup: &'a Supervision,
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
+    artifacts: Artifacts,
 ) -> Result<Execution<'a>, StatusMessage> {
     let env = &job.environment;
     let id = job.run.id;
@@ -1056,7 +1136,21 @@ fn prepare<'a>(
     if let Err(e) = written {
         return Err(io_failure("cannot write the MCP config", &e));
     }
-    let vars = variables(job, sup, &mcp_path, &home, &workspace);
+    // One file per execution, so an execution never reads what an earlier one reported.
+    let report_path = files.join(format!("report-{}.jsonl", job.execution));
+    let reports = Reports::create(
+        report_path.clone(),
+        workspace.clone(),
+        sup.artifact_limits,
+        sup.content.clone(),
+        &job.run.artifacts,
+    )
+    .and_then(|r| sup.sandboxes.hand_over(&report_path).map(|()| r));
+    let reports = match reports {
+        Ok(r) => r,
+        Err(e) => return Err(io_failure("cannot create the report file", &e)),
+    };
+    let vars = variables(job, sup, &mcp_path, &home, &workspace, &report_path);
     let leaf = sup
         .cgroups
         .create(env, &format!("{id}-{}", job.execution))
@@ -1074,6 +1168,9 @@ fn prepare<'a>(
         workspace,
         home,
         mcp_path,
+        report_path,
+        reports: Some(reports),
+        artifacts,
         setup_done,
         session_path: files.join("session"),
         needs_setup,
@@ -1136,6 +1233,8 @@ async fn settle(
         control: &mut x.control,
         pending: &mut x.pending,
         deliveries: &x.deliveries,
+        reports: &mut x.reports,
+        artifacts: &x.artifacts,
         session_path: &x.session_path,
         deadline: x.deadline,
     };
@@ -1316,7 +1415,16 @@ async fn start(
         } else {
             model
         },
-        base_prompt: x.job.run.config.base_prompt.clone().unwrap_or_default(),
+        // A preset's CLI learns the report protocol from its base prompt; a command agent
+        // reads it in the documentation.
+        base_prompt: {
+            let run_base = x.job.run.config.base_prompt.clone().unwrap_or_default();
+            if env.harness.is_preset() {
+                presets::base_prompt(&run_base)
+            } else {
+                run_base
+            }
+        },
         mcp_config: x.mcp_path.display().to_string(),
         workspace: x.workspace.display().to_string(),
     };

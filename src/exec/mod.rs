@@ -7,7 +7,8 @@
 //! never overwrite a cancellation. Agent output goes to the transcript, beside the log.
 //!
 //! Harnesses: `demo` (in-process, `demo.rs`) and the `command` harness with its presets
-//! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops. This
+//! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops, and whose
+//! agents report artifacts through a file (`report.rs`). This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
 pub mod attachments;
@@ -18,6 +19,7 @@ pub mod lines;
 pub mod observe;
 pub mod presets;
 pub mod process;
+pub mod report;
 pub mod repos;
 pub mod sandbox;
 pub mod transcript;
@@ -29,7 +31,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::config::Environment;
-use crate::domain::{ExecutionUsage, Followup, Run, RunId, StatusMessage};
+use crate::domain::{Artifact, ExecutionUsage, Followup, Run, RunId, StatusMessage};
 use crate::harness::Harness;
 pub use transcript::Transcripts;
 
@@ -67,6 +69,39 @@ pub trait Report: Clone + 'static {
         execution: u32,
         usage: ExecutionUsage,
     ) -> impl std::future::Future<Output = ()>;
+    /// Records an artifact the execution reported (`report.rs`), before its usage and its
+    /// end. A refusal (the execution is no longer the run's current one, or the run holds
+    /// `MAX_ARTIFACTS`) is only logged, never retried.
+    fn report_artifact(
+        &self,
+        id: RunId,
+        execution: u32,
+        artifact: Artifact,
+    ) -> impl std::future::Future<Output = ()>;
+}
+
+/// Where a harness hands the artifacts its agent reported, in report order; recorded by
+/// `record_artifacts` before the execution's usage and end.
+#[derive(Clone)]
+pub struct Artifacts(mpsc::UnboundedSender<Artifact>);
+
+impl Artifacts {
+    pub fn reported(&self, artifact: Artifact) {
+        let _ = self.0.send(artifact);
+    }
+}
+
+/// Records what a harness reports through `Artifacts`, in order; returns when every handle is
+/// dropped and everything reported is recorded.
+async fn record_artifacts(
+    runs: &impl Report,
+    id: RunId,
+    execution: u32,
+    mut reports: mpsc::UnboundedReceiver<Artifact>,
+) {
+    while let Some(artifact) = reports.recv().await {
+        runs.report_artifact(id, execution, artifact).await;
+    }
 }
 
 /// How a harness says that its agent took follow-ups: the ones handed to it at its start and
@@ -242,6 +277,8 @@ pub struct Supervision {
     pub credentials: crate::credentials::Credentials,
     /// Where attachments are read from and reported artifacts' bytes are kept.
     pub content: crate::store::content::ContentStore,
+    /// What agents may report through `RUNLEDGER_REPORT` (`report.rs`).
+    pub artifact_limits: crate::config::ArtifactLimits,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -572,6 +609,8 @@ impl Executor {
             let shutting_down = executor.state().shutting_down;
             let (reports, delivered) = mpsc::unbounded_channel();
             let deliveries = Deliveries(reports);
+            let (artifacts, reported) = mpsc::unbounded_channel();
+            let artifacts = Artifacts(artifacts);
             let work = async {
                 match environment.harness {
                     _ if shutting_down => (None, None),
@@ -606,6 +645,7 @@ impl Executor {
                     ),
                     // In-process: no tokens, and no process of its own to measure.
                     Harness::Demo => {
+                        drop(artifacts);
                         let transcripts = &executor.supervision.transcripts;
                         (
                             demo::run(&assignment, transcripts, rx, deliveries).await,
@@ -613,13 +653,23 @@ impl Executor {
                         )
                     }
                     Harness::Command | Harness::Claude | Harness::Codex | Harness::Gemini => {
-                        command::run(&assignment, &executor.supervision, rx, deliveries).await
+                        command::run(
+                            &assignment,
+                            &executor.supervision,
+                            rx,
+                            deliveries,
+                            artifacts,
+                        )
+                        .await
                     }
                 }
             };
-            // The harness's handle goes with it, so the recording ends after the harness.
-            let ((outcome, usage), ()) =
-                tokio::join!(work, record_deliveries(&runs, id, execution, delivered));
+            // The harness's handles go with it, so the recording ends after the harness.
+            let ((outcome, usage), (), ()) = tokio::join!(
+                work,
+                record_deliveries(&runs, id, execution, delivered),
+                record_artifacts(&runs, id, execution, reported)
+            );
             {
                 let mut state = executor.state();
                 if state

@@ -189,6 +189,27 @@ fn fill(arg: &str, values: &Values) -> Option<String> {
     Some(out)
 }
 
+/// What a preset's CLI is told about the report file protocol (`exec::report`), ahead of the
+/// run's own base prompt.
+pub const REPORT_PROMPT: &str = "\
+To report what you produce, append one JSON object per line to the file named by the \
+environment variable RUNLEDGER_REPORT (append with >>, never overwrite it):
+{\"type\":\"pull_request\",\"url\":\"https://...\",\"branch\":\"...\",\"title\":\"...\"}
+{\"type\":\"file\",\"path\":\"...\",\"description\":\"...\"}
+{\"type\":\"plan\",\"title\":\"...\",\"markdown\":\"...\"}
+{\"type\":\"screenshot\",\"path\":\"...\",\"description\":\"...\"}
+Paths are relative to your working directory (the workspace) and must stay inside it; a \
+screenshot is a PNG, JPEG, GIF or WebP image. Report each pull request you open.";
+
+/// The base prompt a preset's CLI gets: the report protocol, then the run's base prompt.
+pub fn base_prompt(run_base_prompt: &str) -> String {
+    if run_base_prompt.is_empty() {
+        REPORT_PROMPT.to_string()
+    } else {
+        format!("{REPORT_PROMPT}\n\n{run_base_prompt}")
+    }
+}
+
 /// The argv of one execution. For the `command` harness, `command` is the whole argv. For a
 /// preset, a configured `command` replaces only the CLI program (`["npx", "-y", "@openai/codex"]`,
 /// say): the preset's flags, its resume handling and the prompt always follow it.
@@ -240,6 +261,25 @@ mod tests {
         permissions: AgentPermissions::Edit,
         contained: true,
     };
+
+    #[test]
+    fn the_base_prompt_tells_the_cli_about_the_report_file() {
+        let prompt = base_prompt("be brief");
+        assert!(prompt.starts_with(REPORT_PROMPT));
+        assert!(prompt.ends_with("\n\nbe brief"));
+        assert!(prompt.contains("RUNLEDGER_REPORT"));
+        for kind in ["pull_request", "file", "plan", "screenshot"] {
+            let shape = format!("{{\"type\":\"{kind}\"");
+            assert!(REPORT_PROMPT.contains(&shape), "{kind}");
+        }
+        assert_eq!(base_prompt(""), REPORT_PROMPT);
+        let mut v = values();
+        v.base_prompt = base_prompt("");
+        let args = argv(Harness::Claude, &[], &v, &EDIT);
+        assert!(args
+            .iter()
+            .any(|a| a.starts_with("--append-system-prompt=") && a.contains("RUNLEDGER_REPORT")));
+    }
 
     #[test]
     fn presets_put_every_value_after_an_equals_sign_or_a_double_dash() {

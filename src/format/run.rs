@@ -275,3 +275,149 @@ mod tests {
         );
     }
 }
+
+/// Something a run's executions produced, as `RunItem.artifacts` lists it (OpenAPI
+/// `ArtifactItem`, discriminated by `artifact_type`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(tag = "artifact_type")]
+pub enum ArtifactItem {
+    #[serde(rename = "PLAN")]
+    #[schema(title = "PlanArtifact")]
+    Plan {
+        /// When the artifact was reported (RFC 3339).
+        #[schema(value_type = String, format = DateTime)]
+        created_at: String,
+        data: PlanArtifactData,
+    },
+    #[serde(rename = "PULL_REQUEST")]
+    #[schema(title = "PullRequestArtifact")]
+    PullRequest {
+        #[schema(value_type = String, format = DateTime)]
+        created_at: String,
+        data: PullRequestArtifactData,
+    },
+    #[serde(rename = "SCREENSHOT")]
+    #[schema(title = "ScreenshotArtifact")]
+    Screenshot {
+        #[schema(value_type = String, format = DateTime)]
+        created_at: String,
+        data: ScreenshotArtifactData,
+    },
+    #[serde(rename = "FILE")]
+    #[schema(title = "FileArtifact")]
+    File {
+        #[schema(value_type = String, format = DateTime)]
+        created_at: String,
+        data: FileArtifactData,
+    },
+}
+
+/// A plan (OpenAPI `PlanArtifactData`). `document_uid` is the artifact's uid: the plan is its
+/// own document.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PlanArtifactData {
+    /// Names the artifact in `GET /agent/artifacts/{artifactUid}`.
+    pub artifact_uid: String,
+    pub document_uid: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+}
+
+/// A pull request (OpenAPI `PullRequestArtifactData`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PullRequestArtifactData {
+    #[schema(format = "uri")]
+    pub url: String,
+    pub branch: String,
+}
+
+/// A screenshot (OpenAPI `ScreenshotArtifactData`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScreenshotArtifactData {
+    pub artifact_uid: String,
+    /// `image/png`, `image/jpeg`, `image/gif` or `image/webp`, from the image's first bytes.
+    pub mime_type: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+}
+
+/// A file of the workspace (OpenAPI `FileArtifactData`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FileArtifactData {
+    pub artifact_uid: String,
+    /// The file's path relative to the run's workspace, `/`-separated.
+    pub filepath: String,
+    /// The last component of `filepath`.
+    pub filename: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// From the file name's extension; `application/octet-stream` when it tells nothing.
+    pub mime_type: String,
+    pub size_bytes: u64,
+}
+
+/// The last component of a workspace-relative path.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
+}
+
+impl ArtifactItem {
+    pub fn from(reported: &crate::domain::ReportedArtifact) -> ArtifactItem {
+        use crate::domain::ArtifactKind;
+        let created_at = crate::format::time::format_time(reported.at);
+        let uid = reported.artifact.uid.clone();
+        match &reported.artifact.kind {
+            ArtifactKind::Plan { title, .. } => ArtifactItem::Plan {
+                created_at,
+                data: PlanArtifactData {
+                    artifact_uid: uid.clone(),
+                    document_uid: uid,
+                    title: title.clone(),
+                },
+            },
+            ArtifactKind::PullRequest { url, branch, .. } => ArtifactItem::PullRequest {
+                created_at,
+                data: PullRequestArtifactData {
+                    url: url.clone(),
+                    branch: branch.clone(),
+                },
+            },
+            ArtifactKind::Screenshot {
+                description,
+                content,
+                ..
+            } => ArtifactItem::Screenshot {
+                created_at,
+                data: ScreenshotArtifactData {
+                    artifact_uid: uid,
+                    mime_type: content.mime_type.clone(),
+                    description: description.clone(),
+                },
+            },
+            ArtifactKind::File {
+                path,
+                description,
+                content,
+            } => ArtifactItem::File {
+                created_at,
+                data: FileArtifactData {
+                    artifact_uid: uid,
+                    filename: file_name(path).to_string(),
+                    filepath: path.clone(),
+                    description: description.clone(),
+                    mime_type: content.mime_type.clone(),
+                    size_bytes: content.size,
+                },
+            },
+        }
+    }
+}
+
+super::schema::string_enum_schema! {
+    /// An artifact type to filter runs by; `EXTERNAL_REFERENCE`, which runledger's agents never
+    /// report, matches nothing.
+    ArtifactTypeFilterSchema as "ArtifactTypeFilter" = {
+        let [a, b, c, d] = crate::domain::ArtifactKind::TYPE_NAMES;
+        [a, b, c, d, "EXTERNAL_REFERENCE"]
+    }
+}

@@ -4,6 +4,7 @@
 //! status code.
 
 mod admin;
+mod artifacts;
 mod history;
 pub mod openapi;
 pub mod problem;
@@ -227,7 +228,8 @@ fn secure_headers(headers: &mut header::HeaderMap) {
     let html = headers
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
-    if html {
+    // An answer that set its own policy keeps it (an artifact download's `sandbox`).
+    if html && !headers.contains_key(header::CONTENT_SECURITY_POLICY) {
         headers.insert(
             header::CONTENT_SECURITY_POLICY,
             content_security_policy().clone(),
@@ -440,6 +442,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/artifacts/{artifact_uid}/download")
+                .get(artifacts::download)
+                .route(web::head().to(artifacts::download))
+                .default_service(only("GET, HEAD")),
+        )
+        .service(
             web::resource("/sessions/{run_id}")
                 .get(session::page)
                 .default_service(only("GET")),
@@ -482,6 +490,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(
                     web::resource("/agent/runs/{run_id}/transcript")
                         .get(runs::transcript)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/artifacts/{artifact_uid}")
+                        .get(artifacts::get)
                         .default_service(only("GET")),
                 )
                 .service(

@@ -15,7 +15,7 @@ use utoipa::openapi::{ContentBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
 use super::problem::{ApiError, Problem};
-use super::{admin, runs, session};
+use super::{admin, artifacts, runs, session};
 
 /// The name of the bearer-key security scheme that `/api/v1` operations require.
 pub const BEARER: &str = "bearerAuth";
@@ -215,6 +215,8 @@ impl Modify for LegacyCreate {
         runs::events,
         runs::transcript,
         runs::environments,
+        artifacts::get,
+        artifacts::download,
         admin::list,
         admin::create,
         admin::revoke,

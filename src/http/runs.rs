@@ -183,7 +183,8 @@ pub async fn create(
          description = "`metadata[key]=value`: exact matches, ANDed, at most 5 keys."),
         ("schedule_id" = Option<String>, Query, description = "runledger has no schedules: matches nothing."),
         ("ancestor_run_id" = Option<String>, Query, description = "runledger runs have no parents: matches nothing."),
-        ("artifact_type" = Option<String>, Query, description = "runledger runs have no artifacts: matches nothing."),
+        ("artifact_type" = inline(Option<wire::ArtifactTypeFilterSchema>), Query,
+         description = "Runs holding at least one artifact of this type. `EXTERNAL_REFERENCE` (never reported by runledger's agents) matches nothing; any other value is a 400."),
         ("execution_location" = Option<String>, Query, description = "Ignored."),
     ),
     responses(

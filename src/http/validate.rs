@@ -49,14 +49,17 @@ pub const SORT_ORDER: [(&str, Order); 2] = [("desc", Order::Desc), ("asc", Order
 pub const FOREIGN_STATES: [&str; 4] = ["PENDING", "CLAIMED", "BLOCKED", "ERROR"];
 
 /// List filters of the hosted service that name things runledger runs never have (schedules,
-/// artifacts, parent runs, automations): with any of them, whatever its value, nothing matches.
-pub const MATCH_NOTHING_PARAMS: [&str; 5] = [
+/// parent runs, automations): with any of them, whatever its value, nothing matches.
+pub const MATCH_NOTHING_PARAMS: [&str; 4] = [
     "schedule_id",
     "ancestor_run_id",
-    "artifact_type",
     "factory_uid",
     "automation_id",
 ];
+
+/// Artifact types of the hosted service that runledger's agents never report. As
+/// `artifact_type` filters they are accepted and match nothing, like `FOREIGN_STATES`.
+pub const FOREIGN_ARTIFACT_TYPES: [&str; 1] = ["EXTERNAL_REFERENCE"];
 
 fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.len() > max {
@@ -580,6 +583,19 @@ impl ListParams {
             }
             "q" => q.q = Some(value).filter(|v| !v.is_empty()),
             "skill" | "skill_spec" => q.skill_spec = Some(exact_filter(key, value)?),
+            "artifact_type" if FOREIGN_ARTIFACT_TYPES.contains(&value.as_str()) => {
+                q.matches_nothing = true;
+            }
+            "artifact_type" => {
+                let known = crate::domain::ArtifactKind::TYPE_NAMES;
+                q.artifact_type =
+                    Some(known.into_iter().find(|t| *t == value).ok_or_else(|| {
+                        ApiError::bad_request(format!(
+                            "artifact_type {value:?} is not one of {}",
+                            known.join(", ")
+                        ))
+                    })?);
+            }
             k if MATCH_NOTHING_PARAMS.contains(&k) => {
                 q.matches_nothing = true;
             }
@@ -1108,6 +1124,7 @@ mod properties {
         sort: usize,
         order: usize,
         limit: usize,
+        artifact_type: Option<&'static str>,
     }
 
     fn query_spec() -> impl Strategy<Value = QuerySpec> {
@@ -1133,12 +1150,25 @@ mod properties {
                 0..SORT_BY.len(),
                 0..SORT_ORDER.len(),
                 1usize..=500,
+                proptest::option::of(proptest::sample::select(
+                    crate::domain::ArtifactKind::TYPE_NAMES.to_vec(),
+                )),
             ),
         )
             .prop_map(
                 |(
                     (states, foreign, name, model_id, creator, environment_id, source, skill_spec),
-                    (created_after, created_before, updated_after, q, metadata, sort, order, limit),
+                    (
+                        created_after,
+                        created_before,
+                        updated_after,
+                        q,
+                        metadata,
+                        sort,
+                        order,
+                        limit,
+                        artifact_type,
+                    ),
                 )| QuerySpec {
                     states,
                     foreign,
@@ -1156,6 +1186,7 @@ mod properties {
                     sort,
                     order,
                     limit,
+                    artifact_type,
                 },
             )
     }
@@ -1184,6 +1215,9 @@ mod properties {
         }
         if let Some(s) = spec.source {
             add("source", s.as_str().into());
+        }
+        if let Some(t) = spec.artifact_type {
+            add("artifact_type", t.into());
         }
         let times = [
             ("created_after", spec.created_after),
@@ -1221,7 +1255,7 @@ mod properties {
                             "limit", "cursor", "sort_by", "sort_order", "state", "name",
                             "config_name", "model_id", "creator", "source", "environment_id",
                             "created_after", "created_before", "updated_after", "q", "skill",
-                            "skill_spec", "schedule_id", "execution_location", "metadata[k]",
+                            "skill_spec", "schedule_id", "execution_location", "artifact_type", "metadata[k]",
                             "metadata[]", "metadata[a b]", "metadata[",
                         ])
                         .prop_map(String::from),
@@ -1267,6 +1301,7 @@ mod properties {
                 // Set by the handler from the key, never from the query string.
                 team: String::new(),
                 every_team: false,
+                artifact_type: spec.artifact_type,
             };
             prop_assert_eq!(q, expected);
         }

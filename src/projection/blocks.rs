@@ -1,7 +1,7 @@
 //! Blocks: how the ranges of the read index are stored. A range is a sorted set of positions
 //! under one prefix — `F field team hash` (positions `updated_at ‖ run_id`, 24 bytes), `T team`
-//! (positions `lowercased title ‖ 00 00 ‖ run_id`, of any length) or `C team` (positions
-//! `run_id`, 16 bytes). It is kept as a few sled entries, each holding consecutive positions,
+//! (positions `lowercased title ‖ 00 00 ‖ run_id`, of any length), `C team` (positions
+//! `run_id`, 16 bytes) or `A artifact` (positions `run_id`, 16 bytes). It is kept as a few sled entries, each holding consecutive positions,
 //! instead of one sled entry per position.
 //!
 //! ```text
@@ -49,6 +49,7 @@ pub fn prefix_len(key: &[u8]) -> Option<usize> {
     match *key.first()? {
         keys::FILTER => Some(keys::FILTER_PREFIX),
         keys::TITLE | keys::CREATED => Some(keys::TEAM_PREFIX),
+        keys::ARTIFACT => Some(keys::ARTIFACT_PREFIX),
         _ => None,
     }
 }
@@ -57,7 +58,7 @@ pub fn prefix_len(key: &[u8]) -> Option<usize> {
 fn fixed_position(key: &[u8]) -> Option<usize> {
     match *key.first()? {
         keys::FILTER => Some(FILTER_POS),
-        keys::CREATED => Some(CREATED_POS),
+        keys::CREATED | keys::ARTIFACT => Some(CREATED_POS),
         _ => None,
     }
 }
@@ -369,7 +370,7 @@ impl Gathered {
     pub fn new(prefix: &[u8]) -> Gathered {
         match prefix.first() {
             Some(&keys::FILTER) => Gathered::Fixed(Vec::new()),
-            Some(&keys::CREATED) => Gathered::Ids(Vec::new()),
+            Some(&keys::CREATED | &keys::ARTIFACT) => Gathered::Ids(Vec::new()),
             _ => Gathered::Varying {
                 bytes: Vec::new(),
                 ends: Vec::new(),

@@ -4,9 +4,10 @@
 //! lets a property test compare the two.
 //!
 //! ```text
-//! F  field(1)  team(8)  hash(value)(8)  updated_at(8)  run_id   one per filterable field with a value
+//! F  field(1)  team(8)  hash(value)(8)  updated_at(8)  run_id   one per filterable field and value
 //! T  team(8)  escaped(lowercase(title))  00 00  run_id(16)      title sort
 //! C  team(8)  run_id(16)                                        created-at sort
+//! A  artifact(16)  run_id(16)                                    the run of an artifact
 //! ```
 //! `team(8)` is `team_hash(run.team)`: every range holds the runs of one team, so a list for
 //! one team walks that team's ranges and never meets another team's runs. In `F` keys the
@@ -21,6 +22,12 @@
 //! removal and an insertion more). A `C` entry never moves (creation does not change, and the
 //! run id starts with the creation time, so id order is created-at order): it costs one entry
 //! when a run is created and nothing on its transitions.
+//! `artifact_type` is the one field with several values per run: a run has one `F 07` entry
+//! per artifact type it holds, added with its first artifact of that type (artifacts are never
+//! removed, so an entry only moves with `updated_at`). The artifact lookup is not a list
+//! range: an `A` range per artifact, whose one position is the run holding it (an artifact uid
+//! is a UUID, kept as its 16 bytes; `artifact_part`), so `GET /agent/artifacts/{uid}` finds
+//! its run with one seek, and a rebuild and the projector derive it like every other entry.
 //! Filter values are hashed to fixed width so that any string works as a key part; a hash
 //! collision only costs a wasted candidate, because every candidate is re-checked against the
 //! full filter before it is returned.
@@ -35,6 +42,36 @@ use crate::memo::Memo;
 pub const FILTER: u8 = b'F';
 pub const TITLE: u8 = b'T';
 pub const CREATED: u8 = b'C';
+pub const ARTIFACT: u8 = b'A';
+
+/// Bytes of an `A` range's prefix: tag, artifact.
+pub const ARTIFACT_PREFIX: usize = 1 + 16;
+
+/// An artifact uid as a key part: the 16 bytes of the UUID the shell made; any other text (a
+/// log imported from elsewhere) by the first 16 bytes of its SHA-256 (a collision costs a
+/// candidate, which is checked against the run's row).
+pub fn artifact_part(uid: &str) -> [u8; 16] {
+    match uuid::Uuid::parse_str(uid) {
+        Ok(u) if u.hyphenated().to_string() == uid => *u.as_bytes(),
+        _ => {
+            let digest = Sha256::new()
+                .chain_update(b"artifact")
+                .chain_update(uid)
+                .finalize();
+            let mut out = [0u8; 16];
+            out.copy_from_slice(&digest[..16]);
+            out
+        }
+    }
+}
+
+/// The prefix of the range holding the run of artifact `uid`.
+pub fn artifact_prefix(uid: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(ARTIFACT_PREFIX + 16);
+    key.push(ARTIFACT);
+    key.extend_from_slice(&artifact_part(uid));
+    key
+}
 
 /// The tag hashed with a team name (`team_hash`); no `Field` has it.
 const TEAM_TAG: u8 = 0;
@@ -54,6 +91,8 @@ pub enum Field {
     ModelId = 4,
     Source = 5,
     EnvironmentId = 6,
+    /// Several values per run: one per artifact type it holds.
+    ArtifactType = 7,
 }
 
 /// Values remembered per field by `value_hash` before its memo is cleared.
@@ -181,7 +220,8 @@ pub fn updated_of_position(pos: &[u8]) -> Option<u64> {
     Some(u64::from_be_bytes(pos.get(..8)?.try_into().ok()?))
 }
 
-/// The values of the filter fields of a run (state, name, creator, model, source, environment).
+/// The values of the filter fields of a run (state, name, creator, model, source, environment,
+/// the types of its artifacts).
 pub fn field_values(run: &Run) -> Vec<(Field, &str)> {
     let mut values = vec![
         (Field::State, run.state.as_str()),
@@ -196,6 +236,15 @@ pub fn field_values(run: &Run) -> Vec<(Field, &str)> {
     }
     if let Some(env) = &run.config.environment_id {
         values.push((Field::EnvironmentId, env));
+    }
+    for name in crate::domain::ArtifactKind::TYPE_NAMES {
+        if run
+            .artifacts
+            .iter()
+            .any(|a| a.artifact.kind.type_name() == name)
+        {
+            values.push((Field::ArtifactType, name));
+        }
     }
     values
 }
@@ -216,7 +265,13 @@ pub fn entries(run: &Run) -> Vec<Vec<u8>> {
     let mut c = created_prefix(&team);
     c.extend_from_slice(&run.id.to_bytes());
     keys.push(c);
+    for reported in &run.artifacts {
+        let mut a = artifact_prefix(&reported.artifact.uid);
+        a.extend_from_slice(&run.id.to_bytes());
+        keys.push(a);
+    }
     keys.sort();
+    keys.dedup();
     keys
 }
 

@@ -66,7 +66,9 @@ const INDEX: &str = "run_index";
 /// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
 /// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
 /// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
-/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`).
+/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`), an `F 07` range per
+/// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
+/// run (`keys.rs`).
 pub const LAYOUT_VERSION: u32 = 9;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
@@ -247,6 +249,25 @@ impl Index {
             None => Ok(None),
             Some(bytes) => decode_row(id, &bytes).map(Some),
         }
+    }
+
+    /// The run holding artifact `uid`, from its `A` range (`keys.rs`): one seek, never a scan.
+    /// A candidate whose row does not hold the uid (a hash collision of a non-UUID uid) is
+    /// passed over.
+    pub fn artifact_run(&self, uid: &str) -> Result<Option<Run>, Error> {
+        let trees = self.trees();
+        let prefix = keys::artifact_prefix(uid);
+        for pos in blocks::positions(&trees.index, &prefix, None, false) {
+            let Some(id) = keys::id_of_position(&pos?) else {
+                continue;
+            };
+            if let Some(run) = self.get(id)? {
+                if run.artifacts.iter().any(|a| a.artifact.uid == uid) {
+                    return Ok(Some(run));
+                }
+            }
+        }
+        Ok(None)
     }
 
     /// Moves the index from `old` (the run's previous state, if any) to `new`.

@@ -2,10 +2,10 @@
 //!
 //! A query lists the runs of one team, and walks only that team's ranges (the team is part of
 //! every index key, see `keys.rs`): another team's runs are never read. The filters that have
-//! secondary indexes (state, name, creator, model_id, source, environment_id) are answered by
-//! walking the matching index range of the team in the requested order — never by scanning all
-//! runs. Remaining filters (time bounds, `q`, metadata, further indexed
-//! fields) are checked on each candidate. A cursor is the position of the last returned run in
+//! secondary indexes (state, name, creator, model_id, source, environment_id, artifact_type)
+//! are answered by walking the matching index range of the team in the requested order — never
+//! by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed fields)
+//! are checked on each candidate. A cursor is the position of the last returned run in
 //! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
 //! once while nothing changes, and a cursor cannot be replayed against a different query.
 
@@ -47,6 +47,8 @@ pub struct Query {
     pub creator: Option<String>,
     pub source: Option<SourceType>,
     pub environment_id: Option<String>,
+    /// A run matches if it holds at least one artifact of this type (`ArtifactKind::type_name`).
+    pub artifact_type: Option<&'static str>,
     /// Exclusive bounds, in milliseconds (after: floor, before: ceiling of the given time).
     pub created_after: Option<Timestamp>,
     pub created_before: Option<Timestamp>,
@@ -54,8 +56,8 @@ pub struct Query {
     pub q: Option<String>,
     pub metadata: Vec<(String, String)>,
     pub skill_spec: Option<String>,
-    /// The query names something runledger runs never have (a schedule, an artifact, a parent
-    /// run, a state such as `BLOCKED`): no run matches.
+    /// The query names something runledger runs never have (a schedule, a parent run, a
+    /// state such as `BLOCKED`): no run matches.
     pub matches_nothing: bool,
     pub sort_by: SortBy,
     pub order: Order,
@@ -124,6 +126,11 @@ impl Query {
             self.order
         );
         h.update(text.as_bytes());
+        // Only when given, so the cursors of queries without it keep their fingerprints.
+        if let Some(artifact_type) = self.artifact_type {
+            h.update(b"|artifact_type=");
+            h.update(artifact_type.as_bytes());
+        }
         let mut out = [0u8; 8];
         out.copy_from_slice(&h.finalize()[..8]);
         out
@@ -143,6 +150,11 @@ impl Query {
             && eq(&self.environment_id, &run.config.environment_id)
             && self.creator.as_ref().is_none_or(|c| *c == run.creator.uid)
             && self.source.is_none_or(|s| s == run.source)
+            && self.artifact_type.is_none_or(|t| {
+                run.artifacts
+                    .iter()
+                    .any(|a| a.artifact.kind.type_name() == t)
+            })
             && self.created_after.is_none_or(|t| run.created_at > t)
             && self.created_before.is_none_or(|t| run.created_at < t)
             && self.updated_after.is_none_or(|t| run.updated_at > t)
@@ -173,7 +185,11 @@ impl Query {
                 SortBy::UpdatedAt => {
                     let mut single =
                         |field, value: &str| prefixes.push(keys::filter_prefix(team, field, value));
-                    if let Some(env) = &self.environment_id {
+                    // Artifact-type ranges hold only the runs with artifacts: the smallest
+                    // range to walk when the filter is given.
+                    if let Some(artifact_type) = self.artifact_type {
+                        single(Field::ArtifactType, artifact_type)
+                    } else if let Some(env) = &self.environment_id {
                         single(Field::EnvironmentId, env)
                     } else if let Some(name) = &self.name {
                         single(Field::Name, name)

@@ -23,4 +23,5 @@ pub use crate::format::time::*;
 pub use requests::*;
 pub use responses::*;
 pub use schema::*;
+pub use token::capability;
 pub use token::*;

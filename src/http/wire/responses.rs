@@ -84,6 +84,10 @@ pub struct RunItem<'a> {
     /// `RunItem`). Their agent finds them in `$RUNLEDGER_ATTACHMENTS_DIR`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub attachments: Vec<AttachmentItem<'a>>,
+    /// What the run's executions reported (`RUNLEDGER_REPORT`), in report order; omitted
+    /// while there is nothing.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub artifacts: Vec<ArtifactItem>,
 }
 
 /// A file attached to a run at create.
@@ -173,6 +177,7 @@ impl<'a> RunItem<'a> {
                     sha256: hex(&a.content.sha256),
                 })
                 .collect(),
+            artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
             run_id: id,
         }
     }

@@ -20,6 +20,19 @@ pub fn session_id(id: RunId) -> Inline<36> {
     out
 }
 
+/// The token of a capability URL: the first 16 bytes of SHA-256(secret ‖ purpose ‖ parts), in
+/// lowercase hex. Session links and artifact download links both use it, each with its own
+/// `purpose`, so a token of one kind is never valid as the other.
+pub fn capability(secret: &[u8; 32], purpose: &[u8], parts: &[&[u8]]) -> String {
+    let mut h = Sha256::new();
+    h.update(secret);
+    h.update(purpose);
+    for part in parts {
+        h.update(part);
+    }
+    hex(&h.finalize()[..16])
+}
+
 /// Tokens remembered per thread by `session_token` before its memo is cleared.
 const TOKEN_MEMO: usize = 4096;
 
@@ -41,13 +54,7 @@ thread_local! {
 /// Clients poll the same runs over and over, so each thread trades the memory of the tokens of
 /// the last few thousand runs it rendered for hashing them again.
 pub fn session_token(secret: &[u8; 32], id: RunId) -> String {
-    let compute = || {
-        let mut h = Sha256::new();
-        h.update(secret);
-        h.update(b"session-link");
-        h.update(id.to_bytes());
-        hex(&h.finalize()[..16])
-    };
+    let compute = || capability(secret, b"session-link", &[&id.to_bytes()]);
     TOKENS.with(|memo| {
         let Ok(mut memo) = memo.try_borrow_mut() else {
             return compute();
