@@ -4,6 +4,7 @@
 //! status code.
 
 mod admin;
+mod deliveries;
 mod history;
 pub mod openapi;
 pub mod problem;
@@ -460,6 +461,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(
                     web::resource("/agent/runs/{run_id}/events")
                         .get(runs::events)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/deliveries")
+                        .get(deliveries::deliveries)
                         .default_service(only("GET")),
                 )
                 .service(
