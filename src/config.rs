@@ -530,6 +530,8 @@ fn locate(text: &str, message: &str) -> Option<usize> {
         }
     }
     let (table, key) = field.split_once('.')?;
+    // An element of an array field (`events[0]`) is on the array's line.
+    let key = key.split('[').next().unwrap_or(key);
     // An array of tables (`environments[2]`, `webhooks[0]`): its n-th header.
     let start = match table.strip_suffix(']').and_then(|t| t.split_once('[')) {
         None => {
@@ -1540,6 +1542,162 @@ mod tests {
             .expect_err("zero")
             .to_string();
         assert!(err.contains("limits.max_queued_per_team"), "{err}");
+    }
+
+    /// A `[secrets]` entry holding a Standard Webhooks secret (the specification's example).
+    const HOOK_SECRETS: &str = "[secrets]\nHOOK = { env = \"RUNLEDGER_TEST_WEBHOOK_SECRET\" }\n\n";
+
+    fn with_hook_secret() {
+        std::env::set_var(
+            "RUNLEDGER_TEST_WEBHOOK_SECRET",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        );
+    }
+
+    #[test]
+    fn webhooks_get_defaults_and_a_decoded_key() {
+        with_hook_secret();
+        let config = load_text(&format!(
+            "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"https://hooks.example/x\"\nsecret = \"HOOK\"\n\n\
+             [[webhooks]]\nname = \"art\"\nurl = \"http://10.0.0.5:9000/\"\nsecret = \"HOOK\"\n\
+             events = [\"run.artifact\", \"run.failed\", \"run.failed\"]\nallow_private = true\n\
+             teams = [\"infra\"]\ntimeout_secs = 3\nretry_initial_ms = 50\nmax_in_flight = 2\n"
+        ))
+        .expect("valid");
+        let ci = &config.webhooks[0];
+        assert_eq!(ci.name, "ci");
+        assert_eq!(ci.events, crate::domain::Topic::STATE_CHANGES);
+        assert!(!ci.allow_private && ci.teams.is_empty());
+        assert_eq!(ci.timeout, std::time::Duration::from_secs(15));
+        assert_eq!(ci.retry_initial, std::time::Duration::from_secs(5));
+        // The base64 after whsec_ is the key.
+        assert_eq!(ci.key.0.len(), 24);
+        assert!(!format!("{ci:?}").contains("MfKQ"));
+        let art = &config.webhooks[1];
+        assert_eq!(
+            art.events,
+            [crate::domain::Topic::Failed, crate::domain::Topic::Artifact]
+        );
+        assert!(art.allow_private);
+        assert_eq!(art.teams, ["infra"]);
+        assert_eq!(art.max_in_flight, 2);
+        assert_eq!(
+            webhook_key("a raw secret of some length").expect("raw"),
+            b"a raw secret of some length"
+        );
+    }
+
+    #[test]
+    fn bad_webhooks_are_load_errors_naming_the_field() {
+        with_hook_secret();
+        let hook = "[[webhooks]]\nname = \"ci\"\nurl = \"https://hooks.example/x\"\n";
+        for (extra, want) in [
+            (
+                "secret = \"HOOK\"\nevents = [\"run.finished\"]\n",
+                "webhooks[0].events[0]: \"run.finished\" is not an event",
+            ),
+            (
+                "secret = \"HOOK\"\nevents = []\n",
+                "webhooks[0].events: an empty list",
+            ),
+            (
+                "secret = \"NOPE\"\n",
+                "webhooks[0].secret: \"NOPE\" is not defined in [secrets]",
+            ),
+            ("", "webhooks[0].secret: missing"),
+            ("secret = \"HOOK\"\nsecret_file = \"/x\"\n", "not both"),
+            (
+                "secret_file = \"/nonexistent/secret\"\n",
+                "webhooks[0].secret_file: cannot read",
+            ),
+            (
+                "secret = \"HOOK\"\nteams = []\n",
+                "webhooks[0].teams: an empty list",
+            ),
+            (
+                "secret = \"HOOK\"\nteams = [\"Infra\"]\n",
+                "is not a team name",
+            ),
+            (
+                "secret = \"HOOK\"\ntimeout_secs = 0\n",
+                "webhooks[0].timeout_secs",
+            ),
+            (
+                "secret = \"HOOK\"\nretry_initial_ms = 0\n",
+                "webhooks[0].retry_initial_ms",
+            ),
+            (
+                "secret = \"HOOK\"\nmax_in_flight = 0\n",
+                "webhooks[0].max_in_flight",
+            ),
+            (
+                "secret = \"HOOK\"\nsurprise = 1\n",
+                "unknown field `surprise`",
+            ),
+        ] {
+            let err = load_text(&format!("{HOOK_SECRETS}{hook}{extra}"))
+                .expect_err(extra)
+                .to_string();
+            assert!(err.contains(want), "{extra:?}: {err}");
+        }
+        for (url, want) in [
+            ("ftp://hooks.example/", "not an http:// or https:// URL"),
+            ("not a url", "is not a URL"),
+            (
+                "https://user:pw@hooks.example/",
+                "must not carry credentials",
+            ),
+        ] {
+            let err = load_text(&format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"{url}\"\nsecret = \"HOOK\"\n"
+            ))
+            .expect_err(url)
+            .to_string();
+            assert!(err.contains(want), "{url}: {err}");
+        }
+        for (name, want) in [
+            ("CI", "is not a webhook name"),
+            ("", "is not a webhook name"),
+        ] {
+            let err = load_text(&format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"{name}\"\nurl = \"https://h.example/\"\nsecret = \"HOOK\"\n"
+            ))
+            .expect_err(name)
+            .to_string();
+            assert!(err.contains(want), "{name}: {err}");
+        }
+        let twice = format!(
+            "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"https://a.example/\"\nsecret = \"HOOK\"\n\n\
+             [[webhooks]]\nname = \"ci\"\nurl = \"https://b.example/\"\nsecret = \"HOOK\"\n"
+        );
+        let err = load_text(&twice).expect_err("twice").to_string();
+        assert!(
+            err.contains("webhooks[1].name: \"ci\" is used by another webhook"),
+            "{err}"
+        );
+        assert!(webhook_key("whsec_not*base64").is_err());
+        assert!(webhook_key("short")
+            .expect_err("short")
+            .contains("at least 16"));
+    }
+
+    #[test]
+    fn a_bad_webhook_names_its_line() {
+        with_hook_secret();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hooks.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"a\"\nurl = \"https://a.example/\"\nsecret = \"HOOK\"\n\n\
+                 [[webhooks]]\nname = \"b\"\nurl = \"https://b.example/\"\nsecret = \"HOOK\"\nevents = [\"run.nope\"]\n"
+            ),
+        )
+        .expect("write");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .expect_err("bad event")
+            .to_string();
+        assert!(err.contains("line 13: webhooks[1].events[0]"), "{err}");
     }
 
     #[test]

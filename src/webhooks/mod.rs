@@ -591,6 +591,14 @@ impl Inner {
             }
             _ => {
                 self.end(&job.owed);
+                // A disabling must outlive a crash: the next start would call the receiver
+                // that asked to hear no more. (Other endings may be lost to a crash: the
+                // delivery is then repeated, which at least once allows.)
+                if ending == Ending::Disabled {
+                    if let Err(e) = self.store.sync().await {
+                        tracing::error!(error = %e, "cannot make a webhook's disabling durable");
+                    }
+                }
                 None
             }
         }
