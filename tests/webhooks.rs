@@ -402,6 +402,10 @@ async fn a_redirect_is_a_failed_attempt_and_never_followed() {
     assert_eq!(delivery["attempts"][0]["status"], 302, "{body}");
     assert!(s.log_text().contains("webhook delivery attempt failed"));
     redirecting.assert_signatures();
+    // A clean stop with deliveries owed and attempts in flight: the dispatcher lets go.
+    let mut s = s;
+    let status = s.stop_with(nix::sys::signal::Signal::SIGTERM, 20).await;
+    assert!(status.success(), "{status:?}: {}", s.log_text());
 }
 
 #[tokio::test]
@@ -478,4 +482,68 @@ async fn gone_disables_a_subscription_until_its_configuration_changes() {
     })
     .await;
     gone.assert_signatures();
+}
+
+/// An HTTPS receiver whose certificate no public root signed: the handshake fails, no request
+/// is read, and the attempt's record says why.
+#[tokio::test]
+async fn https_is_verified_and_a_self_signed_receiver_gets_nothing() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("rcgen");
+    let (cert, key) = (dir.path().join("cert.pem"), dir.path().join("key.pem"));
+    std::fs::write(&cert, generated.cert.pem()).expect("write cert");
+    std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
+    let tls = Arc::new(runledger::tls::load(&cert, &key).expect("tls"));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    let (handshakes, requests) = (Arc::new(AtomicU64::new(0)), Arc::new(AtomicU64::new(0)));
+    let (h, r) = (handshakes.clone(), requests.clone());
+    std::thread::spawn(move || {
+        for tcp in listener.incoming() {
+            let Ok(tcp) = tcp else { return };
+            h.fetch_add(1, Ordering::SeqCst);
+            let Ok(conn) = rustls::ServerConnection::new(tls.clone()) else {
+                continue;
+            };
+            let mut stream = rustls::StreamOwned::new(conn, tcp);
+            let mut buf = [0u8; 1024];
+            if matches!(stream.read(&mut buf), Ok(n) if n > 0) {
+                r.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+    });
+    let url = format!("https://localhost:{port}/hook");
+    let config = config(
+        dir.path(),
+        10,
+        &[("tls", &url, "events = [\"run.succeeded\"]\n")],
+    );
+    let s = start(dir.path(), &config);
+    s.wait_ready().await;
+    let id = s.create(json!({"prompt": "go"})).await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    let path = format!("/agent/runs/{id}/deliveries");
+    let mut record = Value::Null;
+    for _ in 0..400 {
+        let (_, body) = s.get(&s.key, &path).await;
+        if body["deliveries"][0]["attempts"][0].is_object() {
+            record = body;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let attempt = &record["deliveries"][0]["attempts"][0];
+    assert!(attempt.is_object(), "no attempt recorded");
+    assert!(attempt.get("status").is_none(), "{record}");
+    let error = attempt["error"].as_str().unwrap_or("");
+    assert!(error.contains("certificate"), "{error}");
+    assert!(handshakes.load(Ordering::SeqCst) >= 1);
+    assert_eq!(
+        requests.load(Ordering::SeqCst),
+        0,
+        "a request crossed an unverified TLS"
+    );
 }
