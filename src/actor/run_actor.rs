@@ -167,11 +167,11 @@ impl Handler<Execute> for RunActor {
             let webhooks = &self.handles.webhooks;
             let owed = webhooks.owed(
                 current.as_ref(),
+                new.as_ref(),
                 self.id,
                 first_seq,
                 at,
                 &decision.events,
-                new.as_ref().map(|r| r.team.as_str()),
             );
             webhooks.write(&owed)?;
             let envelopes = store::envelopes(self.id, first_seq, at, decision.events);

@@ -86,7 +86,15 @@ struct Inner {
     rx: Mutex<Option<tokio::sync::mpsc::UnboundedReceiver<Job>>>,
     stop: tokio::sync::watch::Sender<bool>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
+    /// Recent bodies by event: every subscription owed the same event sends the same bytes.
+    bodies: Mutex<Bodies>,
 }
+
+/// Rendered bodies by the event they announce.
+type Bodies = HashMap<(RunId, u64), Arc<Vec<u8>>>;
+
+/// Bodies kept at most; reaching it empties the memo.
+const MAX_BODIES: usize = 512;
 
 /// One delivery the dispatcher holds: what is owed, the attempts made so far, and when the
 /// next is due.
@@ -180,6 +188,7 @@ impl Webhooks {
             rx: Mutex::new(Some(rx)),
             stop: tokio::sync::watch::channel(false).0,
             thread: Mutex::new(None),
+            bodies: Mutex::new(HashMap::new()),
         };
         inner.settle()?;
         Ok(Webhooks {
@@ -198,17 +207,28 @@ impl Webhooks {
     pub fn owed(
         &self,
         current: Option<&Run>,
+        new: Option<&Run>,
         id: RunId,
         first_seq: u64,
         at: Timestamp,
         events: &[Event],
-        team: Option<&str>,
     ) -> Vec<Owed> {
-        let (Some(inner), Some(team)) = (&self.inner, team) else {
+        let (Some(inner), Some(new)) = (&self.inner, new) else {
             return Vec::new();
         };
+        let team = new.team.as_str();
+        // A decision of one event (nearly all of them) needs no fold: the states before and
+        // after it are at hand.
+        let topics = match events {
+            [event] => {
+                crate::domain::topics::topic(current.map(|r| r.state), event, Some(new.state))
+                    .map(|t| vec![(0, t)])
+                    .unwrap_or_default()
+            }
+            _ => crate::domain::topics::topics(current, id, events, at),
+        };
         let mut owed = Vec::new();
-        for (i, topic) in crate::domain::topics::topics(current, id, events, at) {
+        for (i, topic) in topics {
             for sub in &inner.subscriptions {
                 let hook = &sub.config;
                 if hook.events.contains(&topic)
@@ -420,6 +440,17 @@ impl Inner {
         true
     }
 
+    fn tracked_len(&self) -> usize {
+        self.tracked.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    fn is_tracked(&self, key: &[u8]) -> bool {
+        self.tracked
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(key)
+    }
+
     fn untrack(&self, owed: &Owed) {
         self.tracked
             .lock()
@@ -435,14 +466,16 @@ impl Inner {
         if matches!(self.store.condition(), store::health::Condition::Failed(_)) {
             return;
         }
-        let dropped_at = self.overflow.swap(0, Ordering::Relaxed);
-        if dropped_at == 0 {
+        // Nothing was let go of, or memory is still more than half full: walking the outbox
+        // now would find nothing room could be made for.
+        if self.overflow.load(Ordering::Relaxed) == 0 || self.tracked_len() > MAX_TRACKED / 2 {
             return;
         }
+        let dropped_at = self.overflow.swap(0, Ordering::Relaxed);
         let young = now().0.saturating_sub(RESCAN_MIN_AGE_MS);
         for item in self.trees.scan(&[]) {
-            let owed = match item {
-                Ok((_, owed)) => owed,
+            let (key, owed) = match item {
+                Ok(item) => item,
                 Err(e) => {
                     tracing::error!(error = %e, "cannot read the webhook outbox");
                     self.overflow.fetch_max(dropped_at, Ordering::Relaxed);
@@ -456,6 +489,9 @@ impl Inner {
                     self.overflow.fetch_max(dropped_at, Ordering::Relaxed);
                 }
                 return;
+            }
+            if self.is_tracked(&key) {
+                continue;
             }
             let attempts = match self.trees.last_attempt(&owed) {
                 Ok(n) => n,
@@ -472,7 +508,27 @@ impl Inner {
 
     /// The body of a delivery: `{"type", "timestamp", "data"}`, with the run as of its event,
     /// so every attempt sends the same bytes.
-    fn body(&self, owed: &Owed, render: &Render) -> Result<Vec<u8>, String> {
+    fn body(&self, owed: &Owed, render: &Render) -> Result<Arc<Vec<u8>>, String> {
+        let memo = |bodies: &Mutex<Bodies>| {
+            bodies
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .get(&(owed.run_id, owed.seq))
+                .cloned()
+        };
+        if let Some(body) = memo(&self.bodies) {
+            return Ok(body);
+        }
+        let body = Arc::new(self.render_body(owed, render)?);
+        let mut bodies = self.bodies.lock().unwrap_or_else(|p| p.into_inner());
+        if bodies.len() >= MAX_BODIES {
+            bodies.clear();
+        }
+        bodies.insert((owed.run_id, owed.seq), body.clone());
+        Ok(body)
+    }
+
+    fn render_body(&self, owed: &Owed, render: &Render) -> Result<Vec<u8>, String> {
         let mut run = None;
         let mut at = None;
         for e in self.store.run_events(owed.run_id, 0) {
@@ -625,7 +681,7 @@ enum Failure {
 }
 
 /// Sends one signed attempt; the receiver's status, or why there was none.
-async fn send(sub: &Subscription, id: &str, body: Vec<u8>) -> Result<u16, Failure> {
+async fn send(sub: &Subscription, id: &str, body: Arc<Vec<u8>>) -> Result<u16, Failure> {
     let hook = &sub.config;
     // A literal address never reaches the resolver, so it is checked here.
     let literal = match hook.url.host() {
@@ -656,7 +712,7 @@ async fn send(sub: &Subscription, id: &str, body: Vec<u8>) -> Result<u16, Failur
         .header("webhook-id", id)
         .header("webhook-timestamp", timestamp.to_string())
         .header("webhook-signature", signature)
-        .body(body)
+        .body(body.as_ref().clone())
         .send()
         .await;
     match sent {
