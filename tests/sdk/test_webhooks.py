@@ -4,7 +4,7 @@ every delivery verifies and carries the run as the API returns it; a receiver an
 twice then 200 gets the same `webhook-id` three times, and the deliveries endpoint shows the
 attempts; a URL that resolves to a private address is refused without a request arriving, the
 record saying why; 410 Gone disables the subscription; another team's run's deliveries are a
-404."""
+404, and a subscription limited to a team hears of that team's runs only."""
 
 from __future__ import annotations
 
@@ -117,6 +117,14 @@ allow_private = true
 name = "gone"
 url = "{receiver.url('/gone')}"
 events = ["run.succeeded"]
+allow_private = true
+{hook}
+# Only the runs of one team.
+[[webhooks]]
+name = "team-only"
+url = "{receiver.url('/team-only')}"
+events = ["run.succeeded"]
+teams = ["hooks-other"]
 allow_private = true
 {hook}
 # The same receiver, without allow_private: by name (the resolver refuses) and by address.
@@ -239,7 +247,7 @@ def test_gone_disables_the_subscription(server, client, receiver, first_run):
     assert any("webhook disabled" in line for line in server.stderr_lines)
 
 
-def test_another_teams_run_has_no_deliveries_to_show(server, first_run):
+def test_another_teams_run_has_no_deliveries_to_show(server, receiver, first_run):
     admin = {"Authorization": f"Bearer {server.admin.secret}"}
     r = httpx.post(f"{server.base_url}/admin/teams", json={"name": "hooks-other"}, headers=admin, timeout=5)
     assert r.status_code == 201, r.text
@@ -250,3 +258,8 @@ def test_another_teams_run_has_no_deliveries_to_show(server, first_run):
     assert r.status_code == 404, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert deliveries(server, "01ARZ3NDEKTSV4RRFFQ69G5FAV").status_code == 404
+    # A subscription limited to that team hears of its runs only.
+    theirs = finished_run(server, server.client(outsider))
+    wait_for(lambda: receiver.requests("/team-only", theirs, "run.succeeded"), "the team's run at /team-only")
+    assert receiver.requests("/team-only", first_run) == []
+    assert [d["subscription"] for d in deliveries(server, theirs, outsider).json()["deliveries"]].count("team-only") == 1
