@@ -813,3 +813,111 @@ async fn dispatch(
         })
         .await;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::{sample_created, RunAdmitted, Topic};
+
+    /// A store with the first event of one run in its log, and a configuration with one
+    /// subscription, `ci`.
+    fn setup(dir: &std::path::Path) -> (Config, Store, RunId) {
+        let secret = dir.join("secret");
+        std::fs::write(&secret, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").expect("write");
+        let path = dir.join("runledger.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "[[webhooks]]\nname = \"ci\"\nurl = \"https://hooks.example/x\"\nsecret_file = {:?}\n",
+                secret.display().to_string()
+            ),
+        )
+        .expect("write");
+        let overrides = crate::config::Overrides {
+            data_dir: Some(dir.join("data")),
+            ..Default::default()
+        };
+        let config = Config::load(Some(&path), &overrides).expect("config");
+        let store = Store::open(&dir.join("data"), &store::Options::default()).expect("store");
+        let id = RunId::new(Timestamp(1_000), 1);
+        let admitted = Event::Admitted(RunAdmitted::from_legacy(sample_created(1)));
+        store
+            .append(&store::envelopes(id, 0, Timestamp(1_000), vec![admitted]))
+            .expect("append");
+        (config, store, id)
+    }
+
+    fn owed(id: RunId, seq: u64, subscription: &str) -> Owed {
+        Owed {
+            at: Timestamp(1_000),
+            run_id: id,
+            seq,
+            subscription: subscription.into(),
+            topic: Topic::Queued,
+        }
+    }
+
+    #[test]
+    fn settling_keeps_acknowledged_entries_and_drops_the_rest() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, store, id) = setup(dir.path());
+        let trees = outbox::Trees::open(store.db()).expect("trees");
+        let acknowledged = owed(id, 0, "ci");
+        // Written before events that never reached the log: their command was not acknowledged.
+        let unacknowledged = owed(id, 1, "ci");
+        let elsewhere = owed(RunId::new(Timestamp(2_000), 9), 0, "ci");
+        // Of a subscription no longer configured.
+        let removed = owed(id, 0, "removed");
+        for o in [&acknowledged, &unacknowledged, &elsewhere, &removed] {
+            trees.insert(o).expect("insert");
+        }
+        let hooks = Webhooks::open(&config, &store).expect("open");
+        let left: Vec<Owed> = trees.scan(&[]).map(|item| item.expect("entry").1).collect();
+        assert_eq!(left, [acknowledged.clone()]);
+        let inner = hooks.inner.as_ref().expect("configured");
+        assert!(inner.is_tracked(&acknowledged.key()));
+        assert_eq!(inner.tracked_len(), 1);
+    }
+
+    #[test]
+    fn without_subscriptions_nothing_is_owed_or_written() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut config, store, id) = setup(dir.path());
+        config.webhooks.clear();
+        let hooks = Webhooks::open(&config, &store).expect("open");
+        assert!(!hooks.configured());
+        let admitted = Event::Admitted(RunAdmitted::from_legacy(sample_created(1)));
+        let run = crate::domain::evolve(None, id, &admitted, Timestamp(1_000));
+        let owed = hooks.owed(None, run.as_ref(), id, 0, Timestamp(1_000), &[admitted]);
+        assert!(owed.is_empty() && owed.capacity() == 0);
+        assert!(!store
+            .db()
+            .tree_names()
+            .iter()
+            .any(|n| n.as_ref() == outbox::OUTBOX.as_bytes()));
+    }
+
+    #[test]
+    fn a_decision_owes_one_delivery_per_topic_and_wanting_subscription() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (mut config, store, id) = setup(dir.path());
+        let mut other = config.webhooks[0].clone();
+        other.name = "terminal".into();
+        other.events = vec![Topic::Succeeded];
+        let mut infra = config.webhooks[0].clone();
+        infra.name = "infra".into();
+        infra.teams = vec!["infra".into()];
+        config.webhooks.extend([other, infra]);
+        let hooks = Webhooks::open(&config, &store).expect("open");
+        let admitted = Event::Admitted(RunAdmitted::from_legacy(sample_created(1)));
+        let run = crate::domain::evolve(None, id, &admitted, Timestamp(1_000));
+        let owed = hooks.owed(None, run.as_ref(), id, 0, Timestamp(1_000), &[admitted]);
+        // `terminal` does not want run.queued; `infra` wants another team's runs.
+        assert_eq!(owed, [owed_for(id, "ci")]);
+        assert_eq!(owed[0].webhook_id(), format!("msg_{id}_0_ci"));
+    }
+
+    fn owed_for(id: RunId, name: &str) -> Owed {
+        owed(id, 0, name)
+    }
+}
