@@ -873,7 +873,7 @@ mod tests {
         }
         let hooks = Webhooks::open(&config, &store).expect("open");
         let left: Vec<Owed> = trees.scan(&[]).map(|item| item.expect("entry").1).collect();
-        assert_eq!(left, [acknowledged.clone()]);
+        assert_eq!(left, std::slice::from_ref(&acknowledged));
         let inner = hooks.inner.as_ref().expect("configured");
         assert!(inner.is_tracked(&acknowledged.key()));
         assert_eq!(inner.tracked_len(), 1);
