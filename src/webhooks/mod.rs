@@ -317,7 +317,11 @@ impl Webhooks {
         let stop = inner.stop.subscribe();
         let thread = std::thread::Builder::new()
             .name("runledger-webhooks".into())
-            .spawn(move || runtime.block_on(dispatch(dispatcher, rx, stop, render)))
+            .spawn(move || {
+                runtime.block_on(dispatch(dispatcher, rx, stop, render));
+                // A name lookup still running on the blocking pool must not hold up a stop.
+                runtime.shutdown_timeout(Duration::from_secs(1));
+            })
             .map_err(Error::Runtime)?;
         *inner.thread.lock().unwrap_or_else(|p| p.into_inner()) = Some(thread);
         Ok(())
