@@ -596,14 +596,7 @@ impl Inner {
         };
         METRICS.webhook_attempt(&sub.config.name, outcome, took);
         let retry = backoff::next_delay(sub.config.retry_initial, number);
-        let ending = match (outcome, number) {
-            ("delivered", _) => Ending::Delivered,
-            ("gone", _) => Ending::Disabled,
-            // A payload that cannot be made now never can.
-            ("payload_error", _) => Ending::GaveUp,
-            (_, n) if n >= backoff::MAX_ATTEMPTS => Ending::GaveUp,
-            _ => Ending::Retrying,
-        };
+        let ending = ending(outcome, number);
         let next_retry_at = (ending == Ending::Retrying)
             .then(|| Timestamp(now().0 + u64::try_from(retry.as_millis()).unwrap_or(u64::MAX)));
         if ending != Ending::Delivered {
@@ -671,6 +664,19 @@ impl Inner {
             Err(e) => tracing::error!(error = %e, "cannot remove an ended webhook delivery"),
         }
         self.untrack(owed);
+    }
+}
+
+/// How attempt `number` (from 1) with this outcome ends its delivery: a 2xx delivers, a 410
+/// disables, a payload that cannot be made now never can, the schedule's last attempt gives up,
+/// anything else is retried.
+fn ending(outcome: &str, number: u32) -> Ending {
+    match outcome {
+        "delivered" => Ending::Delivered,
+        "gone" => Ending::Disabled,
+        "payload_error" => Ending::GaveUp,
+        _ if number >= backoff::MAX_ATTEMPTS => Ending::GaveUp,
+        _ => Ending::Retrying,
     }
 }
 
@@ -919,6 +925,23 @@ mod tests {
         // `terminal` does not want run.queued; `infra` wants another team's runs.
         assert_eq!(owed, [owed_for(id, "ci")]);
         assert_eq!(owed[0].webhook_id(), format!("msg_{id}_0_ci"));
+    }
+
+    #[test]
+    fn the_last_attempt_of_the_schedule_gives_up_and_2xx_and_410_end_at_once() {
+        for outcome in ["http_error", "refused", "error"] {
+            for n in 1..backoff::MAX_ATTEMPTS {
+                assert_eq!(ending(outcome, n), Ending::Retrying, "{outcome} {n}");
+            }
+            assert_eq!(ending(outcome, backoff::MAX_ATTEMPTS), Ending::GaveUp);
+        }
+        assert_eq!(ending("delivered", 1), Ending::Delivered);
+        assert_eq!(
+            ending("delivered", backoff::MAX_ATTEMPTS),
+            Ending::Delivered
+        );
+        assert_eq!(ending("gone", 3), Ending::Disabled);
+        assert_eq!(ending("payload_error", 1), Ending::GaveUp);
     }
 
     fn owed_for(id: RunId, name: &str) -> Owed {
