@@ -88,6 +88,8 @@ struct Inner {
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     /// Recent bodies by event: every subscription owed the same event sends the same bytes.
     bodies: Mutex<Bodies>,
+    /// `MAX_TRACKED`, smaller in tests.
+    max_tracked: usize,
 }
 
 /// Rendered bodies by the event they announce.
@@ -189,6 +191,7 @@ impl Webhooks {
             stop: tokio::sync::watch::channel(false).0,
             thread: Mutex::new(None),
             bodies: Mutex::new(HashMap::new()),
+            max_tracked: MAX_TRACKED,
         };
         inner.settle()?;
         Ok(Webhooks {
@@ -427,7 +430,7 @@ impl Inner {
             if tracked.contains(&key) {
                 return true;
             }
-            if tracked.len() >= MAX_TRACKED {
+            if tracked.len() >= self.max_tracked {
                 self.overflow.fetch_max(now().0.max(1), Ordering::Relaxed);
                 return false;
             }
@@ -472,7 +475,7 @@ impl Inner {
         }
         // Nothing was let go of, or memory is still more than half full: walking the outbox
         // now would find nothing room could be made for.
-        if self.overflow.load(Ordering::Relaxed) == 0 || self.tracked_len() > MAX_TRACKED / 2 {
+        if self.overflow.load(Ordering::Relaxed) == 0 || self.tracked_len() > self.max_tracked / 2 {
             return;
         }
         let dropped_at = self.overflow.swap(0, Ordering::Relaxed);
@@ -925,6 +928,55 @@ mod tests {
         // `terminal` does not want run.queued; `infra` wants another team's runs.
         assert_eq!(owed, [owed_for(id, "ci")]);
         assert_eq!(owed[0].webhook_id(), format!("msg_{id}_0_ci"));
+    }
+
+    #[test]
+    fn deliveries_past_the_memory_bound_wait_in_the_outbox_for_a_rescan() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, store, id) = setup(dir.path());
+        let mut hooks = Webhooks::open(&config, &store).expect("open");
+        // A bound of 4 instead of 10,000; the entries are old enough for a rescan.
+        let only = hooks
+            .inner
+            .as_mut()
+            .and_then(Arc::get_mut)
+            .expect("one handle");
+        only.max_tracked = 4;
+        let inner = hooks.inner.as_ref().expect("configured");
+        let owed: Vec<Owed> = (0..10u64).map(|seq| owed(id, seq, "ci")).collect();
+        for o in &owed {
+            inner.trees.insert(o).expect("insert");
+        }
+        for o in &owed {
+            inner.track(o.clone(), 0);
+        }
+        assert_eq!(inner.tracked_len(), 4);
+        assert_ne!(inner.overflow.load(Ordering::Relaxed), 0);
+        // Memory more than half full: no walk yet.
+        inner.end(&owed[0]);
+        inner.rescan();
+        assert_eq!(inner.tracked_len(), 3);
+        // Room again: the oldest entries only the outbox holds come back, up to the bound.
+        inner.end(&owed[1]);
+        inner.end(&owed[2]);
+        inner.rescan();
+        assert_eq!(inner.tracked_len(), 4);
+        for o in &owed[3..7] {
+            assert!(inner.is_tracked(&o.key()), "{o:?}");
+        }
+        assert_ne!(inner.overflow.load(Ordering::Relaxed), 0, "more are left");
+        for o in &owed[3..7] {
+            inner.end(o);
+        }
+        inner.rescan();
+        for o in &owed[7..] {
+            assert!(inner.is_tracked(&o.key()), "{o:?}");
+        }
+        assert_eq!(
+            inner.overflow.load(Ordering::Relaxed),
+            0,
+            "nothing is left behind"
+        );
     }
 
     #[test]
