@@ -142,6 +142,65 @@ struct ConfigFile {
     secrets: BTreeMap<String, SecretSource>,
     #[serde(default)]
     prices: PricesFile,
+    #[serde(default)]
+    webhooks: Vec<WebhookFile>,
+}
+
+/// One `[[webhooks]]` table as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct WebhookFile {
+    name: String,
+    url: String,
+    secret: Option<String>,
+    secret_file: Option<PathBuf>,
+    events: Option<Vec<String>>,
+    #[serde(default)]
+    allow_private: bool,
+    teams: Option<Vec<String>>,
+    timeout_secs: Option<u64>,
+    retry_initial_ms: Option<u64>,
+    max_in_flight: Option<usize>,
+}
+
+/// How long one delivery attempt may take when `timeout_secs` is not set.
+pub const DEFAULT_WEBHOOK_TIMEOUT_SECS: u64 = 15;
+/// The first retry's delay when `retry_initial_ms` is not set (`docs/webhooks.md`).
+pub const DEFAULT_WEBHOOK_RETRY_INITIAL_MS: u64 = 5_000;
+/// Attempts of one subscription in flight together when `max_in_flight` is not set.
+pub const DEFAULT_WEBHOOK_MAX_IN_FLIGHT: usize = 8;
+
+/// A webhook subscription (`[[webhooks]]`), defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// The subscription's durable identity: in its deliveries' ids, their records and metrics.
+    pub name: String,
+    /// `http` or `https`, with a host and no credentials.
+    pub url: url::Url,
+    /// The HMAC key: a `whsec_` secret decoded from base64, any other value as its bytes.
+    pub key: WebhookKey,
+    /// The topics delivered, each once, in `Topic::ALL` order.
+    pub events: Vec<crate::domain::Topic>,
+    /// Whether the URL may resolve to a loopback, private or link-local address.
+    pub allow_private: bool,
+    /// Only runs of these teams; empty: every team.
+    pub teams: Vec<String>,
+    /// One attempt's limit, connection to the end of the answer.
+    pub timeout: std::time::Duration,
+    /// The delay before the first retry; every later one doubles it (capped).
+    pub retry_initial: std::time::Duration,
+    /// Attempts of this subscription in flight together.
+    pub max_in_flight: usize,
+}
+
+/// A webhook's signing key. Its `Debug` never shows it.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookKey(pub Vec<u8>);
+
+impl std::fmt::Debug for WebhookKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookKey(…)")
+    }
 }
 
 /// `[prices]` as written in the file.
@@ -377,6 +436,8 @@ pub struct Config {
     pub transcript_max_bytes: u64,
     /// What agents may report as artifacts, and how long a download link lives (`[limits]`).
     pub artifacts: ArtifactLimits,
+    /// `[[webhooks]]`: who is told about runs' changes.
+    pub webhooks: Vec<Webhook>,
 }
 
 /// The sizes of what an agent may report through `RUNLEDGER_REPORT` (`exec::report`), and how
@@ -561,21 +622,24 @@ fn locate(text: &str, message: &str) -> Option<usize> {
         }
     }
     let (table, key) = field.split_once('.')?;
-    let start = if !table.starts_with("environments[") {
-        let header = format!("[{table}]");
-        lines.iter().position(|l| l.trim() == header)?
-    } else {
-        let index: usize = table
-            .strip_prefix("environments[")?
-            .strip_suffix(']')?
-            .parse()
-            .ok()?;
-        lines
-            .iter()
-            .enumerate()
-            .filter(|(_, l)| l.trim() == "[[environments]]")
-            .nth(index)?
-            .0
+    // An element of an array field (`events[0]`) is on the array's line.
+    let key = key.split('[').next().unwrap_or(key);
+    // An array of tables (`environments[2]`, `webhooks[0]`): its n-th header.
+    let start = match table.strip_suffix(']').and_then(|t| t.split_once('[')) {
+        None => {
+            let header = format!("[{table}]");
+            lines.iter().position(|l| l.trim() == header)?
+        }
+        Some((array, index)) => {
+            let index: usize = index.parse().ok()?;
+            let header = format!("[[{array}]]");
+            lines
+                .iter()
+                .enumerate()
+                .filter(|(_, l)| l.trim() == header)
+                .nth(index)?
+                .0
+        }
     };
     let key_line = lines[start + 1..]
         .iter()
@@ -629,6 +693,17 @@ fn resolve(
     }
     let rate_limit = rate_limit(&file.limits)?;
     let prices = prices(file.prices)?;
+    let mut webhooks: Vec<Webhook> = Vec::new();
+    for (i, hook) in file.webhooks.into_iter().enumerate() {
+        let resolved = webhook(&format!("webhooks[{i}]"), hook, &secrets)?;
+        if webhooks.iter().any(|w| w.name == resolved.name) {
+            return Err(Error::Invalid(format!(
+                "webhooks[{i}].name: {:?} is used by another webhook; names must be unique",
+                resolved.name
+            )));
+        }
+        webhooks.push(resolved);
+    }
     Ok(Config {
         bind,
         public_url,
@@ -659,6 +734,178 @@ fn resolve(
         body_timeout: body_timeout(file.server.body_timeout_secs)?,
         transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
         artifacts: artifact_limits(&file.limits)?,
+        webhooks,
+    })
+}
+
+/// The prefix of a Standard Webhooks secret, whose rest is the key in base64.
+const WHSEC_PREFIX: &str = "whsec_";
+
+/// The fewest bytes a webhook's key may have: the Standard Webhooks specification asks for
+/// 24 to 64 random bytes.
+const MIN_WEBHOOK_KEY_BYTES: usize = 16;
+
+/// The key a webhook secret stands for: `whsec_<base64>` decoded as the Standard Webhooks
+/// specification says, any other value taken as its UTF-8 bytes.
+pub fn webhook_key(secret: &str) -> Result<Vec<u8>, String> {
+    use base64::Engine;
+    let key = match secret.strip_prefix(WHSEC_PREFIX) {
+        Some(encoded) => base64::engine::general_purpose::STANDARD
+            .decode(encoded.trim())
+            .map_err(|e| format!("the part after {WHSEC_PREFIX} is not base64 ({e})"))?,
+        None => secret.as_bytes().to_vec(),
+    };
+    if key.len() < MIN_WEBHOOK_KEY_BYTES {
+        return Err(format!(
+            "the key has {} bytes; give at least {MIN_WEBHOOK_KEY_BYTES} (24 to 64 random bytes \
+             as whsec_<base64> is what the Standard Webhooks specification asks for)",
+            key.len()
+        ));
+    }
+    Ok(key)
+}
+
+/// One `[[webhooks]]` table (`at` names it in errors), defaults applied.
+fn webhook(
+    at: &str,
+    hook: WebhookFile,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<Webhook, Error> {
+    let invalid = |field: &str, message: String| Error::Invalid(format!("{at}.{field}: {message}"));
+    if !crate::domain::valid_team_name(&hook.name) {
+        return Err(invalid(
+            "name",
+            format!(
+                "{:?} is not a webhook name ({})",
+                hook.name,
+                crate::domain::TEAM_NAME_RULE
+            ),
+        ));
+    }
+    let url = url::Url::parse(&hook.url)
+        .map_err(|e| invalid("url", format!("{:?} is not a URL ({e})", hook.url)))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+        return Err(invalid(
+            "url",
+            format!(
+                "{:?} is not an http:// or https:// URL with a host",
+                hook.url
+            ),
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(invalid(
+            "url",
+            "must not carry credentials (they would be sent in clear in every log line that \
+             names the URL); authenticate deliveries by their signature"
+                .into(),
+        ));
+    }
+    let secret =
+        match (hook.secret, hook.secret_file) {
+            (Some(name), None) => match secrets.get(&name) {
+                Some(secret) => secret.value.expose().to_string(),
+                None => {
+                    return Err(invalid(
+                        "secret",
+                        format!("{name:?} is not defined in [secrets]"),
+                    ))
+                }
+            },
+            (None, Some(path)) => {
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    invalid(
+                        "secret_file",
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                text.trim().to_string()
+            }
+            (Some(_), Some(_)) => {
+                return Err(invalid(
+                    "secret",
+                    "give either secret (a [secrets] entry) or secret_file, not both".into(),
+                ))
+            }
+            (None, None) => return Err(invalid(
+                "secret",
+                "missing: every delivery is signed; name a [secrets] entry (or set secret_file)"
+                    .into(),
+            )),
+        };
+    let key = webhook_key(&secret).map_err(|m| invalid("secret", m))?;
+    let events = match hook.events {
+        None => crate::domain::Topic::STATE_CHANGES.to_vec(),
+        Some(names) if names.is_empty() => {
+            return Err(invalid(
+                "events",
+                "an empty list would deliver nothing; leave `events` out for every change of \
+                 state"
+                    .into(),
+            ))
+        }
+        Some(names) => {
+            let mut events = Vec::new();
+            for (i, name) in names.iter().enumerate() {
+                let topic = crate::domain::Topic::parse(name).ok_or_else(|| {
+                    let known: Vec<&str> = crate::domain::Topic::ALL
+                        .iter()
+                        .map(|t| t.as_str())
+                        .collect();
+                    invalid(
+                        &format!("events[{i}]"),
+                        format!("{name:?} is not an event; known: {}", known.join(", ")),
+                    )
+                })?;
+                if !events.contains(&topic) {
+                    events.push(topic);
+                }
+            }
+            events.sort();
+            events
+        }
+    };
+    if hook.teams.as_ref().is_some_and(Vec::is_empty) {
+        return Err(invalid(
+            "teams",
+            "an empty list would deliver nothing; leave `teams` out for the runs of every team"
+                .into(),
+        ));
+    }
+    let teams = teams(at, hook.teams)?;
+    let timeout_secs = hook.timeout_secs.unwrap_or(DEFAULT_WEBHOOK_TIMEOUT_SECS);
+    if !(1..=300).contains(&timeout_secs) {
+        return Err(invalid(
+            "timeout_secs",
+            format!("{timeout_secs} is out of range; give 1 to 300 seconds"),
+        ));
+    }
+    let retry_initial_ms = hook
+        .retry_initial_ms
+        .unwrap_or(DEFAULT_WEBHOOK_RETRY_INITIAL_MS);
+    if !(1..=3_600_000).contains(&retry_initial_ms) {
+        return Err(invalid(
+            "retry_initial_ms",
+            format!("{retry_initial_ms} is out of range; give 1 to 3600000 milliseconds"),
+        ));
+    }
+    let max_in_flight = hook.max_in_flight.unwrap_or(DEFAULT_WEBHOOK_MAX_IN_FLIGHT);
+    if !(1..=256).contains(&max_in_flight) {
+        return Err(invalid(
+            "max_in_flight",
+            format!("{max_in_flight} is out of range; give 1 to 256"),
+        ));
+    }
+    Ok(Webhook {
+        name: hook.name,
+        url,
+        key: WebhookKey(key),
+        events,
+        allow_private: hook.allow_private,
+        teams,
+        timeout: std::time::Duration::from_secs(timeout_secs),
+        retry_initial: std::time::Duration::from_millis(retry_initial_ms),
+        max_in_flight,
     })
 }
 
@@ -1388,6 +1635,162 @@ mod tests {
             .expect_err("zero")
             .to_string();
         assert!(err.contains("limits.max_queued_per_team"), "{err}");
+    }
+
+    /// A `[secrets]` entry holding a Standard Webhooks secret (the specification's example).
+    const HOOK_SECRETS: &str = "[secrets]\nHOOK = { env = \"RUNLEDGER_TEST_WEBHOOK_SECRET\" }\n\n";
+
+    fn with_hook_secret() {
+        std::env::set_var(
+            "RUNLEDGER_TEST_WEBHOOK_SECRET",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+        );
+    }
+
+    #[test]
+    fn webhooks_get_defaults_and_a_decoded_key() {
+        with_hook_secret();
+        let config = load_text(&format!(
+            "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"https://hooks.example/x\"\nsecret = \"HOOK\"\n\n\
+             [[webhooks]]\nname = \"art\"\nurl = \"http://10.0.0.5:9000/\"\nsecret = \"HOOK\"\n\
+             events = [\"run.artifact\", \"run.failed\", \"run.failed\"]\nallow_private = true\n\
+             teams = [\"infra\"]\ntimeout_secs = 3\nretry_initial_ms = 50\nmax_in_flight = 2\n"
+        ))
+        .expect("valid");
+        let ci = &config.webhooks[0];
+        assert_eq!(ci.name, "ci");
+        assert_eq!(ci.events, crate::domain::Topic::STATE_CHANGES);
+        assert!(!ci.allow_private && ci.teams.is_empty());
+        assert_eq!(ci.timeout, std::time::Duration::from_secs(15));
+        assert_eq!(ci.retry_initial, std::time::Duration::from_secs(5));
+        // The base64 after whsec_ is the key.
+        assert_eq!(ci.key.0.len(), 24);
+        assert!(!format!("{ci:?}").contains("MfKQ"));
+        let art = &config.webhooks[1];
+        assert_eq!(
+            art.events,
+            [crate::domain::Topic::Failed, crate::domain::Topic::Artifact]
+        );
+        assert!(art.allow_private);
+        assert_eq!(art.teams, ["infra"]);
+        assert_eq!(art.max_in_flight, 2);
+        assert_eq!(
+            webhook_key("a raw secret of some length").expect("raw"),
+            b"a raw secret of some length"
+        );
+    }
+
+    #[test]
+    fn bad_webhooks_are_load_errors_naming_the_field() {
+        with_hook_secret();
+        let hook = "[[webhooks]]\nname = \"ci\"\nurl = \"https://hooks.example/x\"\n";
+        for (extra, want) in [
+            (
+                "secret = \"HOOK\"\nevents = [\"run.finished\"]\n",
+                "webhooks[0].events[0]: \"run.finished\" is not an event",
+            ),
+            (
+                "secret = \"HOOK\"\nevents = []\n",
+                "webhooks[0].events: an empty list",
+            ),
+            (
+                "secret = \"NOPE\"\n",
+                "webhooks[0].secret: \"NOPE\" is not defined in [secrets]",
+            ),
+            ("", "webhooks[0].secret: missing"),
+            ("secret = \"HOOK\"\nsecret_file = \"/x\"\n", "not both"),
+            (
+                "secret_file = \"/nonexistent/secret\"\n",
+                "webhooks[0].secret_file: cannot read",
+            ),
+            (
+                "secret = \"HOOK\"\nteams = []\n",
+                "webhooks[0].teams: an empty list",
+            ),
+            (
+                "secret = \"HOOK\"\nteams = [\"Infra\"]\n",
+                "is not a team name",
+            ),
+            (
+                "secret = \"HOOK\"\ntimeout_secs = 0\n",
+                "webhooks[0].timeout_secs",
+            ),
+            (
+                "secret = \"HOOK\"\nretry_initial_ms = 0\n",
+                "webhooks[0].retry_initial_ms",
+            ),
+            (
+                "secret = \"HOOK\"\nmax_in_flight = 0\n",
+                "webhooks[0].max_in_flight",
+            ),
+            (
+                "secret = \"HOOK\"\nsurprise = 1\n",
+                "unknown field `surprise`",
+            ),
+        ] {
+            let err = load_text(&format!("{HOOK_SECRETS}{hook}{extra}"))
+                .expect_err(extra)
+                .to_string();
+            assert!(err.contains(want), "{extra:?}: {err}");
+        }
+        for (url, want) in [
+            ("ftp://hooks.example/", "not an http:// or https:// URL"),
+            ("not a url", "is not a URL"),
+            (
+                "https://user:pw@hooks.example/",
+                "must not carry credentials",
+            ),
+        ] {
+            let err = load_text(&format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"{url}\"\nsecret = \"HOOK\"\n"
+            ))
+            .expect_err(url)
+            .to_string();
+            assert!(err.contains(want), "{url}: {err}");
+        }
+        for (name, want) in [
+            ("CI", "is not a webhook name"),
+            ("", "is not a webhook name"),
+        ] {
+            let err = load_text(&format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"{name}\"\nurl = \"https://h.example/\"\nsecret = \"HOOK\"\n"
+            ))
+            .expect_err(name)
+            .to_string();
+            assert!(err.contains(want), "{name}: {err}");
+        }
+        let twice = format!(
+            "{HOOK_SECRETS}[[webhooks]]\nname = \"ci\"\nurl = \"https://a.example/\"\nsecret = \"HOOK\"\n\n\
+             [[webhooks]]\nname = \"ci\"\nurl = \"https://b.example/\"\nsecret = \"HOOK\"\n"
+        );
+        let err = load_text(&twice).expect_err("twice").to_string();
+        assert!(
+            err.contains("webhooks[1].name: \"ci\" is used by another webhook"),
+            "{err}"
+        );
+        assert!(webhook_key("whsec_not*base64").is_err());
+        assert!(webhook_key("short")
+            .expect_err("short")
+            .contains("at least 16"));
+    }
+
+    #[test]
+    fn a_bad_webhook_names_its_line() {
+        with_hook_secret();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("hooks.toml");
+        std::fs::write(
+            &path,
+            format!(
+                "{HOOK_SECRETS}[[webhooks]]\nname = \"a\"\nurl = \"https://a.example/\"\nsecret = \"HOOK\"\n\n\
+                 [[webhooks]]\nname = \"b\"\nurl = \"https://b.example/\"\nsecret = \"HOOK\"\nevents = [\"run.nope\"]\n"
+            ),
+        )
+        .expect("write");
+        let err = Config::load(Some(&path), &Overrides::default())
+            .expect_err("bad event")
+            .to_string();
+        assert!(err.contains("line 13: webhooks[1].events[0]"), "{err}");
     }
 
     #[test]

@@ -26,3 +26,4 @@ pub mod startup;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod webhooks;

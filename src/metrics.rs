@@ -94,11 +94,45 @@ pub struct Registry {
     pub index_submitted: AtomicU64,
     /// Rows the projector applied to the index (fewer than submitted when it coalesced).
     pub index_applied: AtomicU64,
+    /// Webhook delivery attempts by subscription and outcome, and their latency by
+    /// subscription. Subscriptions come from the configuration, so the series are bounded.
+    webhook_attempts: RwLock<BTreeMap<(String, &'static str), u64>>,
+    webhook_latency: RwLock<BTreeMap<String, Arc<Histogram>>>,
+    /// Webhook deliveries owed (in the outbox, not yet ended).
+    pub webhook_owed: AtomicU64,
 }
 
 pub static METRICS: LazyLock<Registry> = LazyLock::new(Registry::default);
 
 impl Registry {
+    /// Records one webhook delivery attempt: `outcome` is a fixed word (`delivered`,
+    /// `http_error`, `refused`, …), so the series stay bounded.
+    pub fn webhook_attempt(&self, subscription: &str, outcome: &'static str, took: Duration) {
+        *self
+            .webhook_attempts
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry((subscription.to_string(), outcome))
+            .or_default() += 1;
+        let found = self
+            .webhook_latency
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(subscription)
+            .cloned();
+        let histogram = match found {
+            Some(h) => h,
+            None => self
+                .webhook_latency
+                .write()
+                .unwrap_or_else(|p| p.into_inner())
+                .entry(subscription.to_string())
+                .or_default()
+                .clone(),
+        };
+        histogram.observe(took);
+    }
+
     /// Records one answered request.
     pub fn request(&self, route: &str, method: &str, status: u16, took: Duration) {
         let find = |series: &RouteSeries| {
@@ -198,6 +232,56 @@ impl Registry {
                 n.load(Ordering::Relaxed)
             );
         }
+        self.render_webhooks(out);
+    }
+
+    fn render_webhooks(&self, out: &mut String) {
+        let name = "runledger_webhook_attempts_total";
+        family(
+            out,
+            name,
+            "counter",
+            "Webhook delivery attempts by subscription and outcome.",
+        );
+        for ((subscription, outcome), n) in self
+            .webhook_attempts
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            let _ = writeln!(
+                out,
+                "{name}{{subscription=\"{}\",outcome=\"{outcome}\"}} {n}",
+                escape(subscription)
+            );
+        }
+        let name = "runledger_webhook_attempt_duration_seconds";
+        family(
+            out,
+            name,
+            "histogram",
+            "Webhook delivery attempts by subscription, with their latency.",
+        );
+        for (subscription, h) in self
+            .webhook_latency
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+        {
+            h.render(
+                out,
+                name,
+                &format!("subscription=\"{}\"", escape(subscription)),
+            );
+        }
+        let name = "runledger_webhook_deliveries_owed";
+        family(
+            out,
+            name,
+            "gauge",
+            "Webhook deliveries owed: written to the outbox and not yet ended.",
+        );
+        let _ = writeln!(out, "{name} {}", self.webhook_owed.load(Ordering::Relaxed));
     }
 }
 
@@ -248,5 +332,32 @@ mod tests {
         ), "{out}");
         assert!(out.contains("status=\"404\"} 1"), "{out}");
         assert_eq!(escape("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn webhook_attempts_are_counted_by_subscription_and_outcome() {
+        let r = Registry::default();
+        r.webhook_attempt("ci", "delivered", Duration::from_millis(3));
+        r.webhook_attempt("ci", "http_error", Duration::from_millis(3));
+        r.webhook_attempt("ci", "http_error", Duration::from_millis(3));
+        r.webhook_owed.store(4, Ordering::Relaxed);
+        let mut out = String::new();
+        r.render(&mut out);
+        assert!(
+            out.contains(
+                "runledger_webhook_attempts_total{subscription=\"ci\",outcome=\"http_error\"} 2\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains(
+                "runledger_webhook_attempt_duration_seconds_count{subscription=\"ci\"} 3\n"
+            ),
+            "{out}"
+        );
+        assert!(
+            out.contains("runledger_webhook_deliveries_owed 4\n"),
+            "{out}"
+        );
     }
 }

@@ -23,6 +23,7 @@ use crate::http::{self, AppState};
 use crate::projection::Index;
 use crate::store::api_keys::KeyKind;
 use crate::store::{self, Store};
+use crate::webhooks::Webhooks;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -48,6 +49,8 @@ pub enum Error {
     Serve(std::io::Error),
     #[error("the final sync at shutdown failed: {0}")]
     FinalSync(crate::store::Error),
+    #[error("webhooks: {0}")]
+    Webhooks(crate::webhooks::Error),
     #[error(transparent)]
     Sandbox(#[from] crate::exec::sandbox::Error),
     #[error(transparent)]
@@ -208,7 +211,9 @@ impl Application {
         let executor = executor(&config, &store, sandboxes)?;
         // Watched from here on: before this, a start on a full disk fails on its own writes.
         store.watch_space(config.disk_reserve_bytes);
-        let runs = Runs::new(store.clone(), index, executor.clone());
+        // Before any command: the outbox is settled against the log (`crate::webhooks`).
+        let webhooks = Webhooks::open(&config, &store).map_err(Error::Webhooks)?;
+        let runs = Runs::new(store.clone(), index, executor.clone(), webhooks.clone());
         let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
         // Executions that were in progress when the service stopped are lost; they are failed
@@ -220,6 +225,9 @@ impl Application {
             scheme,
             state,
         } = serve(&config, &runs, secret)?;
+        webhooks
+            .start(render_for_webhooks(&state))
+            .map_err(Error::Webhooks)?;
         spawn_recovery(&runs, &executor, &state, failed_lost);
         spawn_resume(&runs, &executor, &store);
         Ok(Application {
@@ -294,6 +302,9 @@ impl Application {
         if let Err(e) = serving.await {
             tracing::warn!(error = %e, "the HTTP server task ended abnormally");
         }
+        // Deliveries in flight are abandoned (still owed, so the next start sends them); the
+        // dispatcher lets go of the store.
+        runs.webhooks().stop();
         // Index what is acknowledged, so the next start has no dirty run to catch up.
         let projecting = runs.clone();
         if actix_web::web::block(move || projecting.stop_projector())
@@ -306,6 +317,21 @@ impl Application {
         tracing::info!("shutdown complete");
         Ok(())
     }
+}
+
+/// A webhook's `data`: the run as `GET /api/v1/agent/runs/{id}` answers it, with the clock read
+/// as the event's time, so that every attempt of a delivery sends the same bytes.
+fn render_for_webhooks(state: &web::Data<AppState>) -> crate::webhooks::Render {
+    let public_url = state.public_url.clone();
+    let secret = state.session_secret;
+    Arc::new(move |run, at| {
+        let links = http::wire::Links {
+            public_url: &public_url,
+            secret: &secret,
+            now: at,
+        };
+        serde_json::to_vec(&http::wire::RunItem::from(run, &links)).map_err(|e| e.to_string())
+    })
 }
 
 /// The data directory is this user's alone (0700), with the store and transcripts 0700/0600:

@@ -22,8 +22,9 @@ const LAYERS: &[&[&str]] = &[
     &["projection"],
     // The configuration reads the file into values (`harness` describes how environments run).
     &["config"],
-    // Agent processes, driven by the configuration, recording through the store.
-    &["exec"],
+    // Agent processes, driven by the configuration, recording through the store; webhook
+    // deliveries, written beside the log and sent from it.
+    &["exec", "webhooks"],
     // The run actors and the `Runs` handle: decide, append, project, start executions.
     &["actor"],
     // The HTTP API, then the wiring of a server, then the command line.

@@ -1051,6 +1051,7 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/agent/runs",
         "GET /api/v1/agent/runs/{run_id}",
         "POST /api/v1/agent/runs/{run_id}/cancel",
+        "GET /api/v1/agent/runs/{run_id}/deliveries",
         "GET /api/v1/agent/runs/{run_id}/events",
         "POST /api/v1/agent/runs/{run_id}/followups",
         "GET /api/v1/agent/runs/{run_id}/transcript",

@@ -135,10 +135,16 @@ struct Inner {
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
     feed: Arc<feed::Feed>,
     projector: Arc<Projector>,
+    webhooks: crate::webhooks::Webhooks,
 }
 
 impl Runs {
-    pub fn new(store: Store, index: Index, executor: Executor) -> Runs {
+    pub fn new(
+        store: Store,
+        index: Index,
+        executor: Executor,
+        webhooks: crate::webhooks::Webhooks,
+    ) -> Runs {
         Runs {
             inner: Arc::new(Inner {
                 projector: Arc::new(Projector::start(index.clone(), store.clone())),
@@ -149,6 +155,7 @@ impl Runs {
                 executor,
                 actors: Mutex::new(HashMap::new()),
                 feed: Arc::default(),
+                webhooks,
             }),
         }
     }
@@ -156,6 +163,11 @@ impl Runs {
     /// The instance's API keys.
     pub fn keys(&self) -> &Keys {
         &self.inner.keys
+    }
+
+    /// The webhook subscriptions, for their deliveries' records.
+    pub fn webhooks(&self) -> &crate::webhooks::Webhooks {
+        &self.inner.webhooks
     }
 
     /// The records of idempotent creates.
@@ -286,6 +298,7 @@ impl Runs {
             projector: self.inner.projector.clone(),
             executor: self.inner.executor.clone(),
             feed: self.inner.feed.clone(),
+            webhooks: self.inner.webhooks.clone(),
         };
         let addr = RunActor::new(id, self.clone(), handles, fresh).start();
         actors.insert(id, addr.clone());

@@ -25,6 +25,8 @@ pub(super) struct Handles {
     pub projector: Arc<Projector>,
     pub executor: Executor,
     pub feed: Arc<Feed>,
+    /// Where a decision's owed webhook deliveries are written, and handed over once durable.
+    pub webhooks: crate::webhooks::Webhooks,
 }
 
 pub(super) struct RunActor {
@@ -159,16 +161,35 @@ impl Handler<Execute> for RunActor {
             let new = decision.events.iter().fold(current.clone(), |run, event| {
                 evolve(run, self.id, event, at)
             });
+            // The webhook deliveries the decision owes, written before its events: sled
+            // recovers a prefix of its writes, so a durable event always has its entries
+            // (`crate::webhooks`). Nothing, without configured webhooks.
+            let webhooks = &self.handles.webhooks;
+            let owed = webhooks.owed(
+                current.as_ref(),
+                new.as_ref(),
+                self.id,
+                first_seq,
+                at,
+                &decision.events,
+            );
+            webhooks.write(&owed)?;
             let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
             let projector = &self.handles.projector;
             projector.mark(self.id)?;
             if let Err(e) = self.handles.store.append(&envelopes) {
                 projector.abandon(self.id);
+                // Refused before anything reached the log: a later command may write these
+                // positions, so the entries go. (After a failed sled write the store refuses
+                // everything until a restart, whose outbox pass settles them.)
+                if !matches!(e, store::Error::Sled(_)) {
+                    webhooks.withdraw(&owed);
+                }
                 return Err(e.into());
             }
-            Ok((new, decision.effects))
+            Ok((new, decision.effects, owed))
         });
-        let (new, effects) = match prepared {
+        let (new, effects, owed) = match prepared {
             Ok(p) => p,
             Err(e) => {
                 // A run that holds no actor (finished, queued, missing) lets it stop once the
@@ -208,6 +229,7 @@ impl Handler<Execute> for RunActor {
                     };
                     // The index follows in the background; reads see the new row at once.
                     projector.submit(run.clone());
+                    actor.handles.webhooks.hand_over(owed);
                     let at_capacity = actor.dispatch(effects, &run);
                     actor.handles.feed.publish(actor.id, run.next_seq);
                     if holds_actor(&run) {

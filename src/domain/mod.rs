@@ -9,6 +9,7 @@
 pub mod events;
 pub mod ids;
 pub mod run;
+pub mod topics;
 
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
@@ -20,6 +21,7 @@ pub use run::{
     decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
     ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,
 };
+pub use topics::Topic;
 
 /// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.
 #[cfg(test)]

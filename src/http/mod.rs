@@ -5,6 +5,7 @@
 
 mod admin;
 mod artifacts;
+mod deliveries;
 mod history;
 pub mod openapi;
 pub mod problem;
@@ -485,6 +486,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 .service(
                     web::resource("/agent/runs/{run_id}/events")
                         .get(runs::events)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/deliveries")
+                        .get(deliveries::deliveries)
                         .default_service(only("GET")),
                 )
                 .service(

@@ -203,8 +203,8 @@ impl Modify for LegacyCreate {
     info(
         title = "runledger",
         description = "Self-hosted service that runs AI coding agents. The `/api/v1` endpoints \
-                       follow the wire format of the Oz agent API; `events` and `admin` are \
-                       runledger's own. Every error answer is `application/problem+json`.",
+                       follow the wire format of the Oz agent API; `events`, `deliveries` \
+                       and `admin` are runledger's own. Every error answer is `application/problem+json`.",
     ),
     paths(
         runs::create,
@@ -214,6 +214,7 @@ impl Modify for LegacyCreate {
         runs::cancel,
         runs::events,
         runs::transcript,
+        super::deliveries::deliveries,
         runs::environments,
         artifacts::get,
         artifacts::download,

@@ -20,7 +20,7 @@ use crate::domain::{Command, Creator, Run, RunAdmitted, RunId};
 use crate::idempotency::{IdempotencyKey, Recall};
 
 /// Unknown and malformed run ids are both "no such run".
-fn run_id(raw: &str) -> Result<RunId, ApiError> {
+pub(super) fn run_id(raw: &str) -> Result<RunId, ApiError> {
     raw.parse()
         .map_err(|_| ApiError::not_found(format!("no run with id {raw:?}")))
 }
@@ -491,7 +491,7 @@ pub async fn environments(
 
 /// Run `id` if the key's team may see it. Another team's run is answered exactly as a run
 /// that does not exist, so a key learns nothing of other teams' runs, not even that they exist.
-fn visible(state: &AppState, key: &Key, id: RunId) -> Result<Run, ApiError> {
+pub(super) fn visible(state: &AppState, key: &Key, id: RunId) -> Result<Run, ApiError> {
     state
         .runs
         .get(id)?

@@ -15,6 +15,8 @@ HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO="$(cd "$HERE/../.." && pwd)"
 
 PYTEST_VERSION="8.3.4"
+# The Standard Webhooks reference library, which verifies deliveries in test_webhooks.py.
+STANDARDWEBHOOKS_VERSION="1.1.0"
 DEFAULT_VERSIONS="0.15.0 0.10.1"
 VERSIONS="${SDK_VERSIONS:-$DEFAULT_VERSIONS}"
 VENV_ROOT="${SDK_VENV_ROOT:-$REPO/target/sdk-venvs}"
@@ -40,7 +42,8 @@ source "$HERE/../venv.sh"
 failed=()
 for version in $VERSIONS; do
     venv="$VENV_ROOT/$version"
-    ensure_venv "$venv" "oz-agent-sdk==$version" "oz-agent-sdk==$version" "pytest==$PYTEST_VERSION"
+    ensure_venv "$venv" "oz-agent-sdk==$version" "oz-agent-sdk==$version" "pytest==$PYTEST_VERSION" \
+        "standardwebhooks==$STANDARDWEBHOOKS_VERSION"
     echo "==> oz-agent-sdk $version" >&2
     if ! (
         cd "$REPO"
