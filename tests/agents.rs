@@ -834,7 +834,7 @@ async fn the_claude_preset_runs_claude_code_with_its_argv_and_resumes_its_sessio
             // The report protocol leads the run's base prompt.
             &format!(
                 "--append-system-prompt={}",
-                runledger::exec::presets::base_prompt("be brief")
+                runledger::exec::presets::base_prompt("be brief", "")
             ),
             &format!("--mcp-config={}", mcp_path.display()),
         ]
@@ -876,10 +876,19 @@ async fn the_claude_preset_runs_claude_code_with_its_argv_and_resumes_its_sessio
 async fn the_codex_preset_runs_codex_with_its_argv_and_provider_and_resumes_its_thread() {
     let f = Fixture::new();
     let s = preset_server(&f).await;
+    // With an attachment, which the base prompt names.
     let codex = s
-        .create(json!({"prompt": "fix it", "config": {"environment_id": "codex", "model_id": "o4", "base_prompt": "be brief"}}))
+        .create(json!({"prompt": "fix it", "config": {"environment_id": "codex", "model_id": "o4", "base_prompt": "be brief"},
+                       "attachments": [{"file_name": "spec.md", "mime_type": "text/markdown", "data": "IyBzcGVj"}]}))
         .await;
     s.wait_state(&codex, "SUCCEEDED").await;
+    let attached = runledger::exec::presets::attachments_prompt(
+        &workspace(&s, &codex)
+            .join(".runledger/attachments")
+            .display()
+            .to_string(),
+        &["spec.md"],
+    );
     assert_eq!(
         argv(&s, &codex, "codex-1"),
         [
@@ -891,7 +900,7 @@ async fn the_codex_preset_runs_codex_with_its_argv_and_provider_and_resumes_its_
             "--",
             &format!(
                 "{}\n\nfix it",
-                runledger::exec::presets::base_prompt("be brief")
+                runledger::exec::presets::base_prompt("be brief", &attached)
             ),
         ]
     );

@@ -825,7 +825,27 @@ fn saved_session(x: &Execution<'_>) -> Option<String> {
 /// skill-only run names its skill) in a new session; a follow-up in the session the CLI
 /// reported; or, when no session is known (the CLI never reported one), the task and the
 /// follow-up together in a new session, so the agent still has both.
-fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<String>) {
+/// The base prompt a preset's CLI gets for `job` in `workspace`: the report protocol, the
+/// run's attachments, the run's own base prompt.
+fn preset_base_prompt(job: &Assignment, workspace: &Path) -> String {
+    let names: Vec<&str> = job
+        .run
+        .attachments
+        .iter()
+        .map(|a| a.file_name.as_str())
+        .collect();
+    let dir = super::attachments::dir(workspace);
+    presets::base_prompt(
+        job.run.config.base_prompt.as_deref().unwrap_or(""),
+        &presets::attachments_prompt(&dir.display().to_string(), &names),
+    )
+}
+
+fn prompt_values(
+    job: &Assignment,
+    workspace: &Path,
+    session: Option<String>,
+) -> (String, Option<String>) {
     let run = &job.run;
     let prompt = if run.prompt.trim().is_empty() {
         format!(
@@ -844,9 +864,7 @@ fn prompt_values(job: &Assignment, session: Option<String>) -> (String, Option<S
             // follow-up of the largest sizes would not fit, so the task gives way.
             // Codex and Gemini CLI get the base prompt in the same argument.
             let base = match job.environment.harness {
-                Harness::Codex | Harness::Gemini => {
-                    presets::base_prompt(run.config.base_prompt.as_deref().unwrap_or("")).len()
-                }
+                Harness::Codex | Harness::Gemini => preset_base_prompt(job, workspace).len(),
                 _ => 0,
             };
             let room = ARG_BYTES.saturating_sub(f.message.len() + base + 64);
@@ -1403,7 +1421,7 @@ async fn start(
     let delivering = next_turn.is_some();
     let (prompt, session) = match next_turn {
         Some(text) => (text, saved),
-        None => prompt_values(x.job, saved),
+        None => prompt_values(x.job, &x.workspace, saved),
     };
     let model = x.job.run.config.model_id.clone().unwrap_or_default();
     let values = Values {
@@ -1417,13 +1435,10 @@ async fn start(
         },
         // A preset's CLI learns the report protocol from its base prompt; a command agent
         // reads it in the documentation.
-        base_prompt: {
-            let run_base = x.job.run.config.base_prompt.clone().unwrap_or_default();
-            if env.harness.is_preset() {
-                presets::base_prompt(&run_base)
-            } else {
-                run_base
-            }
+        base_prompt: if env.harness.is_preset() {
+            preset_base_prompt(x.job, &x.workspace)
+        } else {
+            x.job.run.config.base_prompt.clone().unwrap_or_default()
         },
         mcp_config: x.mcp_path.display().to_string(),
         workspace: x.workspace.display().to_string(),

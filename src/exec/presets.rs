@@ -201,13 +201,28 @@ environment variable RUNLEDGER_REPORT (append with >>, never overwrite it):
 Paths are relative to your working directory (the workspace) and must stay inside it; a \
 screenshot is a PNG, JPEG, GIF or WebP image. Report each pull request you open.";
 
-/// The base prompt a preset's CLI gets: the report protocol, then the run's base prompt.
-pub fn base_prompt(run_base_prompt: &str) -> String {
-    if run_base_prompt.is_empty() {
-        REPORT_PROMPT.to_string()
-    } else {
-        format!("{REPORT_PROMPT}\n\n{run_base_prompt}")
+/// What a preset's CLI is told of the run's attachments (`names`, in `dir`); empty when
+/// there are none.
+pub fn attachments_prompt(dir: &str, names: &[&str]) -> String {
+    if names.is_empty() {
+        return String::new();
     }
+    let quoted: Vec<String> = names.iter().map(|n| format!("{n:?}")).collect();
+    format!(
+        "The user attached files for this task. They are in {dir} (the directory named by \
+         RUNLEDGER_ATTACHMENTS_DIR): {}.",
+        quoted.join(", ")
+    )
+}
+
+/// The base prompt a preset's CLI gets: the report protocol, what is attached (from
+/// `attachments_prompt`), then the run's base prompt.
+pub fn base_prompt(run_base_prompt: &str, attachments: &str) -> String {
+    [REPORT_PROMPT, attachments, run_base_prompt]
+        .into_iter()
+        .filter(|part| !part.is_empty())
+        .collect::<Vec<_>>()
+        .join("\n\n")
 }
 
 /// The argv of one execution. For the `command` harness, `command` is the whole argv. For a
@@ -264,7 +279,7 @@ mod tests {
 
     #[test]
     fn the_base_prompt_tells_the_cli_about_the_report_file() {
-        let prompt = base_prompt("be brief");
+        let prompt = base_prompt("be brief", "");
         assert!(prompt.starts_with(REPORT_PROMPT));
         assert!(prompt.ends_with("\n\nbe brief"));
         assert!(prompt.contains("RUNLEDGER_REPORT"));
@@ -272,9 +287,20 @@ mod tests {
             let shape = format!("{{\"type\":\"{kind}\"");
             assert!(REPORT_PROMPT.contains(&shape), "{kind}");
         }
-        assert_eq!(base_prompt(""), REPORT_PROMPT);
+        assert_eq!(base_prompt("", ""), REPORT_PROMPT);
+        let attached = attachments_prompt("/w/.runledger/attachments", &["spec.md", "a, b.png"]);
+        assert_eq!(
+            attached,
+            "The user attached files for this task. They are in /w/.runledger/attachments (the \
+             directory named by RUNLEDGER_ATTACHMENTS_DIR): \"spec.md\", \"a, b.png\"."
+        );
+        assert_eq!(
+            base_prompt("be brief", &attached),
+            format!("{REPORT_PROMPT}\n\n{attached}\n\nbe brief")
+        );
+        assert_eq!(attachments_prompt("/w", &[]), "");
         let mut v = values();
-        v.base_prompt = base_prompt("");
+        v.base_prompt = base_prompt("", "");
         let args = argv(Harness::Claude, &[], &v, &EDIT);
         assert!(args
             .iter()
