@@ -395,3 +395,36 @@ def test_a_follow_up_after_a_server_restart_continues_the_session(runledger, ser
     assert any(task in p for p in user_prompts(followup)), user_prompts(followup)
     system = [e["text"] for e in runledger.entries(run_id) if e["stream"] == "system"]
     assert any(t.startswith("resuming the CLI's session ") for t in system), system
+
+
+REPORT_TASK = [
+    {
+        "tool": "shell",
+        "command": (
+            "echo '# Findings' > findings.md && "
+            "printf '%s\\n' "
+            "'{\"type\":\"pull_request\",\"url\":\"https://git.example.com/acme/app/pull/9\",\"branch\":\"fix-9\"}' "
+            "'{\"type\":\"file\",\"path\":\"findings.md\",\"description\":\"what was found\"}' "
+            ">> \"$RUNLEDGER_REPORT\""
+        ),
+    },
+    {"text": "Reported the pull request and the findings."},
+]
+
+
+def test_a_cli_reports_artifacts_through_the_report_file(runledger, server, cli):
+    """The preset tells the CLI about RUNLEDGER_REPORT in its base prompt, and what the CLI's own
+    shell tool appends there comes back as the run's artifacts."""
+    server.script({"turns": REPORT_TASK})
+    run_id = runledger.create(cli, "Open the pull request and report it with your findings.")
+    run = runledger.finished(run_id)
+    assert run["state"] == "SUCCEEDED", (run, runledger.transcript(run_id))
+    assert any("RUNLEDGER_REPORT" in json.dumps(r["body"]) for r in server.main_requests()), "the protocol never reached the model"
+    artifacts = run.get("artifacts", [])
+    assert [a["artifact_type"] for a in artifacts] == ["PULL_REQUEST", "FILE"], (artifacts, runledger.transcript(run_id))
+    assert artifacts[0]["data"] == {"url": "https://git.example.com/acme/app/pull/9", "branch": "fix-9"}
+    assert artifacts[1]["data"]["filepath"] == "findings.md"
+    status, got = runledger.call("GET", f"/agent/artifacts/{artifacts[1]['data']['artifact_uid']}")
+    assert status == 200, got
+    with urllib.request.urlopen(got["data"]["download_url"], timeout=10) as r:
+        assert r.read() == b"# Findings\n"
