@@ -77,6 +77,14 @@ impl Error {
     }
 }
 
+/// A file of a create, validated and decoded, before it is stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Upload {
+    pub file_name: String,
+    pub mime_type: String,
+    pub bytes: Vec<u8>,
+}
+
 /// What the health endpoints and metrics show of the store.
 #[derive(Debug, Clone)]
 pub struct StoreHealth {
@@ -201,13 +209,10 @@ impl Runs {
             .map_err(store::Error::from)?)
     }
 
-    /// Puts the files of a create (`(file name, media type, bytes)`) in the content store,
-    /// durably, before the run that names them is recorded; on the blocking pool. Refused,
-    /// storing nothing, while the store refuses new work.
-    pub async fn store_attachments(
-        &self,
-        files: Vec<(String, String, Vec<u8>)>,
-    ) -> Result<Vec<Attachment>, Error> {
+    /// Puts the files of a create in the content store, durably, before the run that names
+    /// them is recorded; on the blocking pool. Refused, storing nothing, while the store
+    /// refuses new work.
+    pub async fn store_attachments(&self, files: Vec<Upload>) -> Result<Vec<Attachment>, Error> {
         if files.is_empty() {
             return Ok(Vec::new());
         }
@@ -216,10 +221,10 @@ impl Runs {
         let stored = tokio::task::spawn_blocking(move || {
             files
                 .into_iter()
-                .map(|(file_name, mime_type, bytes)| {
+                .map(|u| {
                     Ok(Attachment {
-                        content: content.put_bytes(&bytes, &mime_type)?,
-                        file_name,
+                        content: content.put_bytes(&u.bytes, &u.mime_type)?,
+                        file_name: u.file_name,
                     })
                 })
                 .collect::<Result<Vec<_>, store::content::Error>>()

@@ -32,7 +32,7 @@ use super::{held, open_salvage, Cli};
 use crate::domain::DEFAULT_TEAM;
 use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use crate::format::events::{event_from_json, event_json};
-use crate::format::time::{format_time, hex, parse_exact_time};
+use crate::format::time::{format_time, hex, parse_exact_time, unhex32};
 use crate::projection::Index;
 use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Envelope, Store};
@@ -288,7 +288,7 @@ struct Incoming {
 }
 
 impl Incoming {
-    /// Takes one content line; `Some(..)` once the content is whole (and stored).
+    /// Begins a content of `size` bytes with SHA-256 `sha256`, in a temporary file of `store`.
     fn start(store: &Store, sha256: [u8; 32], size: u64) -> Result<Incoming, String> {
         let path = store.data_dir().join("content-import.part");
         let file = fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?;
@@ -302,6 +302,7 @@ impl Incoming {
         })
     }
 
+    /// Appends the piece at `offset`, which must be the next one and fit in the size.
     fn add(&mut self, offset: u64, data: &[u8]) -> Result<(), String> {
         let named = hex(&self.sha256);
         if offset != self.next {
@@ -349,17 +350,6 @@ impl Incoming {
         let _ = fs::remove_file(&self.path);
         stored.map(|_| ())
     }
-}
-
-fn unhex32(s: &str) -> Option<[u8; 32]> {
-    if s.len() != 64 || !s.is_ascii() {
-        return None;
-    }
-    let mut out = [0u8; 32];
-    for (i, byte) in out.iter_mut().enumerate() {
-        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
-    }
-    Some(out)
 }
 
 /// Checks event lines as they stream by. Only a little is kept per run (what its next event

@@ -152,15 +152,7 @@ impl ContentData {
     }
 
     fn content(self) -> Result<Content, EventJsonError> {
-        let bytes: Option<Vec<u8>> = (self.sha256.len() == 64)
-            .then(|| {
-                (0..32)
-                    .map(|i| u8::from_str_radix(&self.sha256[2 * i..2 * i + 2], 16).ok())
-                    .collect()
-            })
-            .flatten();
-        let sha256 = bytes
-            .and_then(|b| <[u8; 32]>::try_from(b).ok())
+        let sha256 = super::time::unhex32(&self.sha256)
             .ok_or_else(|| bad(format!("sha256 {:?} is not 64 hex digits", self.sha256)))?;
         Ok(Content {
             sha256,

@@ -207,6 +207,18 @@ pub fn hex(bytes: &[u8]) -> String {
     out
 }
 
+/// The 32 bytes whose hex (64 digits) is `s`; `None` for anything else.
+pub fn unhex32(s: &str) -> Option<[u8; 32]> {
+    if s.len() != 64 || !s.is_ascii() {
+        return None;
+    }
+    let mut out = [0u8; 32];
+    for (i, byte) in out.iter_mut().enumerate() {
+        *byte = u8::from_str_radix(s.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
 /// Parses an RFC 3339 time (a missing offset is read as UTC) into nanoseconds since the epoch.
 pub fn parse_time(s: &str) -> Option<i128> {
     if let Ok(dt) = OffsetDateTime::parse(s, &Rfc3339) {

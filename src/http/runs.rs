@@ -93,11 +93,7 @@ pub async fn create(
     };
     let (created, uploads) = validate::create(&body, &state.config, creator)?;
     may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
-    let files = uploads
-        .into_iter()
-        .map(|u| (u.file_name, u.mime_type, u.bytes))
-        .collect();
-    let attachments = state.runs.store_attachments(files).await?;
+    let attachments = state.runs.store_attachments(uploads).await?;
     // Credentials are sealed before anything is recorded: the log only ever holds `***`.
     let created = state
         .runs

@@ -8,6 +8,7 @@ use super::problem::ApiError;
 use super::wire::{
     parse_time, AgentConfigIn, AttachmentInput, FollowupRequest, McpServerIn, RunAgentRequest,
 };
+use crate::actor::Upload;
 use crate::config::Config;
 use crate::domain::{
     AgentConfig, Creator, FollowupMode, McpServer, RunCreated, RunState, SourceType, Timestamp,
@@ -311,14 +312,6 @@ pub const MAX_ATTACHMENT_BYTES: usize = 10 * 1024 * 1024;
 pub const MAX_ATTACHMENTS_TOTAL_BYTES: usize = 20 * 1024 * 1024;
 /// The longest attachment file name and media type.
 pub const MAX_ATTACHMENT_NAME_BYTES: usize = 255;
-
-/// A validated attachment of a create, decoded, before it is stored.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Upload {
-    pub file_name: String,
-    pub mime_type: String,
-    pub bytes: Vec<u8>,
-}
 
 /// Whether `name` can name a file in a directory without leaving it: one path component, no
 /// control characters, at most `MAX_ATTACHMENT_NAME_BYTES`.
