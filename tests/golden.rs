@@ -299,3 +299,113 @@ fn every_variant_has_a_fixture_and_matches_it() {
     ];
     assert_eq!(kinds, all);
 }
+
+/// One sample of every schedule event variant (the payload as postcard encodes it; the
+/// envelope that frames it in the log is the store's).
+fn schedule_samples() -> Vec<(&'static str, runledger::domain::schedule::ScheduleEvent)> {
+    use runledger::domain::schedule::{ScheduleEvent, ScheduleSpec};
+    let spec = ScheduleSpec {
+        name: "nightly".into(),
+        cron: "0 3 * * 1-5".into(),
+        time_zone: "Europe/Berlin".into(),
+        prompt: "Update the dependencies".into(),
+        config: AgentConfig {
+            environment_id: Some("infra".into()),
+            ..AgentConfig::default()
+        },
+        sealed: None,
+    };
+    let by = Creator {
+        kind: CreatorKind::User,
+        uid: "01KEY".into(),
+        display_name: "alice".into(),
+    };
+    vec![
+        (
+            "schedule_created",
+            ScheduleEvent::Created {
+                spec: spec.clone(),
+                enabled: true,
+                team: "infra".into(),
+                by: by.clone(),
+            },
+        ),
+        (
+            "schedule_updated",
+            ScheduleEvent::Updated {
+                spec: ScheduleSpec {
+                    cron: "@daily".into(),
+                    time_zone: "UTC".into(),
+                    sealed: Some(Sealed {
+                        nonce: [0x11; 24],
+                        ciphertext: vec![1, 2, 3],
+                    }),
+                    ..spec
+                },
+                enabled: false,
+                by,
+            },
+        ),
+        (
+            "schedule_paused",
+            ScheduleEvent::Paused { by: "01KEY".into() },
+        ),
+        (
+            "schedule_resumed",
+            ScheduleEvent::Resumed { by: "01KEY".into() },
+        ),
+        (
+            "schedule_deleted",
+            ScheduleEvent::Deleted { by: "01KEY".into() },
+        ),
+        (
+            "schedule_fired",
+            ScheduleEvent::Fired {
+                due: Timestamp(1_764_126_000_000),
+                run_id: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a),
+            },
+        ),
+        (
+            "schedule_fire_failed",
+            ScheduleEvent::FireFailed {
+                due: Timestamp(1_764_212_400_000),
+                error: "environment \"infra\" already has 10000 runs waiting".into(),
+            },
+        ),
+    ]
+}
+
+#[test]
+fn every_schedule_event_variant_has_a_fixture_and_matches_it() {
+    use runledger::domain::schedule::ScheduleEvent;
+    let write = std::env::var("RUNLEDGER_WRITE_GOLDEN").is_ok();
+    let dir = fixture_dir().with_file_name("schedule_events");
+    for (name, event) in schedule_samples() {
+        let bytes = postcard::to_allocvec(&event).expect("encodes");
+        let path = dir.join(format!("{name}.bin"));
+        if !path.exists() && write {
+            std::fs::create_dir_all(&dir).expect("fixture dir");
+            std::fs::write(&path, &bytes).expect("write fixture");
+        }
+        let golden =
+            std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()));
+        assert_eq!(bytes, golden, "encoding of {name} changed");
+        assert_eq!(
+            postcard::from_bytes::<ScheduleEvent>(&golden).expect("decodes"),
+            event,
+            "{name} decodes differently"
+        );
+    }
+    // A new variant does not compile until it has a sample above.
+    for (_, event) in schedule_samples() {
+        match event {
+            ScheduleEvent::Created { .. }
+            | ScheduleEvent::Updated { .. }
+            | ScheduleEvent::Paused { .. }
+            | ScheduleEvent::Resumed { .. }
+            | ScheduleEvent::Deleted { .. }
+            | ScheduleEvent::Fired { .. }
+            | ScheduleEvent::FireFailed { .. } => {}
+        }
+    }
+}

@@ -9,6 +9,7 @@
 pub mod events;
 pub mod ids;
 pub mod run;
+pub mod schedule;
 pub mod topics;
 
 pub use events::{
