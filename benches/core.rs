@@ -113,11 +113,11 @@ fn codec(c: &mut Criterion) {
         b.iter(|| encode(black_box(&record)).expect("encodes"))
     });
     g.bench_function(format!("decode_created_{}B", bytes.len()), |b| {
-        b.iter(|| decode(black_box(&bytes)).expect("decodes"))
+        b.iter(|| decode::<runledger::store::Envelope>(black_box(&bytes)).expect("decodes"))
     });
     let small = encode(&envelope(run_id(1), 1, Event::Started { execution: 1 })).expect("encodes");
     g.bench_function(format!("decode_started_{}B", small.len()), |b| {
-        b.iter(|| decode(black_box(&small)).expect("decodes"))
+        b.iter(|| decode::<runledger::store::Envelope>(black_box(&small)).expect("decodes"))
     });
     g.finish();
 }

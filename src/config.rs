@@ -144,6 +144,16 @@ struct ConfigFile {
     prices: PricesFile,
     #[serde(default)]
     webhooks: Vec<WebhookFile>,
+    #[serde(default)]
+    schedules: SchedulesFile,
+}
+
+/// `[schedules]` as written in the file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SchedulesFile {
+    /// The test mode: cron expressions may have a sixth, leading seconds field.
+    seconds: Option<bool>,
 }
 
 /// One `[[webhooks]]` table as written in the file.
@@ -438,6 +448,9 @@ pub struct Config {
     pub artifacts: ArtifactLimits,
     /// `[[webhooks]]`: who is told about runs' changes.
     pub webhooks: Vec<Webhook>,
+    /// `schedules.seconds`: cron expressions may have a leading seconds field. A test mode
+    /// (a schedule then fires every few seconds); off by default.
+    pub schedule_seconds: bool,
 }
 
 /// The sizes of what an agent may report through `RUNLEDGER_REPORT` (`exec::report`), and how
@@ -735,6 +748,7 @@ fn resolve(
         transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
         artifacts: artifact_limits(&file.limits)?,
         webhooks,
+        schedule_seconds: file.schedules.seconds.unwrap_or(false),
     })
 }
 

@@ -35,7 +35,7 @@ pub enum Cause<'a> {
 /// The consequence of a store error.
 pub fn of_store(e: &store::Error) -> Cause<'static> {
     match e {
-        store::Error::Corrupt { .. } => Cause::Damaged,
+        store::Error::Corrupt { .. } | store::Error::ScheduleCorrupt { .. } => Cause::Damaged,
         store::Error::Refused(refusal) => Cause::Refused {
             reason: refusal.condition.reason().unwrap_or_default(),
             retryable: refusal.retryable(),

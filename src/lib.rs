@@ -22,6 +22,7 @@ pub mod memo;
 pub mod memory;
 pub mod metrics;
 pub mod projection;
+pub mod schedules;
 pub mod startup;
 pub mod store;
 pub mod telemetry;

@@ -100,11 +100,26 @@ pub struct Registry {
     webhook_latency: RwLock<BTreeMap<String, Arc<Histogram>>>,
     /// Webhook deliveries owed (in the outbox, not yet ended).
     pub webhook_owed: AtomicU64,
+    /// From a schedule's due time to its run being durable.
+    pub schedule_lag: Histogram,
+    /// Schedule firings that made their run, and that could not.
+    schedule_fired: AtomicU64,
+    schedule_failed: AtomicU64,
 }
 
 pub static METRICS: LazyLock<Registry> = LazyLock::new(Registry::default);
 
 impl Registry {
+    /// Counts one schedule firing: `fired` (its run was made) or `failed`.
+    pub fn schedule_fired(&self, outcome: &'static str) {
+        let counter = if outcome == "fired" {
+            &self.schedule_fired
+        } else {
+            &self.schedule_failed
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// Records one webhook delivery attempt: `outcome` is a fixed word (`delivered`,
     /// `http_error`, `refused`, …), so the series stay bounded.
     pub fn webhook_attempt(&self, subscription: &str, outcome: &'static str, took: Duration) {
@@ -211,6 +226,11 @@ impl Registry {
                 "One batch of background index updates.",
                 &self.index_batch,
             ),
+            (
+                "runledger_schedule_firing_lag_seconds",
+                "From a schedule's due time to its run being durable.",
+                &self.schedule_lag,
+            ),
         ] {
             family(out, name, "histogram", help);
             h.render(out, name, "");
@@ -229,6 +249,23 @@ impl Registry {
             let _ = writeln!(
                 out,
                 "{name}{{kind=\"{kind}\"}} {}",
+                n.load(Ordering::Relaxed)
+            );
+        }
+        let name = "runledger_schedule_firings_total";
+        family(
+            out,
+            name,
+            "counter",
+            "Schedule firings by outcome: fired (the run was made) or failed.",
+        );
+        for (outcome, n) in [
+            ("fired", &self.schedule_fired),
+            ("failed", &self.schedule_failed),
+        ] {
+            let _ = writeln!(
+                out,
+                "{name}{{outcome=\"{outcome}\"}} {}",
                 n.load(Ordering::Relaxed)
             );
         }

@@ -21,6 +21,7 @@ use crate::config::Config;
 use crate::exec::{Executor, Supervision, Transcripts};
 use crate::http::{self, AppState};
 use crate::projection::Index;
+use crate::schedules::Schedules;
 use crate::store::api_keys::KeyKind;
 use crate::store::{self, Store};
 use crate::webhooks::Webhooks;
@@ -219,12 +220,13 @@ impl Application {
         // Executions that were in progress when the service stopped are lost; they are failed
         // before any request is served, so nothing started by this process is mistaken for one.
         let failed_lost = runs.fail_lost_executions().await.map_err(Error::Recovery)?;
+        let schedules = Schedules::open(&store, &runs, config.clone());
         let Serving {
             server,
             addr,
             scheme,
             state,
-        } = serve(&config, &runs, secret)?;
+        } = serve(&config, &runs, &schedules, secret)?;
         webhooks
             .start(render_for_webhooks(&state))
             .map_err(Error::Webhooks)?;
@@ -290,6 +292,7 @@ impl Application {
         };
         tracing::info!(signal, "shutting down");
         state.ready.store(false, Ordering::Release);
+        state.schedules.stop();
         handle.pause().await;
         if !executor.shutdown(grace + AGENT_STOP_SLACK).await {
             tracing::warn!(
@@ -478,7 +481,12 @@ struct Serving {
     state: web::Data<AppState>,
 }
 
-fn serve(config: &Arc<Config>, runs: &Runs, secret: [u8; 32]) -> Result<Serving, Error> {
+fn serve(
+    config: &Arc<Config>,
+    runs: &Runs,
+    schedules: &Schedules,
+    secret: [u8; 32],
+) -> Result<Serving, Error> {
     // Bind first, so that a port-0 address is known before the links are built.
     let listener = std::net::TcpListener::bind(config.bind).map_err(|source| Error::Listen {
         addr: config.bind,
@@ -496,6 +504,7 @@ fn serve(config: &Arc<Config>, runs: &Runs, secret: [u8; 32]) -> Result<Serving,
         .unwrap_or_else(|| format!("{scheme}://{addr}"));
     let state = web::Data::new(AppState::new(
         runs.clone(),
+        schedules.clone(),
         config.clone(),
         public_url,
         secret,
@@ -539,6 +548,9 @@ fn spawn_recovery(
                 // A shutdown that began meanwhile has made the service unready for good.
                 if !executor.is_shutting_down() {
                     requeue_state.ready.store(true, Ordering::Release);
+                    // Firings make runs: they wait until the waiting runs are queued again,
+                    // so a catch-up run never jumps ahead of them.
+                    actix_rt::spawn(requeue_state.schedules.clone().run());
                 }
             }
             Err(e) => tracing::error!(error = %e, "recovery failed; the service stays unready"),

@@ -255,7 +255,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
             "encoding of {name} changed; the stored log format must not change"
         );
         assert_eq!(
-            decode(&golden).expect("decodes").event,
+            decode::<runledger::store::Envelope>(&golden)
+                .expect("decodes")
+                .event,
             event,
             "{name} decodes differently"
         );
@@ -314,6 +316,7 @@ fn schedule_samples() -> Vec<(&'static str, runledger::domain::schedule::Schedul
             ..AgentConfig::default()
         },
         sealed: None,
+        metadata: [("ticket".to_string(), "OPS-7".to_string())].into(),
     };
     let by = Creator {
         kind: CreatorKind::User,

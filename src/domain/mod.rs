@@ -22,6 +22,10 @@ pub use run::{
     decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
     ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,
 };
+pub use schedule::{
+    decide_schedule, evolve_schedule, Firing, Schedule, ScheduleCommand, ScheduleEvent, ScheduleId,
+    ScheduleRejection, ScheduleSpec, MAX_REMEMBERED_FIRINGS,
+};
 pub use topics::Topic;
 
 /// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.

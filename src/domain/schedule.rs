@@ -11,6 +11,8 @@
 //! The events are encoded positionally (postcard) like the run's: add variants and fields only
 //! as new variants at the end.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 
 use super::events::{AgentConfig, Creator, Sealed};
@@ -27,9 +29,12 @@ pub struct ScheduleSpec {
     pub cron: String,
     pub time_zone: String,
     pub prompt: String,
-    /// Resolved like a run's config, with `***` for credential values (sealed in `sealed`).
+    /// Resolved like a run's config, with `***` for credential values (sealed in `sealed`,
+    /// bound to the schedule's team and the key that created it: its runs' creator).
     pub config: AgentConfig,
     pub sealed: Option<Sealed>,
+    /// Given to every run the schedule makes.
+    pub metadata: BTreeMap<String, String>,
 }
 
 /// One change to a schedule. The time of the change lives in the envelope.
@@ -58,6 +63,21 @@ pub enum ScheduleEvent {
     Fired { due: Timestamp, run_id: RunId },
     /// The firing due at `due` could not create its run, for `error`.
     FireFailed { due: Timestamp, error: String },
+}
+
+impl ScheduleEvent {
+    /// A stable, human-readable name of the variant (exports and the `events` command).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ScheduleEvent::Created { .. } => "ScheduleCreated",
+            ScheduleEvent::Updated { .. } => "ScheduleUpdated",
+            ScheduleEvent::Paused { .. } => "SchedulePaused",
+            ScheduleEvent::Resumed { .. } => "ScheduleResumed",
+            ScheduleEvent::Deleted { .. } => "ScheduleDeleted",
+            ScheduleEvent::Fired { .. } => "ScheduleFired",
+            ScheduleEvent::FireFailed { .. } => "ScheduleFireFailed",
+        }
+    }
 }
 
 /// How many firings a schedule remembers (its history in the API: last runs and their states).
@@ -195,7 +215,12 @@ pub fn decide_schedule(
             Ok(vec![ScheduleEvent::Fired { due, run_id }])
         }
         ScheduleCommand::FailFire { due, error } => {
-            fireable(s, due)?;
+            // The firing may have been recorded already (`Fired`) and its run then refused:
+            // the failure replaces that firing.
+            let recorded = s.firings.last().is_some_and(|f| f.due == due);
+            if !recorded {
+                fireable(s, due)?;
+            }
             Ok(vec![ScheduleEvent::FireFailed { due, error }])
         }
     }
@@ -286,6 +311,10 @@ pub fn evolve_schedule(
         ScheduleEvent::FireFailed { due, error } => {
             s.last_due = Some(s.last_due.map_or(*due, |last| last.max(*due)));
             s.last_error = Some(error.clone());
+            // A firing whose run could not be made is no firing: its run does not exist.
+            if s.firings.last().is_some_and(|f| f.due == *due) {
+                s.firings.pop();
+            }
         }
     }
     Some(s)
@@ -314,6 +343,7 @@ mod tests {
             prompt: "nightly maintenance".into(),
             config: AgentConfig::default(),
             sealed: None,
+            metadata: BTreeMap::from([("team".into(), "infra".into())]),
         }
     }
 
@@ -406,6 +436,31 @@ mod tests {
         assert_eq!(
             s.last_error, None,
             "a firing that made its run clears the error"
+        );
+    }
+
+    #[test]
+    fn a_recorded_firing_whose_run_was_refused_becomes_a_failure() {
+        let history = [created(true), fired(1_000, 1)];
+        let failure = ScheduleCommand::FailFire {
+            due: Timestamp(1_000),
+            error: "queue full".into(),
+        };
+        let events = when(&history, failure.clone()).expect("recorded firing fails");
+        let mut all = history.to_vec();
+        all.extend(events);
+        let s = given(&all).expect("schedule");
+        assert!(s.firings.is_empty(), "the firing made no run");
+        assert_eq!(s.last_due, Some(Timestamp(1_000)));
+        assert_eq!(s.last_error.as_deref(), Some("queue full"));
+        // Once failed, neither the firing nor its failure is recorded again.
+        assert_eq!(
+            when(&all, fire(1_000, 1)),
+            Err(ScheduleRejection::AlreadyFired(1_000))
+        );
+        assert_eq!(
+            when(&all, failure),
+            Err(ScheduleRejection::AlreadyFired(1_000))
         );
     }
 

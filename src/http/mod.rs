@@ -12,6 +12,7 @@ pub mod problem;
 pub mod ratelimit;
 pub mod render;
 mod runs;
+mod schedules;
 mod session;
 mod stream;
 pub mod validate;
@@ -53,6 +54,8 @@ fn body_limit(path: &str) -> usize {
 /// Shared state of the HTTP layer.
 pub struct AppState {
     pub runs: Runs,
+    /// Every schedule (`crate::schedules`).
+    pub schedules: crate::schedules::Schedules,
     pub config: Arc<Config>,
     /// Base of `session_link`s (the configured public URL or the bound address).
     pub public_url: String,
@@ -70,6 +73,7 @@ pub struct AppState {
 impl AppState {
     pub fn new(
         runs: Runs,
+        schedules: crate::schedules::Schedules,
         config: Arc<Config>,
         public_url: String,
         session_secret: [u8; 32],
@@ -77,6 +81,7 @@ impl AppState {
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
             runs,
+            schedules,
             config,
             public_url,
             session_secret,
@@ -507,6 +512,29 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::resource("/agent/environments")
                         .get(runs::environments)
                         .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/schedules")
+                        .post(schedules::create)
+                        .get(schedules::list)
+                        .default_service(only("GET, POST")),
+                )
+                .service(
+                    web::resource("/agent/schedules/{schedule_id}")
+                        .get(schedules::get)
+                        .put(schedules::update)
+                        .delete(schedules::delete)
+                        .default_service(only("GET, PUT, DELETE")),
+                )
+                .service(
+                    web::resource("/agent/schedules/{schedule_id}/pause")
+                        .post(schedules::pause)
+                        .default_service(only("POST")),
+                )
+                .service(
+                    web::resource("/agent/schedules/{schedule_id}/resume")
+                        .post(schedules::resume)
+                        .default_service(only("POST")),
                 )
                 .service(
                     web::resource("/admin/keys")

@@ -218,6 +218,13 @@ impl Modify for LegacyCreate {
         runs::environments,
         artifacts::get,
         artifacts::download,
+        super::schedules::create,
+        super::schedules::list,
+        super::schedules::get,
+        super::schedules::update,
+        super::schedules::delete,
+        super::schedules::pause,
+        super::schedules::resume,
         admin::list,
         admin::create,
         admin::revoke,
@@ -242,6 +249,7 @@ impl Modify for LegacyCreate {
     modifiers(&Security, &RateLimited, &LegacyCreate),
     tags(
         (name = "runs", description = "Create, list, follow and cancel agent runs"),
+        (name = "schedules", description = "Prompts that fire on a cron expression, each firing a run"),
         (name = "admin", description = "API keys and teams (admin keys only)"),
         (name = "service", description = "Health, readiness, metrics, this document, session pages"),
     )

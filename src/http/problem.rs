@@ -339,3 +339,17 @@ impl From<crate::failure::StorageError> for ApiError {
         ApiError::of_cause(e.cause(), &e)
     }
 }
+
+impl From<crate::schedules::Error> for ApiError {
+    fn from(e: crate::schedules::Error) -> ApiError {
+        use crate::domain::ScheduleRejection as R;
+        match (&e, e.cause()) {
+            (crate::schedules::Error::Rejected(R::NotFound), _) => {
+                ApiError::not_found("no schedule with this id")
+            }
+            (crate::schedules::Error::Rejected(r), _) => ApiError::conflict(r.to_string()),
+            (_, Some(cause)) => ApiError::of_cause(cause, &e),
+            (_, None) => ApiError::internal(&e),
+        }
+    }
+}

@@ -498,7 +498,11 @@ pub(super) fn visible(state: &AppState, key: &Key, id: RunId) -> Result<Run, Api
 /// Refuses (403, naming it) an environment limited to teams other than the key's. The caller
 /// named the environment (or it is the default), so the answer tells them nothing new beyond
 /// that it is not theirs; the list of environments shows each key only its team's.
-fn may_use_environment(state: &AppState, key: &Key, id: Option<&str>) -> Result<(), ApiError> {
+pub(super) fn may_use_environment(
+    state: &AppState,
+    key: &Key,
+    id: Option<&str>,
+) -> Result<(), ApiError> {
     let environment = match id {
         Some(id) => state.config.environment(id),
         None => state.config.environments.first(),

@@ -11,10 +11,13 @@
 //! The envelope repeats the run id and sequence of the key so that a record copied out of
 //! place (or a key/value mix-up after corruption) is detected, not silently folded into the
 //! wrong run. Decoding verifies the version and the checksum before trusting a single byte.
+//!
+//! A schedule's events (the `schedule_events` tree, under `(schedule_id, seq)`) are records of
+//! the same layout around a `ScheduleEnvelope`.
 
-use serde::{Deserialize, Serialize};
+use serde::{de::DeserializeOwned, Deserialize, Serialize};
 
-use crate::domain::{Event, RunId, Timestamp};
+use crate::domain::{Event, RunId, ScheduleEvent, ScheduleId, Timestamp};
 
 /// The schema version written by this build. Readers accept exactly the versions they know.
 pub const SCHEMA_VERSION: u8 = 1;
@@ -28,6 +31,15 @@ pub struct Envelope {
     pub seq: u64,
     pub at: Timestamp,
     pub event: Event,
+}
+
+/// A schedule's event with its place in the schedule's log and the time it was recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ScheduleEnvelope {
+    pub schedule_id: ScheduleId,
+    pub seq: u64,
+    pub at: Timestamp,
+    pub event: ScheduleEvent,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,8 +56,8 @@ pub enum Error {
     Encode(String),
 }
 
-/// Encodes an envelope into a record.
-pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, Error> {
+/// Encodes an envelope (a run's `Envelope` or a `ScheduleEnvelope`) into a record.
+pub fn encode<T: Serialize>(envelope: &T) -> Result<Vec<u8>, Error> {
     let mut out = postcard::to_extend(envelope, vec![SCHEMA_VERSION, 0, 0, 0, 0])
         .map_err(|e| Error::Encode(e.to_string()))?;
     let crc = crc32fast::hash(&out[HEADER_LEN..]);
@@ -54,7 +66,7 @@ pub fn encode(envelope: &Envelope) -> Result<Vec<u8>, Error> {
 }
 
 /// Decodes a record, verifying its version and checksum.
-pub fn decode(record: &[u8]) -> Result<Envelope, Error> {
+pub fn decode<T: DeserializeOwned>(record: &[u8]) -> Result<T, Error> {
     if record.len() < HEADER_LEN {
         return Err(Error::Truncated(record.len()));
     }
@@ -91,7 +103,7 @@ mod tests {
     fn round_trips() {
         let bytes = encode(&sample()).expect("encodes");
         assert_eq!(bytes[0], SCHEMA_VERSION);
-        assert_eq!(decode(&bytes), Ok(sample()));
+        assert_eq!(decode::<Envelope>(&bytes), Ok(sample()));
     }
 
     #[test]
@@ -100,7 +112,10 @@ mod tests {
         for i in 1..bytes.len() {
             let mut bad = bytes.clone();
             bad[i] ^= 0x40;
-            assert!(decode(&bad).is_err(), "flip at {i} went unnoticed");
+            assert!(
+                decode::<Envelope>(&bad).is_err(),
+                "flip at {i} went unnoticed"
+            );
         }
     }
 
@@ -108,7 +123,7 @@ mod tests {
     fn refuses_unknown_versions_and_short_records() {
         let mut bytes = encode(&sample()).expect("encodes");
         bytes[0] = 9;
-        assert_eq!(decode(&bytes), Err(Error::UnknownVersion(9)));
-        assert_eq!(decode(&[1, 2]), Err(Error::Truncated(2)));
+        assert_eq!(decode::<Envelope>(&bytes), Err(Error::UnknownVersion(9)));
+        assert_eq!(decode::<Envelope>(&[1, 2]), Err(Error::Truncated(2)));
     }
 }

@@ -13,6 +13,7 @@ pub mod api_keys;
 pub mod codec;
 pub mod content;
 pub mod health;
+mod schedules;
 pub mod space;
 pub mod sync;
 pub mod watermark;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{Event, Run, RunId, Timestamp};
-pub use codec::Envelope;
+pub use codec::{Envelope, ScheduleEnvelope};
 pub use health::{Refusal, Writer};
 pub use sync::SyncError;
 
@@ -34,6 +35,8 @@ pub use sync::SyncError;
 pub const DEFAULT_CACHE_MB: u64 = 16;
 
 const EVENTS: &str = "events";
+/// The schedules' logs (`store/schedules.rs`).
+const SCHEDULE_EVENTS: &str = "schedule_events";
 const DIRTY: &str = "dirty";
 const IDEMPOTENCY: &str = "idempotency";
 const META: &str = "meta";
@@ -84,6 +87,14 @@ pub enum Error {
     },
     #[error("event {seq} of run {run_id} was already written: concurrent writers on one run")]
     Conflict { run_id: RunId, seq: u64 },
+    #[error("corrupt event record of schedule {schedule_id} at sequence {seq}: {source}")]
+    ScheduleCorrupt {
+        schedule_id: String,
+        seq: u64,
+        source: codec::Error,
+    },
+    #[error("event {seq} of schedule {schedule_id} was already written: concurrent writers on one schedule")]
+    ScheduleConflict { schedule_id: RunId, seq: u64 },
     #[error("corrupt record in tree {tree}: {detail}")]
     CorruptRecord { tree: &'static str, detail: String },
     #[error(transparent)]
@@ -144,6 +155,7 @@ pub struct Store {
 struct Inner {
     db: sled::Db,
     events: sled::Tree,
+    schedules: sled::Tree,
     dirty: sled::Tree,
     idempotency: sled::Tree,
     meta: sled::Tree,
@@ -418,6 +430,7 @@ impl Store {
         Ok(Store {
             inner: Arc::new(Inner {
                 events: db.open_tree(EVENTS)?,
+                schedules: db.open_tree(SCHEDULE_EVENTS)?,
                 dirty: db.open_tree(DIRTY)?,
                 idempotency: db.open_tree(IDEMPOTENCY)?,
                 meta,
@@ -806,7 +819,7 @@ fn decode_checked(key: &[u8], value: &[u8]) -> Result<Envelope, Error> {
         tree: EVENTS,
         detail: format!("key of {} bytes", key.len()),
     })?;
-    let envelope = codec::decode(value).map_err(|source| Error::Corrupt {
+    let envelope: Envelope = codec::decode(value).map_err(|source| Error::Corrupt {
         run_id: run_id.to_string(),
         seq,
         source,

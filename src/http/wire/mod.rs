@@ -12,6 +12,7 @@
 
 mod requests;
 mod responses;
+mod schedules;
 mod schema;
 mod token;
 
@@ -22,6 +23,7 @@ pub use crate::format::schema::*;
 pub use crate::format::time::*;
 pub use requests::*;
 pub use responses::*;
+pub use schedules::*;
 pub use schema::*;
 pub use token::capability;
 pub use token::*;
