@@ -32,10 +32,11 @@ use super::{held, open_salvage, Cli};
 use crate::domain::DEFAULT_TEAM;
 use crate::domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use crate::format::events::{event_from_json, event_json};
+use crate::format::schedules::{schedule_event_from_json, schedule_event_json};
 use crate::format::time::{format_time, hex, parse_exact_time, unhex32};
 use crate::projection::Index;
 use crate::store::api_keys::{KeyKind, KeyRecord};
-use crate::store::{self, Envelope, Store};
+use crate::store::{self, Envelope, ScheduleEnvelope, Store};
 
 /// The version of the frame `--with-keys` writes; an import refuses versions it does not know.
 const FORMAT: u64 = 1;
@@ -53,6 +54,8 @@ const SHOWN_NOTES: u64 = 10;
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Line {
     Event(Envelope),
+    /// An event of a schedule's log.
+    Schedule(ScheduleEnvelope),
     Header {
         format: u64,
     },
@@ -83,12 +86,15 @@ struct Counts {
     /// Whole contents (attachments, artifacts' bytes); written in the end record only when
     /// there are any, so a backup without them reads as it was written.
     contents: u64,
+    /// Schedule events; like `contents`, in the end record only when there are any.
+    schedule_events: u64,
 }
 
 impl Line {
     fn to_json(&self) -> Value {
         match self {
             Line::Event(e) => event_json(e),
+            Line::Schedule(e) => schedule_event_json(e),
             Line::Header { format } => json!({ "record": "backup", "format": format }),
             Line::Key(k) => {
                 let mut v = json!({
@@ -138,6 +144,9 @@ impl Line {
                 if c.contents > 0 {
                     v["contents"] = json!(c.contents);
                 }
+                if c.schedule_events > 0 {
+                    v["schedule_events"] = json!(c.schedule_events);
+                }
                 v
             }
         }
@@ -152,6 +161,9 @@ impl Line {
                 .map_err(|e| format!("not an event as runledger exports it: {e}"));
         };
         let line = match record.as_str() {
+            Some(crate::format::schedules::RECORD) => {
+                Line::Schedule(schedule_event_from_json(&value)?)
+            }
             Some("backup") => Line::Header {
                 format: read::<HeaderIn>(&value, "backup")?.format,
             },
@@ -187,6 +199,7 @@ impl Line {
                     keys: c.keys,
                     secrets: c.secrets,
                     contents: c.contents,
+                    schedule_events: c.schedule_events,
                 })
             }
             _ => return Err(format!("unknown record {record}")),
@@ -266,6 +279,8 @@ struct EndIn {
     secrets: u64,
     #[serde(default)]
     contents: u64,
+    #[serde(default)]
+    schedule_events: u64,
 }
 
 #[derive(Deserialize)]
@@ -357,6 +372,7 @@ impl Incoming {
 #[derive(Default)]
 struct Checker {
     runs: HashMap<RunId, Next>,
+    schedules: HashMap<RunId, Next>,
 }
 
 struct Next {
@@ -365,6 +381,43 @@ struct Next {
 }
 
 impl Checker {
+    /// A schedule's events must be contiguous from its `ScheduleCreated` at seq 0, in time
+    /// order, like a run's.
+    fn schedule_event(&mut self, e: &ScheduleEnvelope) -> Result<(), String> {
+        let id = e.schedule_id;
+        let created = matches!(e.event, crate::domain::ScheduleEvent::Created { .. });
+        let Some(next) = self.schedules.get_mut(&id) else {
+            if e.seq != 0 || !created {
+                return Err(format!(
+                    "event {} ({}) of schedule {id} comes before the schedule's \
+                     ScheduleCreated event at seq 0",
+                    e.seq,
+                    e.event.kind()
+                ));
+            }
+            self.schedules.insert(id, Next { seq: 1, at: e.at });
+            return Ok(());
+        };
+        if e.seq != next.seq || created {
+            return Err(format!(
+                "schedule {id}: event {} ({}) where event {} was due: a schedule's events must \
+                 be contiguous and created once",
+                e.seq,
+                e.event.kind(),
+                next.seq
+            ));
+        }
+        if e.at < next.at {
+            return Err(format!(
+                "event {} of schedule {id} is before the schedule's previous event",
+                e.seq
+            ));
+        }
+        next.seq += 1;
+        next.at = e.at;
+        Ok(())
+    }
+
     fn event(&mut self, e: &Envelope) -> Result<(), String> {
         let id = e.run_id;
         let Some(next) = self.runs.get_mut(&id) else {
@@ -473,6 +526,14 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 }
                 counts.events += 1;
             }
+            Line::Schedule(e) => {
+                checker.schedule_event(&e).map_err(at_line)?;
+                store.append_schedule(std::slice::from_ref(&e))?;
+                if let crate::domain::ScheduleEvent::Created { team, .. } = &e.event {
+                    store.keys().create_team(team, e.at)?;
+                }
+                counts.schedule_events += 1;
+            }
             Line::Key(k) => {
                 if !store.keys().restore(&k)? {
                     return Err(at_line(format!(
@@ -527,12 +588,14 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 }
                 if end != counts {
                     return Err(at_line(format!(
-                        "the end record counts {} events, {} keys and {} secrets, but the lines \
-                         before it hold {}, {} and {}",
+                        "the end record counts {} events, {} schedule events, {} keys and {} \
+                         secrets, but the lines before it hold {}, {}, {} and {}",
                         end.events,
+                        end.schedule_events,
                         end.keys,
                         end.secrets,
                         counts.events,
+                        counts.schedule_events,
                         counts.keys,
                         counts.secrets
                     )));
@@ -731,7 +794,10 @@ fn refuse_unless_empty(target: &Path) -> anyhow::Result<()> {
         Err(store::Error::Locked(dir)) => return Err(held(&dir)),
         Err(e) => return Err(e.into()),
     };
-    let (events, keys) = (store.event_count(), store.keys().list()?.len());
+    let (events, keys) = (
+        store.event_count() + store.schedule_event_count(),
+        store.keys().list()?.len(),
+    );
     if events > 0 || keys > 0 {
         bail!(
             "{} already holds {events} events and {keys} API keys; `runledger import` restores \
@@ -807,6 +873,9 @@ pub fn import(cli: &Cli, file: Option<&Path>) -> anyhow::Result<()> {
             counts.contents
         );
     }
+    if counts.schedule_events > 0 {
+        eprintln!("imported {} schedule events", counts.schedule_events);
+    }
     if counts.keys == 0 {
         eprintln!(
             "runledger import: the backup holds no API keys (export --with-keys writes them); \
@@ -853,6 +922,19 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
             }
             Err(e) => {
                 eprintln!("runledger export: skipped a damaged record: {e}");
+                written.damaged += 1;
+            }
+        }
+    }
+    // Schedules after runs: a schedule's firings name runs, never the other way round.
+    for record in store.scan_schedules() {
+        match record {
+            Ok(e) => {
+                writeln!(out, "{}", schedule_event_json(&e))?;
+                written.counts.schedule_events += 1;
+            }
+            Err(e) => {
+                eprintln!("runledger export: skipped a damaged schedule record: {e}");
                 written.damaged += 1;
             }
         }

@@ -67,7 +67,7 @@ pub enum Cmd {
         #[command(flatten)]
         server: RunningServer,
     },
-    /// Print a run's event history.
+    /// Print a run's or a schedule's event history.
     Events {
         run_id: String,
         /// One JSON object per line.
@@ -547,7 +547,29 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     // Read and printed one event at a time: a long history costs no more memory than a short one.
     let mut log = store.run_events(id, 0).peekable();
     if log.peek().is_none() {
-        bail!("no run with id {run_id}");
+        // Run and schedule ids are both ULIDs: a schedule's log is printed the same way.
+        let mut schedule = store.schedule_events(id, 0).peekable();
+        if schedule.peek().is_none() {
+            bail!("no run or schedule with id {run_id}");
+        }
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        for e in schedule {
+            let e = &e?;
+            let v = crate::format::schedules::schedule_event_json(e);
+            if json {
+                writeln!(out, "{v}")?;
+            } else {
+                writeln!(
+                    out,
+                    "{:>4}  {}  {:<18}  {}",
+                    e.seq,
+                    format_time(e.at),
+                    e.event.kind(),
+                    v["event"]
+                )?;
+            }
+        }
+        return Ok(());
     }
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
     for e in log {
@@ -614,6 +636,19 @@ pub fn replay(cli: &Cli, verify: bool, cache_mb: u64) -> anyhow::Result<()> {
     }
     let started = Instant::now();
     if verify {
+        let schedules = crate::schedules::verify_logs(&store);
+        for d in &schedules.differences {
+            println!("{d}");
+        }
+        for p in &schedules.pending {
+            eprintln!("runledger: note: {p}; the next start makes it");
+        }
+        eprintln!(
+            "verified {} events of {} schedules: {} differences",
+            schedules.events,
+            schedules.schedules,
+            schedules.differences.len()
+        );
         let (runs, events, differences) = index.verify(&store, scratch_cache_bytes)?;
         let secs = started.elapsed().as_secs_f64();
         for d in &differences {
@@ -626,6 +661,9 @@ pub fn replay(cli: &Cli, verify: bool, cache_mb: u64) -> anyhow::Result<()> {
         );
         if !differences.is_empty() {
             bail!("the read index differs from the log; run `runledger replay` to rebuild it");
+        }
+        if !schedules.differences.is_empty() {
+            bail!("the schedules' logs are damaged or incomplete (see above); restore a backup");
         }
     } else {
         let rebuilt = index.rebuild(&store)?;

@@ -51,7 +51,7 @@ pub struct SealedOut {
 }
 
 impl SealedOut {
-    fn from(s: &Sealed) -> SealedOut {
+    pub fn from(s: &Sealed) -> SealedOut {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
         SealedOut {
@@ -60,7 +60,7 @@ impl SealedOut {
         }
     }
 
-    fn sealed(&self) -> Result<Sealed, EventJsonError> {
+    pub fn sealed(&self) -> Result<Sealed, EventJsonError> {
         use base64::Engine;
         let b64 = base64::engine::general_purpose::STANDARD;
         let nonce = b64

@@ -7,5 +7,6 @@
 pub mod events;
 pub mod keys;
 pub mod run;
+pub mod schedules;
 pub mod schema;
 pub mod time;
