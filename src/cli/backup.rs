@@ -1604,12 +1604,14 @@ mod tests {
                 keys: 2,
                 secrets: 1,
                 contents: 0,
+                schedule_events: 0,
             }),
             Line::End(Counts {
                 events: 3,
                 keys: 2,
                 secrets: 1,
                 contents: 4,
+                schedule_events: 7,
             }),
             Line::Content {
                 sha256: [9; 32],

@@ -45,6 +45,9 @@ struct SpecOut {
     metadata: BTreeMap<String, String>,
 }
 
+// The variant names are the `type` tags of the lines, which name schedule events apart from
+// a run's in the same backup.
+#[allow(clippy::enum_variant_names)]
 #[derive(Serialize, Deserialize)]
 #[serde(tag = "type", deny_unknown_fields)]
 enum EventOut {
