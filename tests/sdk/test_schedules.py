@@ -26,7 +26,7 @@ def server() -> Iterable[Server]:
 
 
 def scheduled_runs(client, schedule_id: str) -> list:
-    return list_all(client, extra_query={"schedule_id": schedule_id})
+    return list_all(client, schedule_id=schedule_id)
 
 
 def test_the_lifecycle_of_a_schedule(server: Server):
