@@ -421,16 +421,31 @@ impl Schedules {
         // The run's id is chosen, and recorded with the firing, before the run is made: the
         // firing completed after a crash makes the run under this same id.
         let run_id = self.inner.runs.new_id();
+        // A firing adds work: refused while the store refuses new work (low on space), and
+        // then recorded as a failed firing, which is how the work already under way ends.
         let fired = self
             .record(
                 id,
-                Some(current),
+                Some(current.clone()),
                 ScheduleCommand::Fire { due, run_id },
-                Writer::Internal,
+                Writer::Client,
             )
             .await;
         let schedule = match fired {
             Ok(s) => s,
+            Err(Error::Store(store::Error::Refused(refusal))) => {
+                tracing::warn!(schedule_id = %id, due = due.0, %refusal, "a schedule's firing was refused");
+                crate::metrics::METRICS.schedule_fired("failed");
+                let failed = ScheduleCommand::FailFire {
+                    due,
+                    error: refusal.to_string(),
+                };
+                if let Err(e) = self.record(id, Some(current), failed, Writer::Internal).await {
+                    tracing::error!(schedule_id = %id, error = %e, "could not record a schedule's refused firing");
+                    self.reschedule(id, due);
+                }
+                return;
+            }
             Err(e) => {
                 tracing::error!(schedule_id = %id, due = due.0, error = %e, "could not record a schedule's firing; it is retried at the next start");
                 self.reschedule(id, due);
