@@ -1055,6 +1055,13 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/agent/runs/{run_id}/events",
         "POST /api/v1/agent/runs/{run_id}/followups",
         "GET /api/v1/agent/runs/{run_id}/transcript",
+        "GET /api/v1/agent/schedules",
+        "POST /api/v1/agent/schedules",
+        "GET /api/v1/agent/schedules/{schedule_id}",
+        "PUT /api/v1/agent/schedules/{schedule_id}",
+        "DELETE /api/v1/agent/schedules/{schedule_id}",
+        "POST /api/v1/agent/schedules/{schedule_id}/pause",
+        "POST /api/v1/agent/schedules/{schedule_id}/resume",
         "GET /healthz",
         "GET /metrics",
         "GET /openapi.json",
@@ -1068,10 +1075,13 @@ async fn the_openapi_document_describes_every_route() {
         let url = s.url(
             &path
                 .replace("{run_id}", "01M808HFKP3VA5PZ8KKNFW4921")
+                .replace("{schedule_id}", "01M808HFKP3VA5PZ8KKNFW4921")
                 .replace("{key_id}", "no-such-key"),
         );
         let request = match method {
             "GET" => s.client.get(url),
+            "PUT" => s.client.put(url).body("{}"),
+            "DELETE" => s.client.delete(url),
             _ => s.client.post(url).body("{}"),
         };
         let r = request.bearer_auth(&s.key).send().await.expect("req");

@@ -294,7 +294,15 @@ mod tests {
         assert!(schedule_event_from_json(&extra).is_err());
         let mut other = schedule_event_json(&e);
         other["at"] = "1970-01-01T00:00:01Z".into();
-        assert!(schedule_event_from_json(&other)
+        assert!(schedule_event_from_json(&other).is_err());
+        // Empty metadata spelt out reads, but is not what export writes.
+        let created = ScheduleEnvelope {
+            event: samples().remove(1),
+            ..e
+        };
+        let mut spelt = schedule_event_json(&created);
+        spelt["event"]["spec"]["metadata"] = serde_json::json!({});
+        assert!(schedule_event_from_json(&spelt)
             .expect_err("not as written")
             .contains("writes otherwise"));
         let mut bad_id = schedule_event_json(&e);
