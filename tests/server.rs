@@ -1043,6 +1043,18 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/admin/keys/{key_id}/revoke",
         "GET /api/v1/admin/teams",
         "POST /api/v1/admin/teams",
+        "GET /api/v1/agent",
+        "GET /api/v1/agent/models",
+        "GET /api/v1/agent/conversations/{conversation_id}",
+        "GET /api/v1/agent/conversations/{conversation_id}/redirect",
+        "GET /api/v1/agent/sessions/{session_uuid}/redirect",
+        "GET /api/v1/agent/identities",
+        "POST /api/v1/agent/identities",
+        "GET /api/v1/agent/identities/{uid}",
+        "PUT /api/v1/agent/identities/{uid}",
+        "DELETE /api/v1/agent/identities/{uid}",
+        "GET /api/v1/agent/runs/{run_id}/conversation",
+        "GET /api/v1/agent/runs/{run_id}/handoff/attachments",
         "GET /api/v1/agent/environments",
         "GET /api/v1/agent/artifacts/{artifactUid}",
         "GET /artifacts/{artifactUid}/download",
@@ -1072,6 +1084,8 @@ async fn the_openapi_document_describes_every_route() {
         );
         let request = match method {
             "GET" => s.client.get(url),
+            "PUT" => s.client.put(url).body("{}"),
+            "DELETE" => s.client.delete(url),
             _ => s.client.post(url).body("{}"),
         };
         let r = request.bearer_auth(&s.key).send().await.expect("req");

@@ -4,6 +4,7 @@
 //! status code.
 
 mod admin;
+mod agents;
 mod artifacts;
 mod deliveries;
 mod history;
@@ -497,6 +498,54 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::resource("/agent/runs/{run_id}/transcript")
                         .get(runs::transcript)
                         .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/conversation")
+                        .get(agents::run_conversation)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/handoff/attachments")
+                        .get(agents::handoff_attachments)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent")
+                        .get(agents::list)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/models")
+                        .get(agents::models)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/conversations/{conversation_id}")
+                        .get(agents::get_conversation)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/conversations/{conversation_id}/redirect")
+                        .get(agents::conversation_redirect)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/sessions/{session_uuid}/redirect")
+                        .get(agents::session_redirect)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/identities")
+                        .get(agents::identities)
+                        .post(agents::create_identity)
+                        .default_service(only("GET, POST")),
+                )
+                .service(
+                    web::resource("/agent/identities/{uid}")
+                        .get(agents::identity)
+                        .put(agents::update_identity)
+                        .delete(agents::delete_identity)
+                        .default_service(only("GET, PUT, DELETE")),
                 )
                 .service(
                     web::resource("/agent/artifacts/{artifact_uid}")

@@ -10,6 +10,7 @@
 //! the parts the CLI shares (times, runs' configuration, stored events, API keys, string-enum
 //! schemas) in `crate::format`, re-exported here so handlers name one module.
 
+mod agents;
 mod requests;
 mod responses;
 mod schema;
@@ -20,6 +21,7 @@ pub use crate::format::keys::*;
 pub use crate::format::run::*;
 pub use crate::format::schema::*;
 pub use crate::format::time::*;
+pub use agents::*;
 pub use requests::*;
 pub use responses::*;
 pub use schema::*;

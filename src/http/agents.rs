@@ -1,0 +1,576 @@
+//! Handlers of the Oz read endpoints beside runs that the official clients call: the agents
+//! (skills) list, the models list, a run's conversation (`GET /agent/runs/{id}/conversation`,
+//! and the same by conversation id), the session and conversation redirect checks, a run's
+//! handoff attachments, and the agent identities, which runledger does not have and answers
+//! `422 operation_not_supported`. What each answers, and why, is in docs/api.md ("Agents,
+//! models and conversations"). Runs are read through `Runs` and the transcript reader, with the
+//! same team scoping as `GET /agent/runs/{id}`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use actix_web::{web, HttpRequest, HttpResponse};
+
+use super::openapi::{BadRequest, InternalError, NotFound, NotSupported, Unauthorized};
+use super::problem::ApiError;
+use super::runs::{run_id, visible};
+use super::wire::{
+    format_time, ConversationContentBlock, ConversationMessage, ConversationMessageRole,
+    ConversationRedirect, ConversationResponse, ConversationStep, HandoffAttachments,
+    ListAgentsResponse, ListModelsResponse, ModelInfo, ModelProvider, SessionRedirect,
+};
+use super::{validate, AppState, Principal};
+use crate::domain::{FollowupMode, Run, RunId, Timestamp};
+use crate::exec::transcript::Entry;
+use crate::harness::Harness;
+
+/// The most of a transcript one conversation holds: its latest 1 MiB. Earlier output is left
+/// out (and said to be), so the answer stays bounded whatever the agent printed.
+pub const CONVERSATION_MAX_BYTES: u64 = 1024 * 1024;
+
+/// The agents (skills) that can run here: none, since environments declare no skills
+/// (docs/api.md). The query parameters are validated and change nothing.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent",
+    tag = "agents",
+    operation_id = "listAgents",
+    params(
+        ("repo" = Option<String>, Query, description = "`owner/repo`; validated, lists nothing more."),
+        ("sort_by" = Option<String>, Query, description = "`name` or `last_run`."),
+        ("refresh" = Option<bool>, Query, description = "`true` or `false`; nothing is cached."),
+        ("include_malformed_skills" = Option<bool>, Query, description = "`true` or `false`."),
+    ),
+    responses(
+        (status = 200, description = "The agents: always an empty list", body = ListAgentsResponse),
+        (status = 400, response = BadRequest),
+        (status = 401, response = Unauthorized),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn list(req: HttpRequest, _: Principal) -> Result<HttpResponse, ApiError> {
+    validate::agents_query(req.query_string())?;
+    Ok(HttpResponse::Ok().json(ListAgentsResponse { agents: Vec::new() }))
+}
+
+/// The provider of the models a harness runs.
+fn provider(harness: Harness) -> ModelProvider {
+    match harness {
+        Harness::Claude => ModelProvider::Anthropic,
+        Harness::Codex => ModelProvider::Openai,
+        Harness::Gemini => ModelProvider::Google,
+        Harness::Demo | Harness::Command => ModelProvider::Unknown,
+    }
+}
+
+/// The models the environments the key's team may use declare (`model_id`), each once, in
+/// order of id. An environment that leaves the model to its CLI declares none.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/models",
+    tag = "agents",
+    operation_id = "listModels",
+    responses(
+        (status = 200, description = "The declared models", body = ListModelsResponse),
+        (status = 401, response = Unauthorized),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn models(
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let config = &state.config;
+    // By model id: the providers and environments that declare it.
+    let mut declared: BTreeMap<&str, (ModelProvider, Vec<&str>)> = BTreeMap::new();
+    for env in config
+        .environments
+        .iter()
+        .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
+        .filter(|e| !e.model_id.is_empty())
+    {
+        let entry = declared
+            .entry(&env.model_id)
+            .or_insert((provider(env.harness), Vec::new()));
+        // One id under two harnesses of different providers names no one provider.
+        if entry.0 != provider(env.harness) {
+            entry.0 = ModelProvider::Unknown;
+        }
+        entry.1.push(&env.id);
+    }
+    let default_model_id = config
+        .environments
+        .first()
+        .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
+        .map_or("", |e| e.model_id.as_str());
+    Ok(HttpResponse::Ok().json(ListModelsResponse {
+        default_model_id,
+        models: declared
+            .into_iter()
+            .map(|(id, (provider, environments))| ModelInfo {
+                id,
+                display_name: id,
+                provider,
+                vision_supported: false,
+                description: format!("declared by the environments {}", environments.join(", ")),
+            })
+            .collect(),
+    }))
+}
+
+/// A follow-up's text as the transcript records it, `(mode) message`, without the mode.
+fn followup_text(text: &str) -> &str {
+    FollowupMode::ALL
+        .iter()
+        .find_map(|m| {
+            text.strip_prefix('(')
+                .and_then(|t| t.strip_prefix(m.as_str()))
+                .and_then(|t| t.strip_prefix(") "))
+        })
+        .unwrap_or(text)
+}
+
+/// A run's conversation: its prompt, then the latest `CONVERSATION_MAX_BYTES` of its
+/// transcript (`entries`, from byte `start`), one step per execution. Follow-ups are user
+/// messages, the agent's readable output (its `agent` entries, or its stdout when it has none)
+/// assistant text, the harness's notes system text and stderr system events; consecutive
+/// entries of one role make one message, and the pieces of a long line are joined.
+pub fn conversation(run: &Run, entries: &[(u64, Entry)], start: u64) -> ConversationResponse {
+    let readable = entries.iter().any(|(_, e)| e.stream == "agent");
+    // Pieces of long lines joined: (offsets, entry with the whole text).
+    let mut lines: Vec<(Vec<u64>, Entry)> = Vec::new();
+    let mut open: HashMap<(u32, &str), usize> = HashMap::new();
+    for (offset, e) in entries {
+        if readable && e.stream == "stdout" {
+            continue;
+        }
+        let key = (e.execution, e.stream.as_str());
+        let index = match open.remove(&key) {
+            Some(i) => {
+                lines[i].0.push(*offset);
+                lines[i].1.text.push_str(&e.text);
+                i
+            }
+            None => {
+                lines.push((vec![*offset], e.clone()));
+                lines.len() - 1
+            }
+        };
+        if e.continued {
+            open.insert(key, index);
+        }
+    }
+    let first_execution = lines.first().map_or(1, |(_, e)| e.execution);
+    let mut first = Step::new(first_execution);
+    first.push(
+        ConversationMessageRole::User,
+        "prompt".into(),
+        run.created_at,
+        ConversationContentBlock::Text {
+            message_id: "prompt".into(),
+            text: run.prompt.clone(),
+        },
+    );
+    let mut steps = vec![first];
+    if start > 0 {
+        if let Some(step) = steps.last_mut() {
+            let mut data = serde_json::Map::new();
+            data.insert("omitted_bytes".into(), start.into());
+            step.push(
+                ConversationMessageRole::System,
+                start.to_string(),
+                entries.first().map_or(run.created_at, |(_, e)| e.at),
+                ConversationContentBlock::Event {
+                    message_id: start.to_string(),
+                    name: "transcript_truncated".into(),
+                    data,
+                },
+            );
+        }
+    }
+    for (offsets, entry) in lines {
+        let id = offsets.first().copied().unwrap_or_default().to_string();
+        let (role, block) = match entry.stream.as_str() {
+            "followup" => (
+                ConversationMessageRole::User,
+                ConversationContentBlock::Text {
+                    message_id: id.clone(),
+                    text: followup_text(&entry.text).to_string(),
+                },
+            ),
+            "agent" | "stdout" => (
+                ConversationMessageRole::Assistant,
+                ConversationContentBlock::Text {
+                    message_id: id.clone(),
+                    text: entry.text,
+                },
+            ),
+            "system" => (
+                ConversationMessageRole::System,
+                ConversationContentBlock::Text {
+                    message_id: id.clone(),
+                    text: entry.text,
+                },
+            ),
+            other => {
+                let mut data = serde_json::Map::new();
+                data.insert("text".into(), entry.text.into());
+                (
+                    ConversationMessageRole::System,
+                    ConversationContentBlock::Event {
+                        message_id: id.clone(),
+                        name: other.to_string(),
+                        data,
+                    },
+                )
+            }
+        };
+        if steps.last().is_some_and(|s| s.execution != entry.execution) {
+            steps.push(Step::new(entry.execution));
+        }
+        if let Some(step) = steps.last_mut() {
+            step.push(role, id, entry.at, block);
+            for offset in offsets.iter().skip(1) {
+                step.note_id(offset.to_string());
+            }
+        }
+    }
+    ConversationResponse {
+        conversation_id: run.id.to_string(),
+        steps: steps.into_iter().map(Step::finish).collect(),
+    }
+}
+
+/// A step being built.
+struct Step {
+    execution: u32,
+    messages: Vec<(ConversationMessageRole, Timestamp, ConversationMessage)>,
+    first: Option<Timestamp>,
+    last: Option<Timestamp>,
+}
+
+impl Step {
+    fn new(execution: u32) -> Step {
+        Step {
+            execution,
+            messages: Vec::new(),
+            first: None,
+            last: None,
+        }
+    }
+
+    /// Adds a block: to the last message if it has the same role, else as a new message.
+    fn push(
+        &mut self,
+        role: ConversationMessageRole,
+        id: String,
+        at: Timestamp,
+        block: ConversationContentBlock,
+    ) {
+        self.first = Some(self.first.map_or(at, |f| f.min(at)));
+        self.last = Some(self.last.map_or(at, |l| l.max(at)));
+        match self.messages.last_mut() {
+            Some((r, _, message)) if *r == role => {
+                message.message_ids.push(id);
+                message.content.push(block);
+            }
+            _ => self.messages.push((
+                role,
+                at,
+                ConversationMessage {
+                    message_ids: vec![id],
+                    role,
+                    timestamp: format_time(at),
+                    content: vec![block],
+                },
+            )),
+        }
+    }
+
+    /// Records one more transcript entry (a piece of a joined line) in the last message.
+    fn note_id(&mut self, id: String) {
+        if let Some((_, _, message)) = self.messages.last_mut() {
+            if !message.message_ids.contains(&id) {
+                message.message_ids.push(id);
+            }
+        }
+    }
+
+    fn finish(self) -> ConversationStep {
+        ConversationStep {
+            id: format!("execution-{}", self.execution),
+            started_at: self.first.map(format_time),
+            completed_at: self.last.map(format_time),
+            messages: self.messages.into_iter().map(|(_, _, m)| m).collect(),
+            steps: Vec::new(),
+        }
+    }
+}
+
+/// The conversation of run `id`, if the key's team may see it.
+fn conversation_of(
+    state: &AppState,
+    key: &crate::api_keys::Key,
+    id: RunId,
+) -> Result<HttpResponse, ApiError> {
+    let run = visible(state, key, id)?;
+    let slice = state
+        .runs
+        .transcripts()
+        .tail(id, CONVERSATION_MAX_BYTES)
+        .map_err(|e| ApiError::internal(&e))?;
+    let start = slice.entries.first().map_or(0, |(offset, _)| *offset);
+    Ok(HttpResponse::Ok().json(conversation(&run, &slice.entries, start)))
+}
+
+/// A run's conversation: its prompt, follow-ups and the agent's output from the latest 1 MiB of
+/// its transcript, one step per execution (docs/api.md). The full transcript is
+/// `GET /agent/runs/{run_id}/transcript`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs/{run_id}/conversation",
+    tag = "agents",
+    operation_id = "getRunConversation",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The run's conversation", body = ConversationResponse),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn run_conversation(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = run_id(&path)?;
+    conversation_of(&state, &key, id)
+}
+
+/// A conversation by its id, which is its run's id: the same answer as the run's conversation.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/conversations/{conversation_id}",
+    tag = "agents",
+    operation_id = "getConversation",
+    params(
+        ("conversation_id" = String, Path, description = "A run's id; any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The run's conversation", body = ConversationResponse),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn get_conversation(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = run_id(&path)?;
+    conversation_of(&state, &key, id)
+}
+
+/// The run a redirect check names, if it is one the key's team may see. An unknown, malformed
+/// or other team's id is no run: the check answers that no redirect is needed, as the
+/// document's only answer says, and tells nothing of other teams' runs.
+fn redirect_run(
+    state: &AppState,
+    key: &crate::api_keys::Key,
+    raw: &str,
+) -> Result<Option<Run>, ApiError> {
+    let Ok(id) = raw.parse::<RunId>() else {
+        return Ok(None);
+    };
+    Ok(state.runs.get(id)?.filter(|run| run.team == key.team))
+}
+
+/// Whether a session should give way to its conversation. A session is a run (its page is
+/// `/sessions/{run_id}`): once the run is finished (a terminal state), the answer names its
+/// conversation (the run id); while it goes on, or for no such run, `{}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/sessions/{session_uuid}/redirect",
+    tag = "agents",
+    operation_id = "getSessionRedirect",
+    params(
+        ("session_uuid" = String, Path, description = "A run's id."),
+    ),
+    responses(
+        (status = 200, description = "`conversation_id` when the run has finished, else empty",
+         body = SessionRedirect),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn session_redirect(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let run = redirect_run(&state, &key, &path)?;
+    Ok(HttpResponse::Ok().json(SessionRedirect {
+        conversation_id: run
+            .filter(|r| r.state.is_terminal())
+            .map(|r| r.id.to_string()),
+    }))
+}
+
+/// Whether a conversation should give way to its live session: while its run is not finished
+/// the answer names the session (the run id, whose page is `/sessions/{run_id}`); once it is,
+/// or for no such run, `{}`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/conversations/{conversation_id}/redirect",
+    tag = "agents",
+    operation_id = "getConversationRedirect",
+    params(
+        ("conversation_id" = String, Path, description = "A run's id."),
+    ),
+    responses(
+        (status = 200, description = "`session_id` while the run goes on, else empty",
+         body = ConversationRedirect),
+        (status = 401, response = Unauthorized),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn conversation_redirect(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let run = redirect_run(&state, &key, &path)?;
+    Ok(HttpResponse::Ok().json(ConversationRedirect {
+        session_id: run
+            .filter(|r| !r.state.is_terminal())
+            .map(|r| r.id.to_string()),
+    }))
+}
+
+/// A run's handoff snapshot files: always none, since runledger's executions upload no
+/// snapshots (the files attached at create are the run's `attachments`, not a handoff).
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/runs/{run_id}/handoff/attachments",
+    tag = "agents",
+    operation_id = "listHandoffAttachments",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The run's handoff snapshots: an empty list", body = HandoffAttachments),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 500, response = InternalError),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn handoff_attachments(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = run_id(&path)?;
+    visible(&state, &key, id)?;
+    Ok(HttpResponse::Ok().json(HandoffAttachments {
+        attachments: Vec::new(),
+    }))
+}
+
+/// The answer to every agent identity operation.
+fn no_identities() -> ApiError {
+    ApiError::not_supported(
+        "runledger has no agent identities: an agent acts through an API key of kind 'agent' \
+         (POST /api/v1/admin/keys), and its defaults live in the server's environments",
+    )
+}
+
+/// Agent identities (create, list): not offered. An agent is an API key of kind `agent`.
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/identities",
+    tag = "agents",
+    operation_id = "listAgentIdentities",
+    responses(
+        (status = 401, response = Unauthorized),
+        (status = 422, response = NotSupported),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn identities(_: Principal) -> Result<HttpResponse, ApiError> {
+    Err(no_identities())
+}
+
+/// Creating an agent identity: not offered (see `identities`). The body is not read.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/identities",
+    tag = "agents",
+    operation_id = "createAgentIdentity",
+    responses(
+        (status = 401, response = Unauthorized),
+        (status = 422, response = NotSupported),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn create_identity(_: Principal) -> Result<HttpResponse, ApiError> {
+    Err(no_identities())
+}
+
+/// One agent identity (get): not offered (see `identities`).
+#[utoipa::path(
+    get,
+    path = "/api/v1/agent/identities/{uid}",
+    tag = "agents",
+    operation_id = "getAgentIdentity",
+    params(("uid" = String, Path, description = "Any value: there are no identities.")),
+    responses(
+        (status = 401, response = Unauthorized),
+        (status = 422, response = NotSupported),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn identity(_: Principal) -> Result<HttpResponse, ApiError> {
+    Err(no_identities())
+}
+
+/// Updating an agent identity: not offered (see `identities`). The body is not read.
+#[utoipa::path(
+    put,
+    path = "/api/v1/agent/identities/{uid}",
+    tag = "agents",
+    operation_id = "updateAgentIdentity",
+    params(("uid" = String, Path, description = "Any value: there are no identities.")),
+    responses(
+        (status = 401, response = Unauthorized),
+        (status = 422, response = NotSupported),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn update_identity(_: Principal) -> Result<HttpResponse, ApiError> {
+    Err(no_identities())
+}
+
+/// Deleting an agent identity: not offered (see `identities`).
+#[utoipa::path(
+    delete,
+    path = "/api/v1/agent/identities/{uid}",
+    tag = "agents",
+    operation_id = "deleteAgentIdentity",
+    params(("uid" = String, Path, description = "Any value: there are no identities.")),
+    responses(
+        (status = 401, response = Unauthorized),
+        (status = 422, response = NotSupported),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn delete_identity(_: Principal) -> Result<HttpResponse, ApiError> {
+    Err(no_identities())
+}
