@@ -375,25 +375,36 @@ async fn redirects_follow_the_runs_state_and_reveal_nothing_of_other_runs() {
     let id = s
         .create(json!({ "prompt": "work", "config": { "environment_id": "steady" } }))
         .await;
-    s.wait_state(&id, "INPROGRESS").await;
-    let session = format!("/agent/sessions/{id}/redirect");
+    let run = s.wait_state(&id, "INPROGRESS").await;
+    let uuid = run["session_id"].as_str().expect("session_id").to_string();
+    let session = format!("/agent/sessions/{uuid}/redirect");
     let conversation = format!("/agent/conversations/{id}/redirect");
     // While the run goes on, the conversation gives way to its live session.
     assert_eq!(s.get(&s.key, &session).await, (200, json!({})));
     assert_eq!(
         s.get(&s.key, &conversation).await,
-        (200, json!({ "session_id": id }))
+        (200, json!({ "session_id": uuid }))
     );
     s.wait_state(&id, "SUCCEEDED").await;
-    // Once it has finished, the session gives way to its conversation.
-    assert_eq!(
-        s.get(&s.key, &session).await,
-        (200, json!({ "conversation_id": id }))
-    );
+    // Once it has finished, the session (named by its UUID or by the run id) gives way to its
+    // conversation.
+    for path in [&session, &format!("/agent/sessions/{id}/redirect")] {
+        assert_eq!(
+            s.get(&s.key, path).await,
+            (200, json!({ "conversation_id": id })),
+            "{path}"
+        );
+    }
     assert_eq!(s.get(&s.key, &conversation).await, (200, json!({})));
-    // Another team's run, a malformed id and an unknown one: no redirect, nothing revealed.
-    for raw in [id.as_str(), "nope", "01M808HFKP3VA5PZ8KKNFW4921", "a%20b"] {
-        let key = if raw == id { &bob } else { &s.key };
+    // Another team's run, malformed ids and an unknown one: no redirect, nothing revealed.
+    for (key, raw) in [
+        (&bob, id.as_str()),
+        (&bob, uuid.as_str()),
+        (&s.key, "nope"),
+        (&s.key, "01M808HFKP3VA5PZ8KKNFW4921"),
+        (&s.key, "00000000-0000-0000-0000-000000000000"),
+        (&s.key, "a%20b"),
+    ] {
         for path in [
             format!("/agent/sessions/{raw}/redirect"),
             format!("/agent/conversations/{raw}/redirect"),
@@ -401,8 +412,16 @@ async fn redirects_follow_the_runs_state_and_reveal_nothing_of_other_runs() {
             assert_eq!(s.get(key, &path).await, (200, json!({})), "{path}");
         }
     }
-    let (status, _) = problem(get_raw(&s, None, &session).await).await;
-    assert_eq!(status, 401);
+    // The current clients check without a key: the answer is then always `{}`, so an
+    // anonymous caller learns nothing, not even that the run exists. A key that is sent must
+    // be valid.
+    for path in [&session, &conversation] {
+        let r = get_raw(&s, None, path).await;
+        assert_eq!(r.status().as_u16(), 200, "{path}");
+        assert_eq!(r.json::<Value>().await.expect("json"), json!({}), "{path}");
+        let (status, _) = problem(get_raw(&s, Some("rl_not_a_key"), path).await).await;
+        assert_eq!(status, 401, "{path}");
+    }
 }
 
 #[tokio::test]

@@ -14,11 +14,12 @@ use super::openapi::{BadRequest, InternalError, NotFound, NotSupported, Unauthor
 use super::problem::ApiError;
 use super::runs::{run_id, visible};
 use super::wire::{
-    format_time, ConversationContentBlock, ConversationMessage, ConversationMessageRole,
-    ConversationRedirect, ConversationResponse, ConversationStep, HandoffAttachments,
-    ListAgentsResponse, ListModelsResponse, ModelInfo, ModelProvider, SessionRedirect,
+    format_time, session_id, ConversationContentBlock, ConversationMessage,
+    ConversationMessageRole, ConversationRedirect, ConversationResponse, ConversationStep,
+    HandoffAttachments, ListAgentsResponse, ListModelsResponse, ModelInfo, ModelProvider,
+    SessionRedirect,
 };
-use super::{validate, AppState, Principal};
+use super::{validate, AppState, MaybePrincipal, Principal};
 use crate::domain::{FollowupMode, Run, RunId, Timestamp};
 use crate::exec::transcript::Entry;
 use crate::harness::Harness;
@@ -376,30 +377,40 @@ pub async fn get_conversation(
     conversation_of(&state, &key, id)
 }
 
-/// The run a redirect check names, if it is one the key's team may see. An unknown, malformed
-/// or other team's id is no run: the check answers that no redirect is needed, as the
-/// document's only answer says, and tells nothing of other teams' runs.
+/// The run a redirect check names (by its id, or by its `session_id`, the same 128 bits as a
+/// UUID), if it is one the caller's team may see. An unknown, malformed or other team's id is
+/// no run, and so is every id for a caller without a key: the check then answers that no
+/// redirect is needed, the document's only answer, and tells nothing of other teams' runs or
+/// of whether a run exists.
 fn redirect_run(
     state: &AppState,
-    key: &crate::api_keys::Key,
+    key: Option<&crate::api_keys::Key>,
     raw: &str,
 ) -> Result<Option<Run>, ApiError> {
-    let Ok(id) = raw.parse::<RunId>() else {
+    let Some(key) = key else {
         return Ok(None);
+    };
+    let id = match raw.parse::<RunId>() {
+        Ok(id) => id,
+        Err(_) => match uuid::Uuid::try_parse(raw) {
+            Ok(uuid) => RunId(uuid.as_u128()),
+            Err(_) => return Ok(None),
+        },
     };
     Ok(state.runs.get(id)?.filter(|run| run.team == key.team))
 }
 
 /// Whether a session should give way to its conversation. A session is a run (its page is
-/// `/sessions/{run_id}`): once the run is finished (a terminal state), the answer names its
-/// conversation (the run id); while it goes on, or for no such run, `{}`.
+/// `/sessions/{run_id}`; its `session_id` is the run id as a UUID): once the run is finished
+/// (a terminal state), the answer names its conversation (the run id); while it goes on, for
+/// no such run, or without an API key (the current clients send none), `{}`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/sessions/{session_uuid}/redirect",
     tag = "agents",
     operation_id = "getSessionRedirect",
     params(
-        ("session_uuid" = String, Path, description = "A run's id."),
+        ("session_uuid" = String, Path, description = "A run's `session_id`, or its id."),
     ),
     responses(
         (status = 200, description = "`conversation_id` when the run has finished, else empty",
@@ -407,14 +418,14 @@ fn redirect_run(
         (status = 401, response = Unauthorized),
         (status = 500, response = InternalError),
     ),
-    security(("bearerAuth" = []))
+    security((), ("bearerAuth" = []))
 )]
 pub async fn session_redirect(
     path: web::Path<String>,
     state: web::Data<AppState>,
-    Principal(key): Principal,
+    MaybePrincipal(key): MaybePrincipal,
 ) -> Result<HttpResponse, ApiError> {
-    let run = redirect_run(&state, &key, &path)?;
+    let run = redirect_run(&state, key.as_ref(), &path)?;
     Ok(HttpResponse::Ok().json(SessionRedirect {
         conversation_id: run
             .filter(|r| r.state.is_terminal())
@@ -423,8 +434,8 @@ pub async fn session_redirect(
 }
 
 /// Whether a conversation should give way to its live session: while its run is not finished
-/// the answer names the session (the run id, whose page is `/sessions/{run_id}`); once it is,
-/// or for no such run, `{}`.
+/// the answer names the session (the run's `session_id`, whose page is `/sessions/{run_id}`);
+/// once it is, for no such run, or without an API key, `{}`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/conversations/{conversation_id}/redirect",
@@ -439,18 +450,21 @@ pub async fn session_redirect(
         (status = 401, response = Unauthorized),
         (status = 500, response = InternalError),
     ),
-    security(("bearerAuth" = []))
+    security((), ("bearerAuth" = []))
 )]
 pub async fn conversation_redirect(
     path: web::Path<String>,
     state: web::Data<AppState>,
-    Principal(key): Principal,
+    MaybePrincipal(key): MaybePrincipal,
 ) -> Result<HttpResponse, ApiError> {
-    let run = redirect_run(&state, &key, &path)?;
+    let run = match path.parse::<RunId>() {
+        Ok(_) => redirect_run(&state, key.as_ref(), &path)?,
+        Err(_) => None,
+    };
     Ok(HttpResponse::Ok().json(ConversationRedirect {
         session_id: run
             .filter(|r| !r.state.is_terminal())
-            .map(|r| r.id.to_string()),
+            .map(|r| session_id(r.id).as_str().to_string()),
     }))
 }
 
@@ -573,4 +587,102 @@ pub async fn update_identity(_: Principal) -> Result<HttpResponse, ApiError> {
 )]
 pub async fn delete_identity(_: Principal) -> Result<HttpResponse, ApiError> {
     Err(no_identities())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::RunState;
+
+    fn entry(
+        offset: u64,
+        execution: u32,
+        stream: &str,
+        text: &str,
+        continued: bool,
+    ) -> (u64, Entry) {
+        (
+            offset,
+            Entry {
+                at: Timestamp(2_000_000 + offset),
+                execution,
+                stream: stream.into(),
+                text: text.into(),
+                continued,
+            },
+        )
+    }
+
+    /// (step, role, texts) of every message.
+    fn shape(c: &ConversationResponse) -> Vec<(String, ConversationMessageRole, Vec<String>)> {
+        c.steps
+            .iter()
+            .flat_map(|s| {
+                s.messages.iter().map(|m| {
+                    let texts = m
+                        .content
+                        .iter()
+                        .map(|b| match b {
+                            ConversationContentBlock::Text { text, .. } => text.clone(),
+                            ConversationContentBlock::Event { name, .. } => format!("<{name}>"),
+                        })
+                        .collect();
+                    (s.id.clone(), m.role, texts)
+                })
+            })
+            .collect()
+    }
+
+    fn run() -> Run {
+        let mut run = crate::domain::sample_run(1);
+        run.prompt = "fix the build".into();
+        run.state = RunState::Succeeded;
+        run
+    }
+
+    #[test]
+    fn readable_output_stands_in_for_raw_json_and_pieces_are_joined() {
+        use ConversationMessageRole::{Assistant, System, User};
+        let entries = [
+            entry(0, 1, "system", "setup done", false),
+            entry(10, 1, "stdout", "{\"raw\":1}", false),
+            entry(20, 1, "agent", "looking", false),
+            entry(30, 1, "followup", "(plan) and the tests", false),
+            entry(40, 1, "stderr", "warn", false),
+            entry(50, 1, "agent", "a long ", true),
+            entry(60, 1, "agent", "line", false),
+            entry(70, 2, "followup", "(normalish) kept whole", false),
+            entry(80, 2, "agent", "done", false),
+        ];
+        let c = conversation(&run(), &entries, 0);
+        let e1 = "execution-1".to_string();
+        let e2 = "execution-2".to_string();
+        assert_eq!(
+            shape(&c),
+            [
+                (e1.clone(), User, vec!["fix the build".to_string()]),
+                (e1.clone(), System, vec!["setup done".into()]),
+                (e1.clone(), Assistant, vec!["looking".into()]),
+                (e1.clone(), User, vec!["and the tests".into()]),
+                (e1.clone(), System, vec!["<stderr>".into()]),
+                (e1, Assistant, vec!["a long line".into()]),
+                (e2.clone(), User, vec!["(normalish) kept whole".into()]),
+                (e2, Assistant, vec!["done".into()]),
+            ]
+        );
+        let joined = &c.steps[0].messages[5];
+        assert_eq!(joined.message_ids, ["50", "60"]);
+        assert_eq!(c.steps[0].started_at, Some(format_time(run().created_at)));
+        assert_eq!(c.steps[1].completed_at, Some(format_time(Timestamp(2_000_080))));
+    }
+
+    #[test]
+    fn a_cut_transcript_says_how_much_was_left_out() {
+        let entries = [entry(5_000, 3, "stdout", "tail", false)];
+        let c = conversation(&run(), &entries, 5_000);
+        let shape = shape(&c);
+        assert_eq!(shape[0].0, "execution-3");
+        assert_eq!(shape[1].2, ["<transcript_truncated>"]);
+        assert_eq!(shape[2].2, ["tail"]);
+    }
 }

@@ -101,6 +101,24 @@ impl FromRequest for Principal {
     }
 }
 
+/// The caller of an endpoint the official clients call without a key (the redirect checks):
+/// `None` when the request has no `Authorization` header; a key that is sent must be valid
+/// (else 401), and is charged like any other.
+pub struct MaybePrincipal(pub Option<Key>);
+
+impl FromRequest for MaybePrincipal {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<MaybePrincipal, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        std::future::ready(if req.headers().contains_key(header::AUTHORIZATION) {
+            authenticate(req).map(|Principal(key)| MaybePrincipal(Some(key)))
+        } else {
+            Ok(MaybePrincipal(None))
+        })
+    }
+}
+
 fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     let Some(state) = req.app_data::<web::Data<AppState>>() else {
         return Err(ApiError::internal(&"application state missing"));
