@@ -276,6 +276,21 @@ async fn a_runs_conversation_holds_its_prompt_followups_and_output() {
         .filter_map(|s| s["id"].as_str())
         .collect();
     assert_eq!(steps, ["execution-1", "execution-2"]);
+    // The follow-up that resumed the run opens the new execution's step.
+    assert_eq!(conversation["steps"][1]["messages"][0]["role"], "user");
+    assert_eq!(
+        conversation["steps"][1]["messages"][0]["content"][0]["text"],
+        "once more"
+    );
+    // Each follow-up appears once, however the agent echoed it.
+    let all = messages(&conversation);
+    let asked = all
+        .iter()
+        .filter(|(_, role, texts)| {
+            role == "user" && texts.iter().any(|t| t == "and the README too")
+        })
+        .count();
+    assert_eq!(asked, 1, "{all:?}");
 
     // Another team's run, a malformed id and an unknown one are all "no such run".
     for path in [

@@ -20,7 +20,7 @@ use super::wire::{
     SessionRedirect,
 };
 use super::{validate, AppState, MaybePrincipal, Principal};
-use crate::domain::{FollowupMode, Run, RunId, Timestamp};
+use crate::domain::{Run, RunId, Timestamp};
 use crate::exec::transcript::Entry;
 use crate::harness::Harness;
 
@@ -118,30 +118,75 @@ pub async fn models(
     }))
 }
 
-/// A follow-up's text as the transcript records it, `(mode) message`, without the mode.
-fn followup_text(text: &str) -> &str {
-    FollowupMode::ALL
-        .iter()
-        .find_map(|m| {
-            text.strip_prefix('(')
-                .and_then(|t| t.strip_prefix(m.as_str()))
-                .and_then(|t| t.strip_prefix(") "))
-        })
-        .unwrap_or(text)
+/// A follow-up as the run's events record it, with the execution it went to: the one in
+/// progress when it arrived, or else the next one (which it starts or waits for).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Asked {
+    /// The sequence number of its `FollowupReceived` event.
+    pub seq: u64,
+    pub at: Timestamp,
+    pub execution: u32,
+    pub message: String,
+}
+
+/// The follow-ups of a run's history received at `since` or later: the latest of them, at most
+/// `CONVERSATION_MAX_BYTES` of messages, oldest first.
+fn followups(
+    events: impl Iterator<Item = Result<crate::actor::Envelope, crate::actor::Error>>,
+    since: Timestamp,
+) -> Result<Vec<Asked>, ApiError> {
+    use crate::domain::Event;
+    let mut asked = std::collections::VecDeque::new();
+    let mut bytes = 0;
+    let (mut started, mut running) = (0, false);
+    for envelope in events {
+        let envelope = envelope?;
+        match envelope.event {
+            Event::Started { execution } => (started, running) = (execution, true),
+            Event::Succeeded { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {
+                running = false
+            }
+            Event::FollowupReceived { message, .. } if envelope.at >= since => {
+                bytes += message.len();
+                asked.push_back(Asked {
+                    seq: envelope.seq,
+                    at: envelope.at,
+                    execution: if running { started } else { started + 1 },
+                    message,
+                });
+                while bytes > CONVERSATION_MAX_BYTES as usize {
+                    match asked.pop_front() {
+                        Some(old) => bytes -= old.message.len(),
+                        None => break,
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    Ok(asked.into())
 }
 
 /// A run's conversation: its prompt, then the latest `CONVERSATION_MAX_BYTES` of its
-/// transcript (`entries`, from byte `start`), one step per execution. Follow-ups are user
-/// messages, the agent's readable output (its `agent` entries, or its stdout when it has none)
-/// assistant text, the harness's notes system text and stderr system events; consecutive
-/// entries of one role make one message, and the pieces of a long line are joined.
-pub fn conversation(run: &Run, entries: &[(u64, Entry)], start: u64) -> ConversationResponse {
+/// transcript (`entries`, from byte `start`) with the follow-ups of its history (`asked`), one
+/// step per execution. Follow-ups are user messages, placed by when they arrived among the
+/// output of the execution they went to; the agent's readable output (its `agent` entries, or
+/// its stdout when it has none) is assistant text, the harness's notes system text and stderr
+/// system events. The transcript's own `followup` entries (where the agent took a follow-up)
+/// are left out, as the history's record stands for them. Consecutive blocks of one role make
+/// one message, and the pieces of a long line are joined.
+pub fn conversation(
+    run: &Run,
+    entries: &[(u64, Entry)],
+    start: u64,
+    asked: &[Asked],
+) -> ConversationResponse {
     let readable = entries.iter().any(|(_, e)| e.stream == "agent");
     // Pieces of long lines joined: (offsets, entry with the whole text).
     let mut lines: Vec<(Vec<u64>, Entry)> = Vec::new();
     let mut open: HashMap<(u32, &str), usize> = HashMap::new();
     for (offset, e) in entries {
-        if readable && e.stream == "stdout" {
+        if e.stream == "followup" || readable && e.stream == "stdout" {
             continue;
         }
         let key = (e.execution, e.stream.as_str());
@@ -160,7 +205,12 @@ pub fn conversation(run: &Run, entries: &[(u64, Entry)], start: u64) -> Conversa
             open.insert(key, index);
         }
     }
-    let first_execution = lines.first().map_or(1, |(_, e)| e.execution);
+    let first_execution = match (lines.first(), asked.first()) {
+        (Some((_, e)), Some(a)) => e.execution.min(a.execution),
+        (Some((_, e)), None) => e.execution,
+        (None, Some(a)) => a.execution,
+        (None, None) => 1,
+    };
     let mut first = Step::new(first_execution);
     first.push(
         ConversationMessageRole::User,
@@ -188,56 +238,98 @@ pub fn conversation(run: &Run, entries: &[(u64, Entry)], start: u64) -> Conversa
             );
         }
     }
-    for (offsets, entry) in lines {
-        let id = offsets.first().copied().unwrap_or_default().to_string();
-        let (role, block) = match entry.stream.as_str() {
-            "followup" => (
-                ConversationMessageRole::User,
-                ConversationContentBlock::Text {
-                    message_id: id.clone(),
-                    text: followup_text(&entry.text).to_string(),
-                },
-            ),
-            "agent" | "stdout" => (
-                ConversationMessageRole::Assistant,
-                ConversationContentBlock::Text {
-                    message_id: id.clone(),
-                    text: entry.text,
-                },
-            ),
-            "system" => (
-                ConversationMessageRole::System,
-                ConversationContentBlock::Text {
-                    message_id: id.clone(),
-                    text: entry.text,
-                },
-            ),
-            other => {
-                let mut data = serde_json::Map::new();
-                data.insert("text".into(), entry.text.into());
-                (
-                    ConversationMessageRole::System,
-                    ConversationContentBlock::Event {
-                        message_id: id.clone(),
-                        name: other.to_string(),
-                        data,
-                    },
-                )
+    let mut asked = asked.iter().peekable();
+    let mut lines = lines.into_iter().peekable();
+    loop {
+        // A follow-up goes before the first output of a later execution, or of its own
+        // execution written after it arrived.
+        let next_asked = match (asked.peek(), lines.peek()) {
+            (Some(a), Some((_, e))) => {
+                a.execution < e.execution || a.execution == e.execution && a.at <= e.at
             }
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => break,
         };
-        if steps.last().is_some_and(|s| s.execution != entry.execution) {
-            steps.push(Step::new(entry.execution));
-        }
-        if let Some(step) = steps.last_mut() {
+        let (execution, role, id, at, block) = if next_asked {
+            let Some(a) = asked.next() else { break };
+            let id = format!("followup-{}", a.seq);
+            let block = ConversationContentBlock::Text {
+                message_id: id.clone(),
+                text: a.message.clone(),
+            };
+            (a.execution, ConversationMessageRole::User, id, a.at, block)
+        } else {
+            let Some((offsets, entry)) = lines.next() else {
+                break;
+            };
+            let id = offsets.first().copied().unwrap_or_default().to_string();
+            let (role, block) = block_of(id.clone(), entry.stream, entry.text);
+            if let Some(step) = steps.last_mut() {
+                if step.execution == entry.execution {
+                    step.push(role, id, entry.at, block);
+                    for offset in offsets.iter().skip(1) {
+                        step.note_id(offset.to_string());
+                    }
+                    continue;
+                }
+            }
+            let mut step = Step::new(entry.execution);
             step.push(role, id, entry.at, block);
             for offset in offsets.iter().skip(1) {
                 step.note_id(offset.to_string());
+            }
+            steps.push(step);
+            continue;
+        };
+        match steps.last_mut() {
+            Some(step) if step.execution == execution => step.push(role, id, at, block),
+            _ => {
+                let mut step = Step::new(execution);
+                step.push(role, id, at, block);
+                steps.push(step);
             }
         }
     }
     ConversationResponse {
         conversation_id: run.id.to_string(),
         steps: steps.into_iter().map(Step::finish).collect(),
+    }
+}
+
+/// The role and content block of a transcript entry of `stream`.
+fn block_of(
+    id: String,
+    stream: String,
+    text: String,
+) -> (ConversationMessageRole, ConversationContentBlock) {
+    match stream.as_str() {
+        "agent" | "stdout" => (
+            ConversationMessageRole::Assistant,
+            ConversationContentBlock::Text {
+                message_id: id,
+                text,
+            },
+        ),
+        "system" => (
+            ConversationMessageRole::System,
+            ConversationContentBlock::Text {
+                message_id: id,
+                text,
+            },
+        ),
+        _ => {
+            let mut data = serde_json::Map::new();
+            data.insert("text".into(), text.into());
+            (
+                ConversationMessageRole::System,
+                ConversationContentBlock::Event {
+                    message_id: id,
+                    name: stream,
+                    data,
+                },
+            )
+        }
     }
 }
 
@@ -320,7 +412,17 @@ fn conversation_of(
         .tail(id, CONVERSATION_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
     let start = slice.entries.first().map_or(0, |(offset, _)| *offset);
-    Ok(HttpResponse::Ok().json(conversation(&run, &slice.entries, start)))
+    // Follow-ups from when the output shown begins (all of them for a whole transcript).
+    let since = match slice.entries.first() {
+        Some((_, e)) if start > 0 => e.at,
+        _ => Timestamp(0),
+    };
+    let events = state
+        .runs
+        .durable_events(id, 0)?
+        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    let asked = followups(events, since)?;
+    Ok(HttpResponse::Ok().json(conversation(&run, &slice.entries, start, &asked)))
 }
 
 /// A run's conversation: its prompt, follow-ups and the agent's output from the latest 1 MiB of
@@ -641,20 +743,35 @@ mod tests {
     }
 
     #[test]
-    fn readable_output_stands_in_for_raw_json_and_pieces_are_joined() {
+    fn readable_output_stands_in_for_raw_json_and_followups_go_where_they_arrived() {
         use ConversationMessageRole::{Assistant, System, User};
         let entries = [
             entry(0, 1, "system", "setup done", false),
             entry(10, 1, "stdout", "{\"raw\":1}", false),
             entry(20, 1, "agent", "looking", false),
+            // Where the agent took the follow-up: the history's record stands for it.
             entry(30, 1, "followup", "(plan) and the tests", false),
             entry(40, 1, "stderr", "warn", false),
             entry(50, 1, "agent", "a long ", true),
             entry(60, 1, "agent", "line", false),
-            entry(70, 2, "followup", "(normalish) kept whole", false),
             entry(80, 2, "agent", "done", false),
         ];
-        let c = conversation(&run(), &entries, 0);
+        let asked = [
+            Asked {
+                seq: 7,
+                at: Timestamp(2_000_025),
+                execution: 1,
+                message: "and the tests".into(),
+            },
+            // Resumed the finished run: the first thing of execution 2.
+            Asked {
+                seq: 12,
+                at: Timestamp(2_000_070),
+                execution: 2,
+                message: "once more".into(),
+            },
+        ];
+        let c = conversation(&run(), &entries, 0, &asked);
         let e1 = "execution-1".to_string();
         let e2 = "execution-2".to_string();
         assert_eq!(
@@ -666,23 +783,95 @@ mod tests {
                 (e1.clone(), User, vec!["and the tests".into()]),
                 (e1.clone(), System, vec!["<stderr>".into()]),
                 (e1, Assistant, vec!["a long line".into()]),
-                (e2.clone(), User, vec!["(normalish) kept whole".into()]),
+                (e2.clone(), User, vec!["once more".into()]),
                 (e2, Assistant, vec!["done".into()]),
             ]
         );
+        assert_eq!(c.steps[0].messages[3].message_ids, ["followup-7"]);
         let joined = &c.steps[0].messages[5];
         assert_eq!(joined.message_ids, ["50", "60"]);
         assert_eq!(c.steps[0].started_at, Some(format_time(run().created_at)));
-        assert_eq!(c.steps[1].completed_at, Some(format_time(Timestamp(2_000_080))));
+        assert_eq!(
+            c.steps[1].started_at,
+            Some(format_time(Timestamp(2_000_070)))
+        );
+        assert_eq!(
+            c.steps[1].completed_at,
+            Some(format_time(Timestamp(2_000_080)))
+        );
+    }
+
+    #[test]
+    fn a_followup_to_a_run_not_started_again_is_its_own_step() {
+        let entries = [entry(0, 1, "stdout", "done", false)];
+        let asked = [Asked {
+            seq: 9,
+            at: Timestamp(2_000_100),
+            execution: 2,
+            message: "queued".into(),
+        }];
+        let steps: Vec<String> = conversation(&run(), &entries, 0, &asked)
+            .steps
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        assert_eq!(steps, ["execution-1", "execution-2"]);
     }
 
     #[test]
     fn a_cut_transcript_says_how_much_was_left_out() {
         let entries = [entry(5_000, 3, "stdout", "tail", false)];
-        let c = conversation(&run(), &entries, 5_000);
+        let c = conversation(&run(), &entries, 5_000, &[]);
         let shape = shape(&c);
         assert_eq!(shape[0].0, "execution-3");
         assert_eq!(shape[1].2, ["<transcript_truncated>"]);
         assert_eq!(shape[2].2, ["tail"]);
+    }
+
+    #[test]
+    fn followups_go_to_the_execution_they_reach_and_stay_bounded() {
+        use crate::domain::{Event, FollowupMode};
+        let run_id = run().id;
+        let at = |seq: u64, event: Event| crate::actor::Envelope {
+            run_id,
+            seq,
+            at: Timestamp(seq * 10),
+            event,
+        };
+        let asked = |message: &str| Event::FollowupReceived {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+            by: "key".into(),
+        };
+        let big = "x".repeat(CONVERSATION_MAX_BYTES as usize / 2 + 1);
+        let history = vec![
+            at(1, asked("before the start")),
+            at(2, Event::Started { execution: 1 }),
+            at(3, asked("while running")),
+            at(4, Event::Succeeded { execution: 1 }),
+            at(5, asked("resumes it")),
+            at(6, asked(&big)),
+            at(7, asked(&big)),
+        ];
+        fn ok(
+            events: &[crate::actor::Envelope],
+        ) -> impl Iterator<Item = Result<crate::actor::Envelope, crate::actor::Error>> + '_
+        {
+            events.iter().cloned().map(Ok)
+        }
+        let got = followups(ok(&history), Timestamp(0)).expect("history");
+        // The two large ones do not fit together: the older is dropped, and so is all before.
+        assert_eq!(got.len(), 1);
+        assert_eq!((got[0].seq, got[0].execution), (7, 2));
+        let small = &history[..5];
+        let got: Vec<(u64, u32)> = followups(ok(small), Timestamp(0))
+            .expect("history")
+            .iter()
+            .map(|a| (a.seq, a.execution))
+            .collect();
+        assert_eq!(got, [(1, 1), (3, 1), (5, 2)]);
+        // Only those from when the shown output begins.
+        let since = followups(ok(small), Timestamp(30)).expect("history");
+        assert_eq!(since.iter().map(|a| a.seq).collect::<Vec<_>>(), [3, 5]);
     }
 }

@@ -6,7 +6,8 @@
 //! serialises is what the document describes. String fields that hold a domain enum's wire
 //! name say so with `value_type`, pointing at a schema built from that enum's values.
 //!
-//! The types live by concern: `requests` and `responses` here, `token` for session links, and
+//! The types live by concern: `requests` and `responses` here, `agents` for the agents, models,
+//! conversation and redirect reads, `token` for session links, and
 //! the parts the CLI shares (times, runs' configuration, stored events, API keys, string-enum
 //! schemas) in `crate::format`, re-exported here so handlers name one module.
 
