@@ -24,8 +24,9 @@ use crate::domain::{Run, RunId, Timestamp};
 use crate::exec::transcript::Entry;
 use crate::harness::Harness;
 
-/// The most of a transcript one conversation holds: its latest 1 MiB. Earlier output is left
-/// out (and said to be), so the answer stays bounded whatever the agent printed.
+/// The most of a transcript one conversation holds (its latest 1 MiB), and the most of the
+/// follow-ups' messages. Earlier output is left out (and said to be), so the answer stays
+/// bounded whatever the agent printed or was sent.
 pub const CONVERSATION_MAX_BYTES: u64 = 1024 * 1024;
 
 /// The agents (skills) that can run here: none, since environments declare no skills
@@ -36,8 +37,10 @@ pub const CONVERSATION_MAX_BYTES: u64 = 1024 * 1024;
     tag = "agents",
     operation_id = "listAgents",
     params(
-        ("repo" = Option<String>, Query, description = "`owner/repo`; validated, lists nothing more."),
-        ("sort_by" = Option<String>, Query, description = "`name` or `last_run`."),
+        ("repo" = Option<String>, Query, pattern = r"^[A-Za-z0-9-]{1,100}/(?!\.\.?$)[A-Za-z0-9._-]{1,100}$",
+         description = "`owner/repo`; validated, lists nothing more."),
+        ("sort_by" = Option<String>, Query, pattern = "^(name|last_run)$",
+         description = "`name` or `last_run`."),
         ("refresh" = Option<bool>, Query, description = "`true` or `false`; nothing is cached."),
         ("include_malformed_skills" = Option<bool>, Query, description = "`true` or `false`."),
     ),
@@ -228,10 +231,10 @@ pub fn conversation(
             data.insert("omitted_bytes".into(), start.into());
             step.push(
                 ConversationMessageRole::System,
-                start.to_string(),
+                "truncated".into(),
                 entries.first().map_or(run.created_at, |(_, e)| e.at),
                 ConversationContentBlock::Event {
-                    message_id: start.to_string(),
+                    message_id: "truncated".into(),
                     name: "transcript_truncated".into(),
                     data,
                 },
@@ -251,43 +254,32 @@ pub fn conversation(
             (None, Some(_)) => false,
             (None, None) => break,
         };
-        let (execution, role, id, at, block) = if next_asked {
+        // The message's block, and the transcript entries beyond the first that it joins.
+        let (execution, role, id, at, block, joined) = if next_asked {
             let Some(a) = asked.next() else { break };
             let id = format!("followup-{}", a.seq);
             let block = ConversationContentBlock::Text {
                 message_id: id.clone(),
                 text: a.message.clone(),
             };
-            (a.execution, ConversationMessageRole::User, id, a.at, block)
+            let role = ConversationMessageRole::User;
+            (a.execution, role, id, a.at, block, Vec::new())
         } else {
             let Some((offsets, entry)) = lines.next() else {
                 break;
             };
             let id = offsets.first().copied().unwrap_or_default().to_string();
             let (role, block) = block_of(id.clone(), entry.stream, entry.text);
-            if let Some(step) = steps.last_mut() {
-                if step.execution == entry.execution {
-                    step.push(role, id, entry.at, block);
-                    for offset in offsets.iter().skip(1) {
-                        step.note_id(offset.to_string());
-                    }
-                    continue;
-                }
-            }
-            let mut step = Step::new(entry.execution);
-            step.push(role, id, entry.at, block);
-            for offset in offsets.iter().skip(1) {
-                step.note_id(offset.to_string());
-            }
-            steps.push(step);
-            continue;
+            let joined = offsets.get(1..).unwrap_or_default().to_vec();
+            (entry.execution, role, id, entry.at, block, joined)
         };
-        match steps.last_mut() {
-            Some(step) if step.execution == execution => step.push(role, id, at, block),
-            _ => {
-                let mut step = Step::new(execution);
-                step.push(role, id, at, block);
-                steps.push(step);
+        if steps.last().is_none_or(|s| s.execution != execution) {
+            steps.push(Step::new(execution));
+        }
+        if let Some(step) = steps.last_mut() {
+            step.push(role, id, at, block);
+            for offset in joined {
+                step.note_id(offset.to_string());
             }
         }
     }
