@@ -4,6 +4,7 @@
 //! status code.
 
 mod admin;
+mod agents;
 mod artifacts;
 mod deliveries;
 mod history;
@@ -102,6 +103,24 @@ impl FromRequest for Principal {
 
     fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
         std::future::ready(authenticate(req))
+    }
+}
+
+/// The caller of an endpoint the official clients call without a key (the redirect checks):
+/// `None` when the request has no `Authorization` header; a key that is sent must be valid
+/// (else 401), and is charged like any other.
+pub struct MaybePrincipal(pub Option<Key>);
+
+impl FromRequest for MaybePrincipal {
+    type Error = ApiError;
+    type Future = std::future::Ready<Result<MaybePrincipal, ApiError>>;
+
+    fn from_request(req: &HttpRequest, _: &mut actix_web::dev::Payload) -> Self::Future {
+        std::future::ready(if req.headers().contains_key(header::AUTHORIZATION) {
+            authenticate(req).map(|Principal(key)| MaybePrincipal(Some(key)))
+        } else {
+            Ok(MaybePrincipal(None))
+        })
     }
 }
 
@@ -502,6 +521,54 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                     web::resource("/agent/runs/{run_id}/transcript")
                         .get(runs::transcript)
                         .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/conversation")
+                        .get(agents::run_conversation)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/runs/{run_id}/handoff/attachments")
+                        .get(agents::handoff_attachments)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent")
+                        .get(agents::list)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/models")
+                        .get(agents::models)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/conversations/{conversation_id}")
+                        .get(agents::get_conversation)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/conversations/{conversation_id}/redirect")
+                        .get(agents::conversation_redirect)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/sessions/{session_uuid}/redirect")
+                        .get(agents::session_redirect)
+                        .default_service(only("GET")),
+                )
+                .service(
+                    web::resource("/agent/identities")
+                        .get(agents::identities)
+                        .post(agents::create_identity)
+                        .default_service(only("GET, POST")),
+                )
+                .service(
+                    web::resource("/agent/identities/{uid}")
+                        .get(agents::identity)
+                        .put(agents::update_identity)
+                        .delete(agents::delete_identity)
+                        .default_service(only("GET, PUT, DELETE")),
                 )
                 .service(
                     web::resource("/agent/artifacts/{artifact_uid}")

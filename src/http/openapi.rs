@@ -15,7 +15,7 @@ use utoipa::openapi::{ContentBuilder, RefOr, Response, ResponseBuilder};
 use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
 
 use super::problem::{ApiError, Problem};
-use super::{admin, artifacts, runs, session};
+use super::{admin, agents, artifacts, runs, session};
 
 /// The name of the bearer-key security scheme that `/api/v1` operations require.
 pub const BEARER: &str = "bearerAuth";
@@ -86,6 +86,11 @@ problem_response! {
 problem_response! {
     /// The request body is larger than 1 MiB (`invalid_request`).
     PayloadTooLarge
+}
+problem_response! {
+    /// An operation of the Oz API that runledger deliberately does not offer; `detail` says
+    /// what it has instead (`operation_not_supported`). See docs/api.md.
+    NotSupported
 }
 problem_response! {
     /// The service hit an unexpected error; the request may be retried (`internal_error`).
@@ -216,6 +221,18 @@ impl Modify for LegacyCreate {
         runs::transcript,
         super::deliveries::deliveries,
         runs::environments,
+        agents::list,
+        agents::models,
+        agents::run_conversation,
+        agents::get_conversation,
+        agents::session_redirect,
+        agents::conversation_redirect,
+        agents::handoff_attachments,
+        agents::identities,
+        agents::create_identity,
+        agents::identity,
+        agents::update_identity,
+        agents::delete_identity,
         artifacts::get,
         artifacts::download,
         super::schedules::create,
@@ -243,6 +260,7 @@ impl Modify for LegacyCreate {
         NotFound,
         Conflict,
         PayloadTooLarge,
+        NotSupported,
         InternalError,
         Unavailable,
     )),
@@ -250,6 +268,7 @@ impl Modify for LegacyCreate {
     tags(
         (name = "runs", description = "Create, list, follow and cancel agent runs"),
         (name = "schedules", description = "Prompts that fire on a cron expression, each firing a run"),
+        (name = "agents", description = "Agents, models, conversations and redirects; agent identities are not offered"),
         (name = "admin", description = "API keys and teams (admin keys only)"),
         (name = "service", description = "Health, readiness, metrics, this document, session pages"),
     )
@@ -391,6 +410,7 @@ mod tests {
             ApiError::too_large(""),
             ApiError::method_not_allowed("GET"),
             ApiError::unsupported_media_type(""),
+            ApiError::not_supported(""),
             ApiError::internal(&""),
             ApiError::unavailable(""),
         ];

@@ -110,6 +110,17 @@ impl ApiError {
         }
     }
 
+    /// An operation of the Oz API that runledger deliberately does not offer
+    /// (`operation_not_supported`, 422): the route exists, so a client can tell it from a typo
+    /// (404), and `detail` says what runledger has instead.
+    pub fn not_supported(detail: impl Into<String>) -> ApiError {
+        ApiError::new(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "operation_not_supported",
+            detail,
+        )
+    }
+
     pub fn unsupported_media_type(detail: impl Into<String>) -> ApiError {
         ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,

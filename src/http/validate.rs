@@ -891,9 +891,92 @@ pub fn events_query(raw: &str) -> Result<(u64, usize), ApiError> {
     Ok((from, events))
 }
 
+/// Checks the query of `GET /agent` (the agents list): `repo` (`owner/repo`, GitHub's
+/// characters), `sort_by` (`name` or `last_run`), `refresh` and `include_malformed_skills`
+/// (`true` or `false`). Each is accepted for the clients' sake and changes nothing: runledger
+/// declares no skills to list, sort, refresh or find malformed. Other parameters are ignored,
+/// as on every list.
+pub fn agents_query(raw: &str) -> Result<(), ApiError> {
+    for (key, value) in form_urlencoded::parse(raw.as_bytes()) {
+        match key.as_ref() {
+            "repo" => {
+                let valid = value.split_once('/').is_some_and(|(owner, name)| {
+                    let part = |s: &str, extra: &[char]| {
+                        !s.is_empty()
+                            && s.len() <= 100
+                            && s.chars().all(|c| {
+                                c.is_ascii_alphanumeric() || c == '-' || extra.contains(&c)
+                            })
+                    };
+                    part(owner, &[]) && part(name, &['.', '_']) && name != "." && name != ".."
+                });
+                if !valid {
+                    return Err(ApiError::bad_request(format!(
+                        "repo must be owner/repo (GitHub's letters, digits, '-', and '.' or '_' \
+                         in the name), not {:?}",
+                        truncated(&value)
+                    )));
+                }
+            }
+            "sort_by" if !matches!(value.as_ref(), "name" | "last_run") => {
+                return Err(ApiError::bad_request(format!(
+                    "sort_by must be name or last_run, not {:?}",
+                    truncated(&value)
+                )));
+            }
+            "refresh" | "include_malformed_skills"
+                if !matches!(value.as_ref(), "true" | "false") =>
+            {
+                return Err(ApiError::bad_request(format!(
+                    "{key} must be true or false, not {:?}",
+                    truncated(&value)
+                )));
+            }
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+/// At most 64 characters of a value, for an error message.
+fn truncated(value: &str) -> String {
+    value.chars().take(64).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn agents_query_accepts_the_documented_values_only() {
+        for good in [
+            "",
+            "repo=acme/tools&sort_by=name&refresh=true&include_malformed_skills=false",
+            "repo=a-b/c.d_e&sort_by=last_run&refresh=false&include_malformed_skills=true",
+            "other=anything",
+        ] {
+            assert!(agents_query(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "repo=",
+            "repo=acme",
+            "repo=acme/",
+            "repo=/tools",
+            "repo=a/b/c",
+            "repo=acme/..",
+            "repo=ac%20me/tools",
+            "repo=acme/tools%00",
+            "sort_by=date",
+            "sort_by=",
+            "refresh=yes",
+            "include_malformed_skills=1",
+        ] {
+            let e = agents_query(bad).expect_err(bad);
+            assert_eq!(e.status.as_u16(), 400, "{bad}");
+        }
+        let long = format!("repo={}/x", "a".repeat(101));
+        assert!(agents_query(&long).is_err());
+    }
 
     #[test]
     fn events_query_defaults_and_limits() {

@@ -6,10 +6,12 @@
 //! serialises is what the document describes. String fields that hold a domain enum's wire
 //! name say so with `value_type`, pointing at a schema built from that enum's values.
 //!
-//! The types live by concern: `requests` and `responses` here, `token` for session links, and
+//! The types live by concern: `requests` and `responses` here, `agents` for the agents, models,
+//! conversation and redirect reads, `token` for session links, and
 //! the parts the CLI shares (times, runs' configuration, stored events, API keys, string-enum
 //! schemas) in `crate::format`, re-exported here so handlers name one module.
 
+mod agents;
 mod requests;
 mod responses;
 mod schedules;
@@ -21,6 +23,7 @@ pub use crate::format::keys::*;
 pub use crate::format::run::*;
 pub use crate::format::schema::*;
 pub use crate::format::time::*;
+pub use agents::*;
 pub use requests::*;
 pub use responses::*;
 pub use schedules::*;
