@@ -148,12 +148,16 @@ struct ConfigFile {
     schedules: SchedulesFile,
 }
 
+/// The most schedules a team may have unless `schedules.max_per_team` says otherwise.
+pub const DEFAULT_MAX_SCHEDULES_PER_TEAM: usize = 10_000;
+
 /// `[schedules]` as written in the file.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SchedulesFile {
     /// The test mode: cron expressions may have a sixth, leading seconds field.
     seconds: Option<bool>,
+    max_per_team: Option<usize>,
 }
 
 /// One `[[webhooks]]` table as written in the file.
@@ -451,6 +455,8 @@ pub struct Config {
     /// `schedules.seconds`: cron expressions may have a leading seconds field. A test mode
     /// (a schedule then fires every few seconds); off by default.
     pub schedule_seconds: bool,
+    /// `schedules.max_per_team`: the most schedules one team may have (default 10,000).
+    pub max_schedules_per_team: usize,
 }
 
 /// The sizes of what an agent may report through `RUNLEDGER_REPORT` (`exec::report`), and how
@@ -749,6 +755,15 @@ fn resolve(
         artifacts: artifact_limits(&file.limits)?,
         webhooks,
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
+        max_schedules_per_team: match file.schedules.max_per_team {
+            None => DEFAULT_MAX_SCHEDULES_PER_TEAM,
+            Some(n @ 1..=1_000_000) => n,
+            Some(n) => {
+                return Err(Error::Invalid(format!(
+                    "schedules.max_per_team: {n} is not between 1 and 1000000"
+                )))
+            }
+        },
     })
 }
 

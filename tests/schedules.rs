@@ -339,6 +339,56 @@ async fn bad_schedules_are_refused_naming_the_problem_and_other_teams_see_nothin
     assert_eq!(still["enabled"], true);
 }
 
+/// A team's schedules are capped (`schedules.max_per_team`); deleting one makes room, and
+/// another team has its own count.
+#[tokio::test]
+async fn a_team_cannot_hold_more_schedules_than_the_cap() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_in(
+        dir.path(),
+        &format!("{CONFIG}\n[schedules]\nmax_per_team = 2\n"),
+    );
+    let body = json!({ "name": "n", "cron_schedule": "@daily", "prompt": "p" });
+    let first = create(&server, body.clone()).await;
+    create(&server, body.clone()).await;
+    let (status, v) = server
+        .post(&server.key, "/agent/schedules", body.clone())
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("max_per_team"),
+        "{v}"
+    );
+    let id = first["id"].as_str().expect("id");
+    let (status, _) = send(
+        &server,
+        reqwest::Method::DELETE,
+        &server.key,
+        &format!("/agent/schedules/{id}"),
+        None,
+    )
+    .await;
+    assert_eq!(status, 200);
+    create(&server, body.clone()).await;
+    let (status, _) = server
+        .post(&server.key, "/admin/teams", json!({ "name": "infra" }))
+        .await;
+    assert_eq!(status, 201);
+    let (_, v) = server
+        .post(
+            &server.key,
+            "/admin/keys",
+            json!({ "name": "bob", "team": "infra" }),
+        )
+        .await;
+    let bob = v["key"].as_str().expect("key").to_string();
+    let (status, v) = server.post(&bob, "/agent/schedules", body).await;
+    assert_eq!(status, 201, "{v}");
+}
+
 /// One real firing of an every-minute schedule: within about a minute (70 s at most), an
 /// ordinary run appears with source SCHEDULED_AGENT, and the schedule's history names it.
 #[tokio::test]

@@ -359,6 +359,7 @@ impl From<crate::schedules::Error> for ApiError {
                 ApiError::not_found("no schedule with this id")
             }
             (crate::schedules::Error::Rejected(r), _) => ApiError::conflict(r.to_string()),
+            (crate::schedules::Error::TooMany(..), _) => ApiError::bad_request(e.to_string()),
             (_, Some(cause)) => ApiError::of_cause(cause, &e),
             (_, None) => ApiError::internal(&e),
         }

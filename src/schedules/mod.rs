@@ -57,6 +57,8 @@ pub const CRASH_VAR: &str = "RUNLEDGER_TEST_CRASH";
 pub enum Error {
     #[error(transparent)]
     Rejected(#[from] ScheduleRejection),
+    #[error("team {0:?} already has {1} schedules, the most a team may have (schedules.max_per_team); delete one first")]
+    TooMany(String, usize),
     #[error(transparent)]
     Store(#[from] store::Error),
 }
@@ -66,7 +68,7 @@ impl Error {
     /// caller's to read).
     pub fn cause(&self) -> Option<Cause<'static>> {
         match self {
-            Error::Rejected(_) => None,
+            Error::Rejected(_) | Error::TooMany(..) => None,
             Error::Store(e) => Some(failure::of_store(e)),
         }
     }
@@ -256,6 +258,18 @@ impl Schedules {
         team: String,
         by: Creator,
     ) -> Result<View, Error> {
+        let count = self
+            .state()
+            .entries
+            .values()
+            .filter(|e| e.schedule.team == team)
+            .count();
+        // Each schedule's state, its prompt included (up to 64 KiB), is in memory: the cap
+        // bounds what one team's keys can make the server hold.
+        let cap = self.inner.config.max_schedules_per_team;
+        if count >= cap {
+            return Err(Error::TooMany(team, cap));
+        }
         let id = self.inner.runs.new_id();
         let command = ScheduleCommand::Create {
             spec,
@@ -440,7 +454,10 @@ impl Schedules {
                     due,
                     error: refusal.to_string(),
                 };
-                if let Err(e) = self.record(id, Some(current), failed, Writer::Internal).await {
+                if let Err(e) = self
+                    .record(id, Some(current), failed, Writer::Internal)
+                    .await
+                {
                     tracing::error!(schedule_id = %id, error = %e, "could not record a schedule's refused firing");
                     self.reschedule(id, due);
                 }
