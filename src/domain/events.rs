@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::Timestamp;
+use super::schedule::ScheduleId;
+
 /// One change to a run. The time of the change lives in the envelope, not here.
 // `Created` is much larger than the rest, but events live one at a time on the stack while
 // being folded or encoded; boxing would add an allocation to every create for no gain.
@@ -60,6 +63,10 @@ pub enum Event {
     /// store. Recorded right after the run's `Admitted`, in the same decision (sequence 1), so a
     /// run never starts without them.
     Attached { attachments: Vec<Attachment> },
+    /// The run was made by a firing of `schedule`. Recorded right after the run's `Admitted`,
+    /// in the same decision (sequence 1, before an `Attached`), so the run is a scheduled one
+    /// from its first moment and a reader never sees it without its schedule.
+    Scheduled { schedule: RunSchedule },
 }
 
 impl Event {
@@ -95,6 +102,7 @@ impl Event {
             Event::Admitted(_) => "Created",
             Event::ArtifactReported { .. } => "ArtifactReported",
             Event::Attached { .. } => "Attached",
+            Event::Scheduled { .. } => "Scheduled",
         }
     }
 }
@@ -422,4 +430,16 @@ impl ArtifactKind {
 pub struct Attachment {
     pub file_name: String,
     pub content: Content,
+}
+
+/// The schedule whose firing made a run (OpenAPI `ScheduleInfo`), as it was at the firing: a
+/// later rename or new cron expression of the schedule does not rewrite the runs it made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSchedule {
+    pub schedule_id: ScheduleId,
+    pub schedule_name: String,
+    pub cron_schedule: String,
+    /// The due time of the firing that made the run (not when it was created: a catch-up
+    /// firing after a restart makes its run later than it was due).
+    pub due: Timestamp,
 }
