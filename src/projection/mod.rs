@@ -68,8 +68,10 @@ const INDEX: &str = "run_index";
 /// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
 /// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`), an `F 07` range per
 /// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
-/// run (`keys.rs`).
-pub const LAYOUT_VERSION: u32 = 9;
+/// run (`keys.rs`). 10: rows carry the schedule whose firing made the run (`Run::schedule`),
+/// and an `F 08` range per schedule id holds its runs; a row of layout 9 lacks the field and
+/// fails to decode rather than reading as something else, and the store rebuilds.
+pub const LAYOUT_VERSION: u32 = 10;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.
