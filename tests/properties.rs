@@ -29,8 +29,8 @@ struct RunSpec {
     creator: u8,
     title: u8,
     meta: Option<u8>,
-    /// `Some(n)`, n < 3: made by a firing of schedule `n` (`schedule_of`); `Some(3)`: sent by a
-    /// client with the source `SCHEDULED_AGENT` but no schedule.
+    /// `Some(n)`, n < 3: made by a firing of schedule `n` (`schedule_of`); `Some(3)`: admitted
+    /// with the source `SCHEDULED_AGENT` but no schedule (as an imported log may hold).
     schedule: Option<u8>,
     steps: Vec<Step>,
 }

@@ -108,8 +108,9 @@ pub struct Run {
     pub artifacts: Vec<ReportedArtifact>,
     /// The files attached when the run was created.
     pub attachments: Vec<Attachment>,
-    /// The schedule whose firing made the run; `None` for every other run, including one a
-    /// client created with the source `SCHEDULED_AGENT` itself.
+    /// The schedule whose firing made the run; `None` for every other run, including one
+    /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
+    /// admits `API`, but an imported log may hold such a run).
     pub schedule: Option<RunSchedule>,
 }
 
@@ -1113,7 +1114,7 @@ mod tests {
     }
 
     #[test]
-    fn a_run_a_client_sent_as_scheduled_has_no_schedule_and_works_on() {
+    fn a_run_admitted_as_scheduled_without_a_schedule_works_on() {
         given_no_run()
             .when(create(scheduled(created())))
             .then_events([Event::Admitted(scheduled(created()))])

@@ -289,7 +289,7 @@ mod tests {
 
     /// A run a schedule made carries `schedule` (OpenAPI `ScheduleInfo`: exactly its three
     /// fields, the due time stays in the log) and the source `SCHEDULED_AGENT`; any other run,
-    /// one a client sent with that source included, has no `schedule` key at all.
+    /// one admitted with that source but no schedule included, has no `schedule` key at all.
     #[test]
     fn a_scheduled_run_renders_its_schedule_info() {
         use crate::domain::RunSchedule;
