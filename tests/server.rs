@@ -837,7 +837,9 @@ async fn list_filters_and_environments() {
     // A schedule id in the right shape is a filter: these runs were made by no schedule (a run
     // id, in either case, is no schedule's id); an empty one is refused like any filter's.
     for id in [a.clone(), a.to_lowercase()] {
-        let (st, v) = s.get(&s.key, &format!("/agent/runs?schedule_id={id}")).await;
+        let (st, v) = s
+            .get(&s.key, &format!("/agent/runs?schedule_id={id}"))
+            .await;
         assert_eq!(st, 200, "{v}");
         assert!(ids(&v).is_empty(), "{id}: {v}");
     }

@@ -449,3 +449,32 @@ fn decode_row(id: RunId, bytes: &[u8]) -> Result<Run, Error> {
         detail: e.to_string(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of layout 9 is a layout-10 row without the trailing `Run::schedule`: it fails to
+    /// decode rather than reading as some other run (the start rebuilds such an index anyway,
+    /// `LAYOUT_VERSION`), and a row of layout 10 reads back whole, with or without a schedule.
+    #[test]
+    fn a_row_without_the_schedule_field_does_not_decode() {
+        let mut run = crate::domain::sample_run(3);
+        let row = encode_row(&run).expect("encodes");
+        assert_eq!(row.last(), Some(&0), "None is the last byte");
+        assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
+        let old = &row[..row.len() - 1];
+        assert!(matches!(
+            decode_row(run.id, old),
+            Err(Error::CorruptRow { .. })
+        ));
+        run.schedule = Some(crate::domain::RunSchedule {
+            schedule_id: RunId(7),
+            schedule_name: "n".into(),
+            cron_schedule: "@daily".into(),
+            due: crate::domain::Timestamp(5),
+        });
+        let row = encode_row(&run).expect("encodes");
+        assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
+    }
+}
