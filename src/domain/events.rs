@@ -75,6 +75,12 @@ impl Event {
         matches!(self, Event::Created(_) | Event::Admitted(_))
     }
 
+    /// Whether this event is recorded with a run's admission, in the same decision right
+    /// after it: its schedule (`Scheduled`) or its attachments (`Attached`).
+    pub fn completes_admission(&self) -> bool {
+        matches!(self, Event::Scheduled { .. } | Event::Attached { .. })
+    }
+
     /// The contents (in the content store) the event names.
     pub fn contents(&self) -> Vec<&Content> {
         match self {
