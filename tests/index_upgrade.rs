@@ -277,8 +277,8 @@ fn write_layout_9_store_with_scheduled_runs(
         let cancelled = cancel
             .events
             .iter()
-            .fold(Some(run.clone()), |r, e| {
-                evolve(r, id, e, Timestamp(at.0 + 1))
+            .try_fold(run.clone(), |r, e| {
+                evolve(Some(r), id, e, Timestamp(at.0 + 1))
             })
             .expect("cancelled");
         store
