@@ -628,4 +628,124 @@ mod tests {
         let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
         assert!(differences.is_empty(), "{differences:?}");
     }
+
+    /// The run side of a schedule's firing, through `Runs` as the scheduler calls it: the run
+    /// is made once under the firing's id (a retry, even with the queues full, finds it), it
+    /// is a `SCHEDULED_AGENT` run carrying its schedule, `run_exists` tells it from an id
+    /// never used, and the list filter `schedule_id` finds exactly the runs of one schedule,
+    /// in one team, from the index, also after a restart.
+    #[actix_rt::test]
+    async fn a_firing_makes_one_scheduled_run_listed_under_its_schedule() {
+        use crate::domain::{RunSchedule, SourceType, Timestamp};
+        use crate::projection::Query;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut config = config(dir.path());
+        config.max_queued_per_team = 2;
+        config.environments[0].max_concurrent = 1;
+        config.environments[0].demo_duration_ms = 600_000;
+        let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config).expect("sandboxes");
+        let (store, index) = open_store(&config, false).expect("open");
+        let executor = executor(&config, &store, sandboxes).expect("executor");
+        let webhooks = Webhooks::open(&config, &store).expect("webhooks");
+        let runs = Runs::new(store.clone(), index, executor, webhooks);
+
+        let schedule = |n: u128, due: u64| RunSchedule {
+            schedule_id: RunId::new(Timestamp(1_763_700_000_000), n),
+            schedule_name: format!("nightly {n}"),
+            cron_schedule: "0 3 * * *".into(),
+            due: Timestamp(due),
+        };
+        let admitted = |team: &str| {
+            let mut a = crate::domain::RunAdmitted::from_legacy(crate::domain::sample_created(1));
+            a.team = team.into();
+            a
+        };
+        let fire = |n: u128, due: u64, team: &'static str| {
+            let runs = runs.clone();
+            let id = runs.new_id();
+            async move {
+                let outcome = runs
+                    .create_scheduled(id, admitted(team), schedule(n, due))
+                    .await;
+                (id, outcome)
+            }
+        };
+        // Schedule 1 fires twice in team `infra`, schedule 2 once; schedule 1's id in another
+        // team names other runs.
+        let (first, made) = fire(1, 1_000, "infra").await;
+        let made = made.expect("created");
+        assert_eq!(made.run.id, first);
+        assert_eq!(made.run.source, SourceType::ScheduledAgent);
+        assert_eq!(made.run.schedule, Some(schedule(1, 1_000)));
+        let (second, made) = fire(1, 2_000, "infra").await;
+        made.expect("created");
+        let (other, made) = fire(2, 1_000, "infra").await;
+        made.expect("created");
+        let (elsewhere, made) = fire(1, 1_000, "web").await;
+        made.expect("created");
+        assert!(runs.run_exists(first).expect("exists"));
+        assert!(!runs.run_exists(runs.new_id()).expect("exists"));
+
+        // `infra` now has as many runs waiting as it may: a new firing is refused, a retried
+        // one is answered with the run it made, unchanged.
+        let (_, refused) = fire(2, 2_000, "infra").await;
+        assert!(
+            matches!(refused, Err(crate::actor::Error::QueueFull(_))),
+            "{refused:?}"
+        );
+        let retried = runs
+            .create_scheduled(second, admitted("infra"), schedule(1, 2_000))
+            .await
+            .expect("the retry finds its run");
+        assert_eq!(retried.run.id, second);
+        assert_eq!(retried.run.next_seq, 2);
+        let again = runs
+            .create_scheduled(first, admitted("infra"), schedule(1, 1_000))
+            .await
+            .expect("the retry finds its run");
+        assert_eq!(again.run.schedule, Some(schedule(1, 1_000)));
+
+        let listed = |runs: Runs, team: &'static str, schedule_id: RunId| async move {
+            let query = Query {
+                team: team.into(),
+                schedule_id: Some(crate::projection::keys::schedule_value(schedule_id)),
+                limit: 10,
+                ..Query::default()
+            };
+            let page = runs.list(&query).await.expect("list");
+            let mut ids: Vec<RunId> = page.runs.iter().map(|r| r.id).collect();
+            ids.sort();
+            ids
+        };
+        let one = schedule(1, 0).schedule_id;
+        let two = schedule(2, 0).schedule_id;
+        assert_eq!(listed(runs.clone(), "infra", one).await, [first, second]);
+        assert_eq!(listed(runs.clone(), "infra", two).await, [other]);
+        assert_eq!(listed(runs.clone(), "web", one).await, [elsewhere]);
+        assert!(listed(runs.clone(), "web", two).await.is_empty());
+        // A schedule id that made nothing, e.g. one of the run ids.
+        assert!(listed(runs.clone(), "infra", first).await.is_empty());
+
+        // From a fresh handle on the index once the projector has written everything (what
+        // a restart lists from), and the index is what a rebuild from the log makes.
+        runs.stop_projector();
+        let index = crate::projection::Index::open(store.db()).expect("reopen");
+        let query = Query {
+            team: "infra".into(),
+            schedule_id: Some(crate::projection::keys::schedule_value(one)),
+            limit: 10,
+            ..Query::default()
+        };
+        let mut ids: Vec<RunId> = index
+            .list(&query)
+            .expect("list")
+            .runs
+            .iter()
+            .map(|r| r.id)
+            .collect();
+        ids.sort();
+        assert_eq!(ids, [first, second]);
+        let (_, _, differences) = index.verify(&store, 8 << 20).expect("verify");
+        assert!(differences.is_empty(), "{differences:?}");
+    }
 }

@@ -9,7 +9,7 @@ use std::path::PathBuf;
 use runledger::domain::{
     AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator, CreatorKind,
     Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId,
-    Sealed, SourceType, StatusMessage, Timestamp, Tokens,
+    RunSchedule, Sealed, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -219,6 +219,17 @@ fn samples() -> Vec<(&'static str, Event)> {
                 }],
             },
         ),
+        (
+            "scheduled",
+            Event::Scheduled {
+                schedule: RunSchedule {
+                    schedule_id: RunId(0x0190_0000_0000_0000_0000_0000_0000_0007),
+                    schedule_name: "Nightly dependency update".into(),
+                    cron_schedule: "0 3 * * 1-5".into(),
+                    due: Timestamp(1_764_126_000_000),
+                },
+            },
+        ),
     ]
 }
 
@@ -277,7 +288,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::UsageRecorded { .. }
             | Event::Admitted(_)
             | Event::ArtifactReported { .. }
-            | Event::Attached { .. } => {}
+            | Event::Attached { .. }
+            | Event::Scheduled { .. } => {}
         }
     }
     let all = [
@@ -298,6 +310,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "ArtifactReported",
         "ArtifactReported",
         "Attached",
+        "Scheduled",
     ];
     assert_eq!(kinds, all);
 }

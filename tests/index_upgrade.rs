@@ -1,6 +1,7 @@
 //! The read index of a store written before teams (layout 7) is rebuilt when the server starts:
 //! its runs join the team `default`, each team's key lists only its own team's runs, and the
-//! startup recovery still finds the waiting runs of every team.
+//! startup recovery still finds the waiting runs of every team. An index of layout 9, from
+//! before runs carried their schedule, is rebuilt too, and lists by `schedule_id`.
 
 mod common;
 
@@ -9,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use common::{cli, Server, CONFIG};
 use runledger::domain::{
-    decide, evolve, AgentConfig, Command, Creator, CreatorKind, Event, RunCreated, RunId,
+    decide, evolve, AgentConfig, Command, Creator, CreatorKind, Event, Run, RunCreated, RunId,
     SourceType, Timestamp,
 };
 use runledger::projection::keys;
@@ -207,4 +208,222 @@ async fn a_layout_7_store_upgrades_with_its_runs_in_default_and_lists_stay_in_th
     assert_eq!(lost["status_message"]["retryable"], true, "{lost}");
     wait_state(&s, &infra, &theirs[1], "INPROGRESS").await;
     s.kill();
+}
+
+/// Writes a store as a build of layout 9 would hold scheduled runs (written by this build's
+/// domain, since layout 9 had none) under an index marked layout 9 whose rows lack
+/// `Run::schedule`: two cancelled runs of schedule `schedule`, one of another schedule, and
+/// one run admitted as `SCHEDULED_AGENT` without a schedule. Returns the run ids in that order.
+fn write_layout_9_store_with_scheduled_runs(
+    data_dir: &std::path::Path,
+    schedule: RunId,
+    other: RunId,
+) -> Vec<RunId> {
+    use runledger::domain::{RunAdmitted, RunSchedule};
+    let store = Store::open(
+        data_dir,
+        &store::Options {
+            cache_bytes: 8 << 20,
+            ..store::Options::default()
+        },
+    )
+    .expect("open store");
+    let rows = store.db().open_tree("runs").expect("rows tree");
+    let mut ids = Vec::new();
+    for (i, made_by) in [Some(schedule), Some(schedule), Some(other), None]
+        .into_iter()
+        .enumerate()
+    {
+        let at = Timestamp(1_764_000_000_000 + i as u64 * 1000);
+        let id = RunId::new(at, i as u128 + 1);
+        let admitted = RunAdmitted::from_legacy(RunCreated {
+            title: format!("nightly {i}"),
+            prompt: "update the dependencies".into(),
+            config: AgentConfig {
+                environment_id: Some("fast".into()),
+                ..AgentConfig::default()
+            },
+            creator: Creator {
+                kind: CreatorKind::User,
+                uid: "old-key".into(),
+                display_name: "old".into(),
+            },
+            source: SourceType::ScheduledAgent,
+            metadata: BTreeMap::new(),
+        });
+        let create = decide(
+            None,
+            Command::Create {
+                admitted,
+                attachments: Vec::new(),
+                schedule: made_by.map(|schedule_id| RunSchedule {
+                    schedule_id,
+                    schedule_name: format!("Nightly \"{i}\""),
+                    cron_schedule: "0 3 * * *".into(),
+                    due: Timestamp(at.0 - 500),
+                }),
+            },
+        )
+        .expect("create");
+        let run = create
+            .events
+            .iter()
+            .fold(None, |r, e| evolve(r, id, e, at))
+            .expect("a run");
+        store
+            .append(&store::envelopes(id, 0, at, create.events))
+            .expect("append");
+        let cancel = decide(Some(&run), Command::Cancel { by: "old".into() }).expect("cancel");
+        let cancelled = cancel
+            .events
+            .iter()
+            .try_fold(run.clone(), |r, e| {
+                evolve(Some(r), id, e, Timestamp(at.0 + 1))
+            })
+            .expect("cancelled");
+        store
+            .append(&store::envelopes(
+                id,
+                run.next_seq,
+                Timestamp(at.0 + 1),
+                cancel.events,
+            ))
+            .expect("append");
+        // The row as layout 9 encoded it: the same fields but the last (`None`, one byte).
+        let mut row = postcard::to_allocvec(&Run {
+            schedule: None,
+            ..cancelled
+        })
+        .expect("row");
+        row.pop();
+        rows.insert(id.to_bytes(), row).expect("row");
+        ids.push(id);
+    }
+    store
+        .db()
+        .insert("projection_layout", &9u32.to_be_bytes())
+        .expect("marker");
+    store.db().flush().expect("flush");
+    ids
+}
+
+/// A store of layout 9 is rebuilt at the start of layout 10: its scheduled runs carry their
+/// `schedule` on the wire, and the `schedule_id` filter finds exactly a schedule's runs from the
+/// rebuilt index, in any spelling of the id, alone or with other filters and in every order.
+#[tokio::test]
+async fn a_layout_9_store_upgrades_and_lists_runs_by_schedule() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let schedule = RunId::new(Timestamp(1_763_000_000_000), 77);
+    let other = RunId::new(Timestamp(1_763_000_000_000), 78);
+    let runs = write_layout_9_store_with_scheduled_runs(&tmp.path().join("data"), schedule, other);
+    let text: Vec<String> = runs.iter().map(RunId::to_string).collect();
+    let mut s = Server::start_in(tmp.path(), CONFIG);
+    s.wait_ready().await;
+    let admin = s.key.clone();
+
+    let (status, v) = s.get(&admin, &format!("/agent/runs/{}", text[1])).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["source"], "SCHEDULED_AGENT");
+    assert_eq!(
+        v["schedule"],
+        json!({
+            "schedule_id": schedule.to_string(),
+            "schedule_name": "Nightly \"1\"",
+            "cron_schedule": "0 3 * * *",
+        })
+    );
+    let (_, v) = s.get(&admin, &format!("/agent/runs/{}", text[3])).await;
+    assert_eq!(v["source"], "SCHEDULED_AGENT");
+    assert!(v.get("schedule").is_none(), "{v}");
+
+    let mine = vec![text[1].clone(), text[0].clone()];
+    for (query, want) in [
+        (format!("schedule_id={schedule}"), mine.clone()),
+        (
+            format!("schedule_id={}", schedule.to_string().to_lowercase()),
+            mine.clone(),
+        ),
+        (
+            format!("schedule_id={schedule}&sort_by=created_at&sort_order=asc"),
+            vec![text[0].clone(), text[1].clone()],
+        ),
+        (
+            format!("schedule_id={schedule}&sort_by=title&sort_order=desc"),
+            mine.clone(),
+        ),
+        (
+            format!("schedule_id={schedule}&state=CANCELLED&source=SCHEDULED_AGENT"),
+            mine.clone(),
+        ),
+        (
+            format!("schedule_id={schedule}&limit=1"),
+            vec![text[1].clone()],
+        ),
+        (format!("schedule_id={schedule}&state=QUEUED"), vec![]),
+        (format!("schedule_id={other}"), vec![text[2].clone()]),
+        // Neither a run id nor anything but a ULID names a schedule.
+        (format!("schedule_id={}", text[3]), vec![]),
+        (
+            "schedule_id=7f7c2b1e-8a0a-4c1e-9d35-2f0f3c7b9a10".into(),
+            vec![],
+        ),
+        (
+            "source=SCHEDULED_AGENT".into(),
+            text.iter().rev().cloned().collect(),
+        ),
+    ] {
+        let (status, v) = s.get(&admin, &format!("/agent/runs?{query}")).await;
+        assert_eq!(status, 200, "{v}");
+        assert_eq!(ids(&v), want, "{query}");
+    }
+    // Paging through a schedule's runs visits each once.
+    let (_, v) = s
+        .get(
+            &admin,
+            &format!("/agent/runs?schedule_id={schedule}&limit=1"),
+        )
+        .await;
+    let cursor = v["page_info"]["next_cursor"].as_str().expect("a next page");
+    let (_, v) = s
+        .get(
+            &admin,
+            &format!("/agent/runs?schedule_id={schedule}&limit=1&cursor={cursor}"),
+        )
+        .await;
+    assert_eq!(ids(&v), [text[0].clone()]);
+    assert_eq!(v["page_info"]["has_next_page"], false);
+    // Another team's key does not see them.
+    let (status, v) = s
+        .post(&admin, "/admin/teams", json!({"name": "infra"}))
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let (_, v) = s
+        .post(
+            &admin,
+            "/admin/keys",
+            json!({"name": "ops", "team": "infra"}),
+        )
+        .await;
+    let infra = v["key"].as_str().expect("key").to_string();
+    let (_, v) = s
+        .get(&infra, &format!("/agent/runs?schedule_id={schedule}"))
+        .await;
+    assert_eq!(ids(&v), Vec::<String>::new());
+    // The events API shows the firing.
+    let (_, v) = s
+        .get(&admin, &format!("/agent/runs/{}/events", text[0]))
+        .await;
+    assert_eq!(v["events"][1]["type"], "Scheduled", "{v}");
+    assert_eq!(v["events"][1]["seq"], 1);
+    assert_eq!(
+        v["events"][1]["data"]["schedule_id"],
+        schedule.to_string().as_str()
+    );
+    assert_eq!(v["events"][1]["data"]["due"], "2025-11-24T15:59:59.500Z");
+    s.kill();
+
+    // The index the server rebuilt equals a rebuild from the log.
+    let data = s.data_dir.to_string_lossy().to_string();
+    let (ok, out, err) = cli(&["--data-dir", &data, "replay", "--verify"], &[]);
+    assert!(ok, "{out}{err}");
 }

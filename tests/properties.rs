@@ -14,7 +14,7 @@ use proptest::prelude::*;
 use runledger::domain::{
     decide, evolve, AgentConfig, Artifact, ArtifactKind, Command, Content, CostSource, Creator,
     CreatorKind, ExecutionUsage, FollowupMode, InferenceCost, Run, RunAdmitted, RunCreated, RunId,
-    RunState, SourceType, StatusMessage, Timestamp, Tokens,
+    RunSchedule, RunState, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::projection::{keys, Index, Order, Query, SortBy};
 use runledger::store::{self, Store};
@@ -29,6 +29,9 @@ struct RunSpec {
     creator: u8,
     title: u8,
     meta: Option<u8>,
+    /// `Some(n)`, n < 3: made by a firing of schedule `n` (`schedule_of`); `Some(3)`: admitted
+    /// with the source `SCHEDULED_AGENT` but no schedule (as an imported log may hold).
+    schedule: Option<u8>,
     steps: Vec<Step>,
 }
 
@@ -81,10 +84,11 @@ fn run_spec() -> impl Strategy<Value = RunSpec> {
         0u8..3,
         0u8..5,
         proptest::option::of(0u8..2),
+        proptest::option::of(0u8..4),
         proptest::collection::vec(step(), 0..7),
     )
         .prop_map(
-            |(team, name, model, env, creator, title, meta, steps)| RunSpec {
+            |(team, name, model, env, creator, title, meta, schedule, steps)| RunSpec {
                 team,
                 name,
                 model,
@@ -92,9 +96,25 @@ fn run_spec() -> impl Strategy<Value = RunSpec> {
                 creator,
                 title,
                 meta,
+                schedule,
                 steps,
             },
         )
+}
+
+/// The id of schedule `n`.
+fn schedule_id(n: u8) -> RunId {
+    RunId::new(Timestamp(900_000), u128::from(n) + 1)
+}
+
+/// The schedule a run of `spec` was made by, if a firing made it.
+fn schedule_of(spec: &RunSpec, due: u64) -> Option<RunSchedule> {
+    spec.schedule.filter(|n| *n < 3).map(|n| RunSchedule {
+        schedule_id: schedule_id(n),
+        schedule_name: format!("schedule {n}"),
+        cron_schedule: "*/5 * * * *".into(),
+        due: Timestamp(due),
+    })
 }
 
 fn created(spec: &RunSpec) -> RunCreated {
@@ -112,7 +132,11 @@ fn created(spec: &RunSpec) -> RunCreated {
             uid: format!("key{}", spec.creator),
             display_name: "k".into(),
         },
-        source: SourceType::Api,
+        source: if spec.schedule.is_some() {
+            SourceType::ScheduledAgent
+        } else {
+            SourceType::Api
+        },
         metadata: spec
             .meta
             .map(|m| BTreeMap::from([("team".to_string(), format!("t{m}"))]))
@@ -229,6 +253,7 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
         let commands = std::iter::once(Command::Create {
             admitted,
             attachments: Vec::new(),
+            schedule: schedule_of(spec, clock - 3),
         })
         .chain(spec.steps.iter().map(|_| Command::Start));
         for (n, cmd) in commands.enumerate() {
@@ -304,6 +329,7 @@ proptest! {
                     Command::Create {
                         admitted: RunAdmitted::from_legacy(created),
                         attachments: Vec::new(),
+                        schedule: None,
                     },
                 )
                 .expect("create");
@@ -449,6 +475,7 @@ proptest! {
         after in proptest::option::of(0u64..400),
         created in (proptest::option::of(0u64..1500), proptest::option::of(0u64..1500)),
         artifact in proptest::option::of(0usize..4),
+        schedule in proptest::option::of(0u8..4),
     ) {
         let (_dir, store, index) = open();
         let live = populate(&store, &index, &specs);
@@ -469,6 +496,8 @@ proptest! {
                 order: if asc { Order::Asc } else { Order::Desc },
                 limit,
                 artifact_type: artifact.map(|a| ArtifactKind::TYPE_NAMES[a]),
+                // Schedule 3 made no run.
+                schedule_id: schedule.map(|n| schedule_id(n).to_string()),
                 ..Query::default()
             };
             let mut expected: Vec<&Run> = live
@@ -567,6 +596,7 @@ fn one_queued_run() -> RunSpec {
         creator: 0,
         title: 1,
         meta: None,
+        schedule: None,
         steps: vec![],
     }
 }
@@ -737,6 +767,7 @@ fn a_cursor_cannot_be_used_with_another_query() {
             creator: 0,
             title: i,
             meta: None,
+            schedule: None,
             steps: vec![],
         })
         .collect();
@@ -773,6 +804,7 @@ fn a_run_changing_state_during_lists_is_never_missed() {
             creator: 0,
             title: i,
             meta: None,
+            schedule: None,
             steps: vec![],
         })
         .collect();

@@ -834,6 +834,17 @@ async fn list_filters_and_environments() {
         assert_eq!(st, 200, "{v}");
         assert!(ids(&v).is_empty(), "{none}: {v}");
     }
+    // A schedule id in the right shape is a filter: these runs were made by no schedule (a run
+    // id, in either case, is no schedule's id); an empty one is refused like any filter's.
+    for id in [a.clone(), a.to_lowercase()] {
+        let (st, v) = s
+            .get(&s.key, &format!("/agent/runs?schedule_id={id}"))
+            .await;
+        assert_eq!(st, 200, "{v}");
+        assert!(ids(&v).is_empty(), "{id}: {v}");
+    }
+    let (st, v) = s.get(&s.key, "/agent/runs?schedule_id=").await;
+    assert_problem(st, &v, 400, "invalid_request");
     let (_, v) = s
         .get(&s.key, "/agent/runs?state=ERROR&state=SUCCEEDED")
         .await;

@@ -23,7 +23,8 @@ use actix::prelude::*;
 use crate::api_keys::Keys;
 use crate::clock::now;
 use crate::domain::{
-    Attachment, Command, Rejection, Run, RunAdmitted, RunId, RunState, StatusMessage,
+    Attachment, Command, Rejection, Run, RunAdmitted, RunId, RunSchedule, RunState, SourceType,
+    StatusMessage,
 };
 use crate::exec::{transcript, Executor, Transcripts};
 use crate::failure::{self, Cause};
@@ -364,6 +365,7 @@ impl Runs {
         let command = Command::Create {
             admitted: created,
             attachments,
+            schedule: None,
         };
         self.execute_inner(self.new_id(), command, true).await
     }
@@ -389,7 +391,49 @@ impl Runs {
         let command = Command::Create {
             admitted: created,
             attachments,
+            schedule: None,
         };
+        self.create_once(id, command).await
+    }
+
+    /// Creates the run a firing of `schedule` makes, under the id the scheduler chose and
+    /// recorded for that firing beforehand. Like `create_with_id`, an id that exists is
+    /// answered with the existing run, so a firing retried after a crash makes no second run;
+    /// that answer comes before the queues' caps are asked, so a retry finds its run even when
+    /// the queues are full. The run's source is `SCHEDULED_AGENT` whatever `admitted` says.
+    pub async fn create_scheduled(
+        &self,
+        id: RunId,
+        admitted: RunAdmitted,
+        schedule: RunSchedule,
+    ) -> Result<Outcome, Error> {
+        if let Some(run) = self.get(id)? {
+            return Ok(Outcome {
+                run,
+                at_capacity: false,
+            });
+        }
+        let mut admitted = admitted;
+        admitted.created.source = SourceType::ScheduledAgent;
+        let _waiting = self.reserve(&admitted)?;
+        let command = Command::Create {
+            admitted,
+            attachments: Vec::new(),
+            schedule: Some(schedule),
+        };
+        self.create_once(id, command).await
+    }
+
+    /// Whether run `id` exists: a run acknowledged but not yet in the index is among the
+    /// projector's newest runs, else the index's row says (one point read). Exact, since a
+    /// run's creation is acknowledged only once it is durable and handed to the projector.
+    pub fn run_exists(&self, id: RunId) -> Result<bool, Error> {
+        Ok(self.get(id)?.is_some())
+    }
+
+    /// Executes `command` (a `Create`) under `id`, a place in the queues already reserved by
+    /// the caller; an id that exists is answered with the existing run.
+    async fn create_once(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
         match self.execute_inner(id, command, false).await {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {

@@ -1470,6 +1470,14 @@ mod tests {
                     },
                 }],
             },
+            Event::Scheduled {
+                schedule: crate::domain::RunSchedule {
+                    schedule_id: RunId::new(Timestamp(1_763_700_000_000), 9),
+                    schedule_name: "nightly \"deps\"".into(),
+                    cron_schedule: "0 3 * * 1-5".into(),
+                    due: Timestamp(1_763_780_400_000),
+                },
+            },
         ]
     }
 
@@ -1490,9 +1498,13 @@ mod tests {
             Event::Admitted(_) => 9,
             Event::ArtifactReported { .. } => 10,
             Event::Attached { .. } => 11,
+            Event::Scheduled { .. } => 12,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
-        assert_eq!(covered, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11]);
+        assert_eq!(
+            covered,
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12]
+        );
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),

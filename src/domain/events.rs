@@ -9,6 +9,9 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::ids::Timestamp;
+use super::schedule::ScheduleId;
+
 /// One change to a run. The time of the change lives in the envelope, not here.
 // `Created` is much larger than the rest, but events live one at a time on the stack while
 // being folded or encoded; boxing would add an allocation to every create for no gain.
@@ -60,12 +63,22 @@ pub enum Event {
     /// store. Recorded right after the run's `Admitted`, in the same decision (sequence 1), so a
     /// run never starts without them.
     Attached { attachments: Vec<Attachment> },
+    /// The run was made by a firing of `schedule`. Recorded right after the run's `Admitted`,
+    /// in the same decision (sequence 1, before an `Attached`), so the run is a scheduled one
+    /// from its first moment and a reader never sees it without its schedule.
+    Scheduled { schedule: RunSchedule },
 }
 
 impl Event {
     /// Whether this is the event that makes a run: `Admitted`, or a legacy `Created`.
     pub fn is_creation(&self) -> bool {
         matches!(self, Event::Created(_) | Event::Admitted(_))
+    }
+
+    /// Whether this event is recorded with a run's admission, in the same decision right
+    /// after it: its schedule (`Scheduled`) or its attachments (`Attached`).
+    pub fn completes_admission(&self) -> bool {
+        matches!(self, Event::Scheduled { .. } | Event::Attached { .. })
     }
 
     /// The contents (in the content store) the event names.
@@ -95,6 +108,7 @@ impl Event {
             Event::Admitted(_) => "Created",
             Event::ArtifactReported { .. } => "ArtifactReported",
             Event::Attached { .. } => "Attached",
+            Event::Scheduled { .. } => "Scheduled",
         }
     }
 }
@@ -422,4 +436,16 @@ impl ArtifactKind {
 pub struct Attachment {
     pub file_name: String,
     pub content: Content,
+}
+
+/// The schedule whose firing made a run (OpenAPI `ScheduleInfo`), as it was at the firing: a
+/// later rename or new cron expression of the schedule does not rewrite the runs it made.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunSchedule {
+    pub schedule_id: ScheduleId,
+    pub schedule_name: String,
+    pub cron_schedule: String,
+    /// The due time of the firing that made the run (not when it was created: a catch-up
+    /// firing after a restart makes its run later than it was due).
+    pub due: Timestamp,
 }

@@ -15,7 +15,8 @@ pub mod topics;
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
     CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted,
-    RunCreated, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
+    RunCreated, RunSchedule, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM, REDACTED,
+    TEAM_NAME_RULE,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{

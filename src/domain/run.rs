@@ -12,7 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use super::events::{
     AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, RunAdmitted,
-    Sealed, SourceType, StatusMessage,
+    RunSchedule, Sealed, SourceType, StatusMessage,
 };
 use super::ids::{RunId, Timestamp};
 
@@ -108,6 +108,10 @@ pub struct Run {
     pub artifacts: Vec<ReportedArtifact>,
     /// The files attached when the run was created.
     pub attachments: Vec<Attachment>,
+    /// The schedule whose firing made the run; `None` for every other run, including one
+    /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
+    /// admits `API`, but an imported log may hold such a run).
+    pub schedule: Option<RunSchedule>,
 }
 
 /// An artifact with when, and by which execution, it was reported.
@@ -173,10 +177,12 @@ impl Run {
 #[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
-    /// Admit a new run with the files attached to it (already in the content store).
+    /// Admit a new run with the files attached to it (already in the content store) and, for
+    /// a run a schedule's firing makes, that schedule.
     Create {
         admitted: RunAdmitted,
         attachments: Vec<Attachment>,
+        schedule: Option<RunSchedule>,
     },
     /// The executor has a free slot for this queued run.
     Start,
@@ -275,8 +281,12 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             Command::Create {
                 admitted,
                 attachments,
+                schedule,
             } => {
                 let mut events = vec![Event::Admitted(admitted)];
+                if let Some(schedule) = schedule {
+                    events.push(Event::Scheduled { schedule });
+                }
                 if !attachments.is_empty() {
                     events.push(Event::Attached { attachments });
                 }
@@ -430,6 +440,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             usage: RunUsage::default(),
             artifacts: Vec::new(),
             attachments: Vec::new(),
+            schedule: None,
         });
     };
     run.next_seq += 1;
@@ -503,8 +514,15 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
         // Only right after the run's admission: a later one would change what its agent
         // was given.
         Event::Attached { attachments } => {
-            if run.next_seq == 2 && run.attachments.is_empty() {
+            if run.next_seq == 2 + u64::from(run.schedule.is_some()) && run.attachments.is_empty() {
                 run.attachments = attachments.clone();
+            }
+        }
+        // Only as the second event of the admission (before any `Attached`): a later one
+        // would make a run that was not a schedule's into one.
+        Event::Scheduled { schedule } => {
+            if run.next_seq == 2 && run.schedule.is_none() && run.attachments.is_empty() {
+                run.schedule = Some(schedule.clone());
             }
         }
     }
@@ -527,10 +545,12 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
         // Runs are admitted since teams exist: a `Created` is only ever the first event of a
         // run from before.
         Event::Created(_) => return run.is_none(),
-        // With the attachments, if any: recorded in the same decision, checked below.
+        // With the schedule and the attachments, if any: recorded in the same decision,
+        // checked below.
         Event::Admitted(admitted) => Command::Create {
             admitted,
             attachments: Vec::new(),
+            schedule: None,
         },
         Event::Started { .. } => Command::Start,
         Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
@@ -561,10 +581,19 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             execution,
             artifact,
         },
-        // The second event of a create with attachments.
+        // The event after the admission (and its `Scheduled`, if any) of a create with
+        // attachments.
         Event::Attached { attachments } => {
             return !attachments.is_empty()
-                && run.is_some_and(|r| r.next_seq == 1 && r.attachments.is_empty());
+                && run.is_some_and(|r| {
+                    r.next_seq == 1 + u64::from(r.schedule.is_some()) && r.attachments.is_empty()
+                });
+        }
+        // The second event of a create a schedule's firing made.
+        Event::Scheduled { .. } => {
+            return run.is_some_and(|r| {
+                r.next_seq == 1 && r.schedule.is_none() && r.attachments.is_empty()
+            });
         }
     };
     // An event is recordable as the first event of its command's decision (a `Finish` may
@@ -898,6 +927,7 @@ mod tests {
         Command::Create {
             admitted,
             attachments: Vec::new(),
+            schedule: None,
         }
     }
 
@@ -934,6 +964,7 @@ mod tests {
             .when(Command::Create {
                 admitted: created(),
                 attachments: files.clone(),
+                schedule: None,
             })
             .then_events([
                 Event::Admitted(created()),
@@ -960,6 +991,140 @@ mod tests {
         given([Event::Admitted(created())]).then_refuses_to_record(Event::Attached {
             attachments: Vec::new(),
         });
+    }
+
+    fn nightly() -> RunSchedule {
+        RunSchedule {
+            schedule_id: RunId(7),
+            schedule_name: "nightly".into(),
+            cron_schedule: "0 3 * * *".into(),
+            due: Timestamp(86_400_000),
+        }
+    }
+
+    fn scheduled(admitted: RunAdmitted) -> RunAdmitted {
+        let mut admitted = admitted;
+        admitted.created.source = SourceType::ScheduledAgent;
+        admitted
+    }
+
+    #[test]
+    fn a_scheduled_create_records_its_schedule_with_the_admission() {
+        given_no_run()
+            .when(Command::Create {
+                admitted: scheduled(created()),
+                attachments: Vec::new(),
+                schedule: Some(nightly()),
+            })
+            .then_events([
+                Event::Admitted(scheduled(created())),
+                Event::Scheduled {
+                    schedule: nightly(),
+                },
+            ])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.schedule, Some(nightly()));
+                assert_eq!(run.source, SourceType::ScheduledAgent);
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 2);
+            })
+            .then_recordable()
+            .and_then()
+            // Only as the second event of the creation, and only once.
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            })
+            .when(create(created()))
+            .then_rejects(Rejection::AlreadyExists);
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            });
+        given_no_run().then_refuses_to_record(Event::Scheduled {
+            schedule: nightly(),
+        });
+    }
+
+    #[test]
+    fn a_scheduled_create_with_attachments_records_the_schedule_first() {
+        let files = vec![attachment("spec.md")];
+        given_no_run()
+            .when(Command::Create {
+                admitted: scheduled(created()),
+                attachments: files.clone(),
+                schedule: Some(nightly()),
+            })
+            .then_events([
+                Event::Admitted(scheduled(created())),
+                Event::Scheduled {
+                    schedule: nightly(),
+                },
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+            ])
+            .then_state(|run| {
+                assert_eq!(run.schedule, Some(nightly()));
+                assert_eq!(run.attachments, files);
+            })
+            .then_recordable()
+            .and_then()
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            });
+        // The other order is not what the service writes, and folds without the schedule.
+        given([
+            Event::Admitted(scheduled(created())),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+        ])
+        .then_refuses_to_record(Event::Scheduled {
+            schedule: nightly(),
+        });
+        given([
+            Event::Admitted(scheduled(created())),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+            Event::Scheduled {
+                schedule: nightly(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.schedule, None);
+            assert_eq!(run.attachments, files);
+        });
+    }
+
+    #[test]
+    fn a_schedule_recorded_late_changes_nothing() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Scheduled {
+                schedule: nightly(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.schedule, None);
+            assert_eq!(run.next_seq, 3);
+        });
+    }
+
+    #[test]
+    fn a_run_admitted_as_scheduled_without_a_schedule_works_on() {
+        given_no_run()
+            .when(create(scheduled(created())))
+            .then_events([Event::Admitted(scheduled(created()))])
+            .then_state(|run| {
+                assert_eq!(run.source, SourceType::ScheduledAgent);
+                assert_eq!(run.schedule, None);
+            })
+            .and_then()
+            .when(Command::Start)
+            .then_events([Event::Started { execution: 1 }]);
     }
 
     #[test]

@@ -98,7 +98,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::FollowupsDelivered { .. }
         | Event::Requeued { .. }
         | Event::UsageRecorded { .. }
-        | Event::Attached { .. } => None,
+        | Event::Attached { .. }
+        | Event::Scheduled { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

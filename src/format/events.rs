@@ -13,7 +13,7 @@ use super::schema::*;
 use super::time::{format_time, parse_exact_time};
 use crate::domain::{
     AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, CreatorKind, Event,
-    ExecutionUsage, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, Sealed,
+    ExecutionUsage, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, RunSchedule, Sealed,
     StatusMessage, Tokens,
 };
 use crate::store::Envelope;
@@ -129,8 +129,11 @@ pub enum EventData<'a> {
     UsageRecorded(UsageData<'a>),
     /// The execution's agent reported an artifact.
     ArtifactReported(ArtifactReportedData),
-    /// The files attached to the run at its creation (sequence 1, after `Created`).
+    /// The files attached to the run at its creation (right after `Created`, or after
+    /// `Scheduled` when the run has both).
     Attached(AttachedData),
+    /// The schedule whose firing made the run (sequence 1, after `Created`).
+    Scheduled(ScheduledData),
 }
 
 /// Bytes in the content store: their SHA-256 (lower-case hex), size and media type.
@@ -324,6 +327,52 @@ impl AttachedData {
     }
 }
 
+/// The payload of a `Scheduled` event: the schedule as it was when it fired, and the due time
+/// of that firing.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledData {
+    pub schedule_id: String,
+    pub schedule_name: String,
+    pub cron_schedule: String,
+    #[schema(format = DateTime)]
+    pub due: String,
+}
+
+impl ScheduledData {
+    fn from(s: &RunSchedule) -> ScheduledData {
+        ScheduledData {
+            schedule_id: s.schedule_id.to_string(),
+            schedule_name: s.schedule_name.clone(),
+            cron_schedule: s.cron_schedule.clone(),
+            due: format_time(s.due),
+        }
+    }
+
+    fn event(self) -> Result<Event, EventJsonError> {
+        let schedule_id = self.schedule_id.parse().map_err(|_| {
+            bad(format!(
+                "schedule_id {:?} is not a schedule id (a ULID)",
+                self.schedule_id
+            ))
+        })?;
+        let due = parse_exact_time(&self.due).ok_or_else(|| {
+            bad(format!(
+                "due {:?} is not a time as runledger writes it (2026-11-21T23:41:29.123Z)",
+                self.due
+            ))
+        })?;
+        Ok(Event::Scheduled {
+            schedule: RunSchedule {
+                schedule_id,
+                schedule_name: self.schedule_name,
+                cron_schedule: self.cron_schedule,
+                due,
+            },
+        })
+    }
+}
+
 /// The payload of a `UsageRecorded` event. Costs are integers of nano-dollars (1e-9 USD), as
 /// stored, so an export and import keep them exactly.
 #[derive(Debug, Serialize, Deserialize, ToSchema)]
@@ -440,6 +489,7 @@ impl<'a> RunEvent<'a> {
                 artifact,
             } => EventData::ArtifactReported(ArtifactReportedData::from(*execution, artifact)),
             Event::Attached { attachments } => EventData::Attached(AttachedData::from(attachments)),
+            Event::Scheduled { schedule } => EventData::Scheduled(ScheduledData::from(schedule)),
         };
         RunEvent {
             run_id: e.run_id.to_string(),
@@ -625,6 +675,7 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
         "UsageRecorded" => usage_recorded(read(data, &what)?)?,
         "ArtifactReported" => read::<ArtifactReportedData>(data, &what)?.event()?,
         "Attached" => read::<AttachedData>(data, &what)?.event()?,
+        "Scheduled" => read::<ScheduledData>(data, &what)?.event()?,
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

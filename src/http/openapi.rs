@@ -428,4 +428,31 @@ mod tests {
         let any_of = &doc["components"]["schemas"]["RunAgentRequest"]["anyOf"];
         assert_eq!(any_of.as_array().map(Vec::len), Some(3), "{any_of}");
     }
+
+    /// `RunItem.schedule` is the OpenAPI `ScheduleInfo`: its three fields, all required.
+    #[test]
+    fn a_run_item_names_its_schedule_as_schedule_info() {
+        let doc = document_value().expect("document");
+        let schemas = &doc["components"]["schemas"];
+        let schedule = &schemas["RunItem"]["properties"]["schedule"];
+        let reference = schedule["$ref"]
+            .as_str()
+            .or_else(|| {
+                schedule["oneOf"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find_map(|s| s["$ref"].as_str())
+            })
+            .unwrap_or_else(|| panic!("no $ref in {schedule}"));
+        assert_eq!(reference, "#/components/schemas/ScheduleInfo");
+        let mut required: Vec<&str> = schemas["ScheduleInfo"]["required"]
+            .as_array()
+            .expect("required")
+            .iter()
+            .filter_map(|v| v.as_str())
+            .collect();
+        required.sort();
+        assert_eq!(required, ["cron_schedule", "schedule_id", "schedule_name"]);
+    }
 }

@@ -286,4 +286,57 @@ mod tests {
         );
         assert_eq!(cache.held(), (0, 0));
     }
+
+    /// A run a schedule made carries `schedule` (OpenAPI `ScheduleInfo`: exactly its three
+    /// fields, the due time stays in the log) and the source `SCHEDULED_AGENT`; any other run,
+    /// one admitted with that source but no schedule included, has no `schedule` key at all.
+    #[test]
+    fn a_scheduled_run_renders_its_schedule_info() {
+        use crate::domain::RunSchedule;
+        let schedule_id = RunId::new(Timestamp(1_763_700_000_000), 9);
+        let mut admitted = crate::domain::RunAdmitted::from_legacy(RunCreated {
+            title: "nightly".into(),
+            prompt: "p".into(),
+            config: AgentConfig::default(),
+            creator: Creator {
+                kind: CreatorKind::User,
+                uid: "key-1".into(),
+                display_name: "alice".into(),
+            },
+            source: SourceType::ScheduledAgent,
+            metadata: Default::default(),
+        });
+        admitted.team = "infra".into();
+        let sent = evolve(None, RunId(7), &Event::Admitted(admitted), Timestamp(1_000))
+            .expect("a run is created");
+        let scheduled = then(
+            &sent,
+            Event::Scheduled {
+                schedule: RunSchedule {
+                    schedule_id,
+                    schedule_name: "Nightly \"deps\"".into(),
+                    cron_schedule: "0 3 * * 1-5".into(),
+                    due: Timestamp(900),
+                },
+            },
+            1_000,
+        );
+        let json = |run: &Run| -> serde_json::Value {
+            serde_json::from_slice(&render(run, &links(2_000)).expect("json")).expect("parses")
+        };
+        let item = json(&scheduled);
+        assert_eq!(item["source"], "SCHEDULED_AGENT");
+        assert_eq!(
+            item["schedule"],
+            serde_json::json!({
+                "schedule_id": schedule_id.to_string(),
+                "schedule_name": "Nightly \"deps\"",
+                "cron_schedule": "0 3 * * 1-5",
+            })
+        );
+        let item = json(&sent);
+        assert_eq!(item["source"], "SCHEDULED_AGENT");
+        assert!(item.get("schedule").is_none(), "{item}");
+        assert!(json(&created(1, "p")).get("schedule").is_none());
+    }
 }

@@ -49,14 +49,9 @@ pub const SORT_ORDER: [(&str, Order); 2] = [("desc", Order::Desc), ("asc", Order
 /// rather than a 400.
 pub const FOREIGN_STATES: [&str; 4] = ["PENDING", "CLAIMED", "BLOCKED", "ERROR"];
 
-/// List filters of the hosted service that name things runledger runs never have (schedules,
-/// parent runs, automations): with any of them, whatever its value, nothing matches.
-pub const MATCH_NOTHING_PARAMS: [&str; 4] = [
-    "schedule_id",
-    "ancestor_run_id",
-    "factory_uid",
-    "automation_id",
-];
+/// List filters of the hosted service that name things runledger runs never have (parent runs,
+/// automations): with any of them, whatever its value, nothing matches.
+pub const MATCH_NOTHING_PARAMS: [&str; 3] = ["ancestor_run_id", "factory_uid", "automation_id"];
 
 /// Artifact types of the hosted service that runledger's agents never report. As
 /// `artifact_type` filters they are accepted and match nothing, like `FOREIGN_STATES`.
@@ -674,6 +669,8 @@ struct ListParams {
     cursor: Option<String>,
     /// Whether a `state` of the hosted service's that runledger never takes was asked for.
     foreign_state: bool,
+    /// The last `schedule_id` given, read once every parameter is (`schedule_filter`).
+    schedule_id: Option<String>,
 }
 
 impl Default for ListParams {
@@ -685,6 +682,7 @@ impl Default for ListParams {
             },
             cursor: None,
             foreign_state: false,
+            schedule_id: None,
         }
     }
 }
@@ -722,6 +720,7 @@ impl ListParams {
             "model_id" => q.model_id = Some(exact_filter(key, value)?),
             "creator" => q.creator = Some(exact_filter(key, value)?),
             "environment_id" => q.environment_id = Some(exact_filter(key, value)?),
+            "schedule_id" => self.schedule_id = Some(exact_filter(key, value)?),
             "source" => {
                 q.source = Some(SourceType::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(format!("source {value:?} is not a known source type"))
@@ -775,6 +774,9 @@ impl ListParams {
         if self.foreign_state && q.states.is_empty() {
             q.matches_nothing = true;
         }
+        if let Some(schedule_id) = &self.schedule_id {
+            schedule_filter(&mut q, schedule_id);
+        }
         if let Some(c) = self.cursor {
             q.cursor = Some(
                 Cursor::decode(&c)
@@ -796,6 +798,25 @@ fn exact_filter(key: &str, v: String) -> Result<String, ApiError> {
         )))
     } else {
         Ok(v)
+    }
+}
+
+/// Sets the filter `schedule_id=value`. A schedule id is a ULID, kept in its canonical text so
+/// that any spelling the id parser accepts (lower case) finds the schedule's runs. A value that
+/// is no ULID names no schedule of this server (the hosted service's ids, say): like an
+/// exact-match filter that no run has, it matches nothing, rather than refusing the list; an
+/// empty or overlong value is refused like any other filter's.
+fn schedule_filter(q: &mut Query, value: &str) {
+    let canonical = value
+        .parse::<crate::domain::RunId>()
+        .map(crate::projection::keys::schedule_value)
+        // The ULID parser takes a 26th character beyond 128 bits and drops the excess: such a
+        // text is not one this server writes for any id.
+        .ok()
+        .filter(|id| id.eq_ignore_ascii_case(value));
+    match canonical {
+        Some(id) => q.schedule_id = Some(id),
+        None => q.matches_nothing = true,
     }
 }
 
@@ -1047,6 +1068,46 @@ mod tests {
         assert_eq!(q.sort_by, SortBy::Title);
         assert_eq!(q.order, Order::Asc);
         assert_eq!(q.limit, 7);
+    }
+
+    /// `schedule_id` is a filter on the runs a schedule's firings made, by the schedule's id
+    /// in canonical text; a value that is no schedule id of this server matches nothing, and
+    /// an empty or overlong one is refused like any filter's.
+    #[test]
+    fn schedule_id_filters_by_the_canonical_id_and_a_foreign_one_matches_nothing() {
+        let id = crate::domain::RunId::new(Timestamp(1_763_700_000_000), 9).to_string();
+        let q = list_query(&format!("schedule_id={id}")).expect("valid");
+        assert_eq!(q.schedule_id.as_deref(), Some(id.as_str()));
+        assert!(!q.matches_nothing);
+        let lower = list_query(&format!("schedule_id={}", id.to_lowercase())).expect("valid");
+        assert_eq!(lower.schedule_id.as_deref(), Some(id.as_str()));
+        assert_eq!(lower, q);
+        for foreign in [
+            "7f7c2b1e-8a0a-4c1e-9d35-2f0f3c7b9a10",
+            "not-a-schedule",
+            "0123456789ABCDEFGHJKMNPQRSTV",
+            "81ZZZZZZZZZZZZZZZZZZZZZZZZ",
+        ] {
+            let q = list_query(&format!("schedule_id={foreign}")).expect("accepted");
+            assert!(q.matches_nothing, "{foreign}");
+            assert_eq!(q.schedule_id, None);
+        }
+        // The last value counts, as for every filter.
+        let q = list_query(&format!("schedule_id=nope&schedule_id={id}")).expect("valid");
+        assert!(!q.matches_nothing);
+        let q = list_query(&format!("schedule_id={id}&schedule_id=nope")).expect("valid");
+        assert!(q.matches_nothing);
+        // With a foreign parameter too, still nothing.
+        let q = list_query(&format!("schedule_id={id}&ancestor_run_id=x")).expect("valid");
+        assert!(q.matches_nothing);
+        assert_eq!(
+            refusal(list_query("schedule_id=")),
+            "schedule_id must not be empty"
+        );
+        assert_eq!(
+            refusal(list_query(&format!("schedule_id={}", "x".repeat(257)))),
+            "schedule_id is longer than 256 bytes"
+        );
     }
 
     #[test]
@@ -1362,6 +1423,8 @@ mod properties {
         order: usize,
         limit: usize,
         artifact_type: Option<&'static str>,
+        /// A schedule id (a ULID of any time and randomness).
+        schedule_id: Option<crate::domain::RunId>,
     }
 
     fn query_spec() -> impl Strategy<Value = QuerySpec> {
@@ -1390,6 +1453,7 @@ mod properties {
                 proptest::option::of(proptest::sample::select(
                     crate::domain::ArtifactKind::TYPE_NAMES.to_vec(),
                 )),
+                proptest::option::of(any::<u128>().prop_map(crate::domain::RunId)),
             ),
         )
             .prop_map(
@@ -1405,6 +1469,7 @@ mod properties {
                         order,
                         limit,
                         artifact_type,
+                        schedule_id,
                     ),
                 )| QuerySpec {
                     states,
@@ -1424,6 +1489,7 @@ mod properties {
                     order,
                     limit,
                     artifact_type,
+                    schedule_id,
                 },
             )
     }
@@ -1455,6 +1521,9 @@ mod properties {
         }
         if let Some(t) = spec.artifact_type {
             add("artifact_type", t.into());
+        }
+        if let Some(id) = spec.schedule_id {
+            add("schedule_id", id.to_string());
         }
         let times = [
             ("created_after", spec.created_after),
@@ -1539,6 +1608,7 @@ mod properties {
                 team: String::new(),
                 every_team: false,
                 artifact_type: spec.artifact_type,
+                schedule_id: spec.schedule_id.map(|id| id.to_string()),
             };
             prop_assert_eq!(q, expected);
         }

@@ -24,7 +24,9 @@
 //! when a run is created and nothing on its transitions.
 //! `artifact_type` is the one field with several values per run: a run has one `F 07` entry
 //! per artifact type it holds, added with its first artifact of that type (artifacts are never
-//! removed, so an entry only moves with `updated_at`). The artifact lookup is not a list
+//! removed, so an entry only moves with `updated_at`). A run a schedule's firing made has an
+//! `F 08` entry under its schedule's id (`schedule_value`); other runs have none, so the range
+//! of a schedule holds exactly its runs and costs the rest nothing. The artifact lookup is not a list
 //! range: an `A` range per artifact, whose one position is the run holding it (an artifact uid
 //! is a UUID, kept as its 16 bytes; `artifact_part`), so `GET /agent/artifacts/{uid}` finds
 //! its run with one seek, and a rebuild and the projector derive it like every other entry.
@@ -32,6 +34,7 @@
 //! collision only costs a wasted candidate, because every candidate is re-checked against the
 //! full filter before it is returned.
 
+use std::borrow::Cow;
 use std::cell::RefCell;
 
 use sha2::{Digest, Sha256};
@@ -93,6 +96,8 @@ pub enum Field {
     EnvironmentId = 6,
     /// Several values per run: one per artifact type it holds.
     ArtifactType = 7,
+    /// The schedule whose firing made the run (its id as text); only scheduled runs have it.
+    Schedule = 8,
 }
 
 /// Values remembered per field by `value_hash` before its memo is cleared.
@@ -104,7 +109,7 @@ thread_local! {
     /// teams, creators, models and environments), and SHA-256 is not free on a CPU without SHA
     /// instructions: a rebuild hashes 7 values per run and an index update those of two runs.
     /// The memo trades up to `MEMO_VALUES` values per slot and thread for those hashes.
-    static MEMO: RefCell<[Memo<String, [u8; 8]>; 8]> =
+    static MEMO: RefCell<[Memo<String, [u8; 8]>; 9]> =
         RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }
 
@@ -221,21 +226,22 @@ pub fn updated_of_position(pos: &[u8]) -> Option<u64> {
 }
 
 /// The values of the filter fields of a run (state, name, creator, model, source, environment,
-/// the types of its artifacts).
-pub fn field_values(run: &Run) -> Vec<(Field, &str)> {
+/// the types of its artifacts, its schedule). Borrowed from the run but for the schedule id,
+/// which is written out as text (`schedule_value`) for the few runs that have one.
+pub fn field_values(run: &Run) -> Vec<(Field, Cow<'_, str>)> {
     let mut values = vec![
-        (Field::State, run.state.as_str()),
-        (Field::Creator, run.creator.uid.as_str()),
-        (Field::Source, run.source.as_str()),
+        (Field::State, Cow::Borrowed(run.state.as_str())),
+        (Field::Creator, Cow::Borrowed(run.creator.uid.as_str())),
+        (Field::Source, Cow::Borrowed(run.source.as_str())),
     ];
     if let Some(name) = &run.config.name {
-        values.push((Field::Name, name));
+        values.push((Field::Name, Cow::Borrowed(name)));
     }
     if let Some(model) = &run.config.model_id {
-        values.push((Field::ModelId, model));
+        values.push((Field::ModelId, Cow::Borrowed(model)));
     }
     if let Some(env) = &run.config.environment_id {
-        values.push((Field::EnvironmentId, env));
+        values.push((Field::EnvironmentId, Cow::Borrowed(env)));
     }
     for name in crate::domain::ArtifactKind::TYPE_NAMES {
         if run
@@ -243,10 +249,22 @@ pub fn field_values(run: &Run) -> Vec<(Field, &str)> {
             .iter()
             .any(|a| a.artifact.kind.type_name() == name)
         {
-            values.push((Field::ArtifactType, name));
+            values.push((Field::ArtifactType, Cow::Borrowed(name)));
         }
     }
+    if let Some(schedule) = &run.schedule {
+        values.push((
+            Field::Schedule,
+            Cow::Owned(schedule_value(schedule.schedule_id)),
+        ));
+    }
     values
+}
+
+/// A schedule id as the value of an `F 08` entry: its canonical text (the ULID as the API
+/// writes it), so a list filter hashes the same text whatever case the client sent.
+pub fn schedule_value(id: crate::domain::schedule::ScheduleId) -> String {
+    id.to_string()
 }
 
 /// Every index key that must exist for `run`, sorted.
@@ -255,7 +273,7 @@ pub fn entries(run: &Run) -> Vec<Vec<u8>> {
     let updated = updated_position(run);
     let mut keys = Vec::with_capacity(9);
     for (field, value) in field_values(run) {
-        let mut k = filter_prefix(&team, field, value);
+        let mut k = filter_prefix(&team, field, &value);
         k.extend_from_slice(&updated);
         keys.push(k);
     }
@@ -349,5 +367,43 @@ mod tests {
         assert_eq!(entries(&run), want);
         run.team = "web".into();
         assert!(entries(&run).iter().all(|k| !want.contains(k)));
+    }
+
+    /// A scheduled run (layout 10) has one `F 08` entry more, under the hash of its schedule's
+    /// id as the API writes it; a run without a schedule, whatever its source, has none.
+    #[test]
+    fn a_scheduled_run_has_an_entry_under_its_schedule() {
+        use crate::domain::{RunId, RunSchedule, SourceType, Timestamp};
+        let mut run = crate::domain::sample_run(2);
+        run.source = SourceType::ScheduledAgent;
+        let unscheduled = entries(&run);
+        assert!(unscheduled.iter().all(|k| k[..2] != [b'F', 8]));
+        let schedule_id = RunId::new(Timestamp(1_763_700_000_000), 9);
+        run.schedule = Some(RunSchedule {
+            schedule_id,
+            schedule_name: "nightly".into(),
+            cron_schedule: "0 3 * * *".into(),
+            due: Timestamp(1_763_780_400_000),
+        });
+        let scheduled = entries(&run);
+        let text = schedule_id.to_string();
+        assert_eq!(text.len(), 26);
+        let mut entry = [
+            &[b'F', 8][..],
+            &team_hash(&run.team),
+            &sha(Field::Schedule, &text),
+        ]
+        .concat();
+        entry.extend_from_slice(&updated_position(&run));
+        let added: Vec<_> = scheduled
+            .iter()
+            .filter(|k| !unscheduled.contains(k))
+            .collect();
+        assert_eq!(added, [&entry]);
+        assert_eq!(scheduled.len(), unscheduled.len() + 1);
+        assert_eq!(
+            filter_prefix(&team_hash(&run.team), Field::Schedule, &text),
+            entry[..FILTER_PREFIX]
+        );
     }
 }

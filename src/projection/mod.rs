@@ -68,8 +68,10 @@ const INDEX: &str = "run_index";
 /// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
 /// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`), an `F 07` range per
 /// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
-/// run (`keys.rs`).
-pub const LAYOUT_VERSION: u32 = 9;
+/// run (`keys.rs`). 10: rows carry the schedule whose firing made the run (`Run::schedule`),
+/// and an `F 08` range per schedule id holds its runs; a row of layout 9 lacks the field and
+/// fails to decode rather than reading as something else, and the store rebuilds.
+pub const LAYOUT_VERSION: u32 = 10;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.
@@ -446,4 +448,33 @@ fn decode_row(id: RunId, bytes: &[u8]) -> Result<Run, Error> {
         run_id: id.to_string(),
         detail: e.to_string(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A row of layout 9 is a layout-10 row without the trailing `Run::schedule`: it fails to
+    /// decode rather than reading as some other run (the start rebuilds such an index anyway,
+    /// `LAYOUT_VERSION`), and a row of layout 10 reads back whole, with or without a schedule.
+    #[test]
+    fn a_row_without_the_schedule_field_does_not_decode() {
+        let mut run = crate::domain::sample_run(3);
+        let row = encode_row(&run).expect("encodes");
+        assert_eq!(row.last(), Some(&0), "None is the last byte");
+        assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
+        let old = &row[..row.len() - 1];
+        assert!(matches!(
+            decode_row(run.id, old),
+            Err(Error::CorruptRow { .. })
+        ));
+        run.schedule = Some(crate::domain::RunSchedule {
+            schedule_id: RunId(7),
+            schedule_name: "n".into(),
+            cron_schedule: "@daily".into(),
+            due: crate::domain::Timestamp(5),
+        });
+        let row = encode_row(&run).expect("encodes");
+        assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
+    }
 }

@@ -2,9 +2,9 @@
 //!
 //! A query lists the runs of one team, and walks only that team's ranges (the team is part of
 //! every index key, see `keys.rs`): another team's runs are never read. The filters that have
-//! secondary indexes (state, name, creator, model_id, source, environment_id, artifact_type)
-//! are answered by walking the matching index range of the team in the requested order — never
-//! by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed fields)
+//! secondary indexes (state, name, creator, model_id, source, environment_id, artifact_type,
+//! schedule_id) are answered by walking the matching index range of the team in the requested
+//! order — never by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed fields)
 //! are checked on each candidate. A cursor is the position of the last returned run in
 //! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
 //! once while nothing changes, and a cursor cannot be replayed against a different query.
@@ -49,6 +49,9 @@ pub struct Query {
     pub environment_id: Option<String>,
     /// A run matches if it holds at least one artifact of this type (`ArtifactKind::type_name`).
     pub artifact_type: Option<&'static str>,
+    /// A run matches if a firing of this schedule made it: the schedule's id as the API
+    /// writes it (`keys::schedule_value`).
+    pub schedule_id: Option<String>,
     /// Exclusive bounds, in milliseconds (after: floor, before: ceiling of the given time).
     pub created_after: Option<Timestamp>,
     pub created_before: Option<Timestamp>,
@@ -56,8 +59,8 @@ pub struct Query {
     pub q: Option<String>,
     pub metadata: Vec<(String, String)>,
     pub skill_spec: Option<String>,
-    /// The query names something runledger runs never have (a schedule, a parent run, a
-    /// state such as `BLOCKED`): no run matches.
+    /// The query names something runledger runs never have (a parent run, a state such as
+    /// `BLOCKED`, a schedule id that is not one): no run matches.
     pub matches_nothing: bool,
     pub sort_by: SortBy,
     pub order: Order,
@@ -131,6 +134,10 @@ impl Query {
             h.update(b"|artifact_type=");
             h.update(artifact_type.as_bytes());
         }
+        if let Some(schedule_id) = &self.schedule_id {
+            h.update(b"|schedule_id=");
+            h.update(schedule_id.as_bytes());
+        }
         let mut out = [0u8; 8];
         out.copy_from_slice(&h.finalize()[..8]);
         out
@@ -150,6 +157,11 @@ impl Query {
             && eq(&self.environment_id, &run.config.environment_id)
             && self.creator.as_ref().is_none_or(|c| *c == run.creator.uid)
             && self.source.is_none_or(|s| s == run.source)
+            && self.schedule_id.as_ref().is_none_or(|id| {
+                run.schedule
+                    .as_ref()
+                    .is_some_and(|s| keys::schedule_value(s.schedule_id) == *id)
+            })
             && self.artifact_type.is_none_or(|t| {
                 run.artifacts
                     .iter()
@@ -185,9 +197,11 @@ impl Query {
                 SortBy::UpdatedAt => {
                     let mut single =
                         |field, value: &str| prefixes.push(keys::filter_prefix(team, field, value));
-                    // Artifact-type ranges hold only the runs with artifacts: the smallest
-                    // range to walk when the filter is given.
-                    if let Some(artifact_type) = self.artifact_type {
+                    // A schedule's range holds only the runs it made, and artifact-type ranges
+                    // only the runs with artifacts: the smallest ranges to walk when given.
+                    if let Some(schedule_id) = &self.schedule_id {
+                        single(Field::Schedule, schedule_id)
+                    } else if let Some(artifact_type) = self.artifact_type {
                         single(Field::ArtifactType, artifact_type)
                     } else if let Some(env) = &self.environment_id {
                         single(Field::EnvironmentId, env)

@@ -540,7 +540,11 @@ impl Inner {
         let mut at = None;
         for e in self.store.run_events(owed.run_id, 0) {
             let e = e.map_err(|e| format!("cannot read the run's log: {e}"))?;
-            if e.seq > owed.seq {
+            // The admission's own decision goes on with the run's schedule and attachments:
+            // `run.queued` shows the run as that decision made it, never a scheduled run
+            // without its `schedule`.
+            let same_decision = owed.seq == 0 && e.event.completes_admission();
+            if e.seq > owed.seq && !(same_decision && run.is_some()) {
                 break;
             }
             run = evolve(run, owed.run_id, &e.event, e.at);
@@ -998,5 +1002,72 @@ mod tests {
 
     fn owed_for(id: RunId, name: &str) -> Owed {
         owed(id, 0, name)
+    }
+
+    /// `run.queued` is rendered with the whole admission: a scheduled run's payload carries its
+    /// `schedule` (and attachments), recorded right after `Admitted` in the same decision,
+    /// and nothing recorded later (a start) leaks into it.
+    #[test]
+    fn a_queued_payload_shows_the_whole_admission() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let (config, store, _) = setup(dir.path());
+        let hooks = Webhooks::open(&config, &store).expect("open");
+        let inner = hooks.inner.as_ref().expect("configured");
+        let id = RunId::new(Timestamp(5_000), 2);
+        let schedule = crate::domain::RunSchedule {
+            schedule_id: RunId::new(Timestamp(4_000), 3),
+            schedule_name: "nightly".into(),
+            cron_schedule: "0 3 * * *".into(),
+            due: Timestamp(4_900),
+        };
+        let decision = crate::domain::decide(
+            None,
+            crate::domain::Command::Create {
+                admitted: RunAdmitted::from_legacy(sample_created(2)),
+                attachments: Vec::new(),
+                schedule: Some(schedule.clone()),
+            },
+        )
+        .expect("create");
+        assert_eq!(decision.events.len(), 2);
+        store
+            .append(&store::envelopes(id, 0, Timestamp(5_000), decision.events))
+            .expect("append");
+        store
+            .append(&store::envelopes(
+                id,
+                2,
+                Timestamp(6_000),
+                vec![Event::Started { execution: 1 }],
+            ))
+            .expect("append");
+        let render: Render = Arc::new(|run, _| {
+            Ok(format!(
+                "{:?}|{}|{:?}",
+                run.state,
+                run.next_seq,
+                run.schedule.as_ref().map(|s| s.schedule_name.clone())
+            )
+            .into_bytes())
+        });
+        let body = |seq, topic| {
+            let owed = Owed {
+                seq,
+                topic,
+                ..owed(id, 0, "ci")
+            };
+            let body = inner.render_body(&owed, &render).expect("body");
+            String::from_utf8(body).expect("text")
+        };
+        let queued = body(0, Topic::Queued);
+        assert!(
+            queued.contains(r#""data":Queued|2|Some("nightly")"#),
+            "{queued}"
+        );
+        let started = body(2, Topic::Started);
+        assert!(
+            started.contains(r#""data":InProgress|3|Some("nightly")"#),
+            "{started}"
+        );
     }
 }

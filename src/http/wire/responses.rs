@@ -53,6 +53,10 @@ pub struct RunItem<'a> {
     pub started_at: Option<Inline<TIME_TEXT>>,
     #[schema(value_type = SourceTypeSchema)]
     pub source: &'static str,
+    /// The schedule whose firing made the run, as it was at that firing; only on runs a
+    /// schedule made (their `source` is `SCHEDULED_AGENT`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<ScheduleInfo<'a>>,
     pub creator: CreatorOut<'a>,
     pub agent_config: AgentConfigOut<'a>,
     /// The run id's 128 bits as a UUID; set once an execution has started.
@@ -88,6 +92,20 @@ pub struct RunItem<'a> {
     /// while there is nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactItem>,
+}
+
+/// The schedule that made a run (OpenAPI `ScheduleInfo`), as it was when it fired.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ScheduleInfo<'a> {
+    /// The schedule's id (a ULID), as `/agent/schedules/{scheduleId}` names it.
+    #[schema(value_type = String)]
+    pub schedule_id: Inline<{ ulid::ULID_LEN }>,
+    /// The schedule's name when the run was created.
+    #[schema(value_type = String)]
+    pub schedule_name: &'a str,
+    /// The schedule's cron expression when the run was created.
+    #[schema(value_type = String)]
+    pub cron_schedule: &'a str,
 }
 
 /// A file attached to a run at create.
@@ -153,6 +171,11 @@ impl<'a> RunItem<'a> {
             updated_at: time_text(run.updated_at),
             started_at: run.started_at.map(time_text),
             source: run.source.as_str(),
+            schedule: run.schedule.as_ref().map(|s| ScheduleInfo {
+                schedule_id: id_text(s.schedule_id),
+                schedule_name: &s.schedule_name,
+                cron_schedule: &s.cron_schedule,
+            }),
             creator: CreatorOut::from(&run.creator),
             agent_config: AgentConfigOut::from(&run.config),
             session_id: session.then(|| session_id(run.id)),
