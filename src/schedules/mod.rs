@@ -21,7 +21,6 @@
 //! append and sync; different schedules' commands share group commits.
 
 pub mod cron;
-mod shim;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,11 +34,11 @@ use crate::clock::now;
 use crate::config::Config;
 use crate::domain::{
     decide_schedule, evolve_schedule, Creator, Firing, Run, RunAdmitted, RunCreated, RunId,
-    Schedule, ScheduleCommand, ScheduleId, ScheduleRejection, ScheduleSpec, SourceType, Timestamp,
+    RunSchedule, Schedule, ScheduleCommand, ScheduleId, ScheduleRejection, ScheduleSpec,
+    SourceType, Timestamp,
 };
 use crate::failure::{self, Cause};
 use crate::store::{self, ScheduleEnvelope, Store, Writer};
-use shim::{RunSchedule, RunsExt};
 
 /// How many firings may be making their runs at once (a minute boundary where thousands of
 /// schedules are due is many firings at once; they share group commits).
