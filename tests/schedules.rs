@@ -40,27 +40,22 @@ async fn create(server: &Server, body: Value) -> Value {
     v
 }
 
-/// The runs a schedule made, from the runs list (every page), oldest first.
+/// The runs a schedule made, from the runs list filtered by `schedule_id`, oldest first; each
+/// names the schedule in its `schedule`.
 async fn runs_of(server: &Server, schedule_id: &str) -> Vec<Value> {
     let (status, v) = server
         .get(
             &server.key,
-            "/agent/runs?limit=500&sort_order=asc&source=SCHEDULED_AGENT",
+            &format!("/agent/runs?limit=500&sort_order=asc&schedule_id={schedule_id}"),
         )
         .await;
     assert_eq!(status, 200, "{v}");
-    let schedule = server
-        .get(&server.key, &format!("/agent/schedules/{schedule_id}"))
-        .await
-        .1;
-    let name = schedule["name"].as_str().unwrap_or_default().to_string();
-    v["runs"]
-        .as_array()
-        .expect("runs")
-        .iter()
-        .filter(|r| r["title"] == name.as_str())
-        .cloned()
-        .collect()
+    let runs = v["runs"].as_array().expect("runs").clone();
+    for run in &runs {
+        assert_eq!(run["schedule"]["schedule_id"], schedule_id, "{run}");
+        assert_eq!(run["source"], "SCHEDULED_AGENT", "{run}");
+    }
+    runs
 }
 
 /// The time `secs` seconds from now as a 6-field expression that matches it once a day (UTC).
