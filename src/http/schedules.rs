@@ -5,7 +5,9 @@
 
 use actix_web::{web, HttpResponse};
 
-use super::openapi::{BadRequest, Forbidden, InternalError, NotFound, Unauthorized, Unavailable};
+use super::openapi::{
+    BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
+};
 use super::problem::ApiError;
 use super::wire::{
     format_time, AgentConfigOut, CloudEnvironmentConfig, CreateScheduledAgentRequest, CreatorOut,
@@ -122,6 +124,21 @@ fn item<'a>(
     }
 }
 
+/// Runs the command `by` (the key's id) makes on the key's team's schedule `raw`.
+async fn change(
+    state: &AppState,
+    key: &Key,
+    raw: &str,
+    command: impl FnOnce(String) -> ScheduleCommand,
+) -> Result<View, ApiError> {
+    let id = schedule_id(raw)?;
+    visible(state, key, id)?;
+    Ok(state
+        .schedules
+        .execute_client(id, command(key.id.clone()))
+        .await?)
+}
+
 fn answer(state: &AppState, view: &View, status: actix_web::http::StatusCode) -> HttpResponse {
     let recent = state.schedules.recent_runs(&view.schedule);
     HttpResponse::build(status).json(item(state, &view.schedule, view.next_run, &recent))
@@ -140,6 +157,7 @@ fn answer(state: &AppState, view: &View, status: actix_web::http::StatusCode) ->
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 403, response = Forbidden),
+        (status = 413, response = PayloadTooLarge),
         (status = 500, response = InternalError),
         (status = 503, response = Unavailable),
     ),
@@ -235,6 +253,7 @@ pub async fn get(
         (status = 401, response = Unauthorized),
         (status = 403, response = Forbidden),
         (status = 404, response = NotFound),
+        (status = 413, response = PayloadTooLarge),
         (status = 500, response = InternalError),
         (status = 503, response = Unavailable),
     ),
@@ -297,12 +316,7 @@ pub async fn delete(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let id = schedule_id(&path)?;
-    visible(&state, &key, id)?;
-    state
-        .schedules
-        .execute_client(id, ScheduleCommand::Delete { by: key.id.clone() })
-        .await?;
+    change(&state, &key, &path, |by| ScheduleCommand::Delete { by }).await?;
     Ok(HttpResponse::Ok().json(DeleteScheduledAgentResponse { success: true }))
 }
 
@@ -327,12 +341,7 @@ pub async fn pause(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let id = schedule_id(&path)?;
-    visible(&state, &key, id)?;
-    let view = state
-        .schedules
-        .execute_client(id, ScheduleCommand::Pause { by: key.id.clone() })
-        .await?;
+    let view = change(&state, &key, &path, |by| ScheduleCommand::Pause { by }).await?;
     Ok(answer(&state, &view, actix_web::http::StatusCode::OK))
 }
 
@@ -358,11 +367,6 @@ pub async fn resume(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let id = schedule_id(&path)?;
-    visible(&state, &key, id)?;
-    let view = state
-        .schedules
-        .execute_client(id, ScheduleCommand::Resume { by: key.id.clone() })
-        .await?;
+    let view = change(&state, &key, &path, |by| ScheduleCommand::Resume { by }).await?;
     Ok(answer(&state, &view, actix_web::http::StatusCode::OK))
 }
