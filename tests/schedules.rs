@@ -474,6 +474,54 @@ async fn in_the_seconds_test_mode_a_schedule_fires_pauses_and_resumes() {
     assert!(runs_of(&server, &id).await.len() <= paused_with + 2);
 }
 
+/// A schedule carries a prompt at its limit (64 KiB of multi-byte text) and metadata to every
+/// run it makes, unchanged; one byte more is refused.
+#[tokio::test]
+async fn a_prompt_at_the_limit_reaches_every_run_whole() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_in(dir.path(), &seconds_config());
+    let unit = "Prüfe die Abhängigkeiten ✓ — ";
+    let mut prompt = unit.repeat(64 * 1024 / unit.len());
+    while prompt.len() < 64 * 1024 {
+        prompt.push('x');
+    }
+    assert_eq!(prompt.len(), 64 * 1024);
+    let (status, _) = server
+        .post(
+            &server.key,
+            "/agent/schedules",
+            json!({ "name": "big", "cron_schedule": "@daily", "prompt": format!("{prompt}y") }),
+        )
+        .await;
+    assert_eq!(status, 400, "one byte over the limit");
+    let schedule = create(
+        &server,
+        json!({ "name": "big", "cron_schedule": "*/2 * * * * *", "prompt": prompt,
+                "agent_config": { "environment_id": "fast" }, "metadata": { "size": "64k" } }),
+    )
+    .await;
+    let id = schedule["id"].as_str().expect("id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let run = loop {
+        if let Some(run) = runs_of(&server, &id).await.into_iter().next() {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "no firing");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (status, _) = server
+        .post(
+            &server.key,
+            &format!("/agent/schedules/{id}/pause"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(run["prompt"].as_str(), Some(prompt.as_str()));
+    assert_eq!(run["metadata"]["size"], "64k");
+    assert_eq!(run["title"], "big");
+}
+
 /// SIGKILL at the firing instant (after the firing is durable, before its run exists): the
 /// next start makes exactly that run, once.
 #[tokio::test]
