@@ -4,7 +4,8 @@
 # durable) p50/p99 in the seconds test mode, for a burst (each schedule once a minute at its own
 # second) and a steady state (100 every second). Not run by CI; about eight minutes. Knobs:
 # SCHEDULES (10000), CLIENTS (16), ROUNDS (5), IDLE_SECS (5), BURST_SECS (150), STEADY_SECS (60),
-# STEADY_FIRING (100), SAME_SECOND (0; 1 adds every schedule due at the same second), SAMPLE (200).
+# STEADY_FIRING (100), SAME_SECOND (0; 1 adds every schedule due at the same second), SAMPLE (200),
+# PARTS (start,burst,steady).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin runledger
