@@ -33,10 +33,18 @@ pub const MACROS: [(&str, &str); 7] = [
     ("@hourly", "0 * * * *"),
 ];
 
-/// A parsed schedule time: the expression and the zone it is read in.
+/// A checked schedule time: the expression and the zone it is read in.
+///
+/// Only the pattern is kept, and croner parses it again each time a due time is computed
+/// (once per firing or change of the schedule, about 20 µs): croner's parsed form holds a
+/// bitfield per possible year (5,001 bytes whatever the expression), so keeping it for every
+/// schedule made each one cost about 8 KB of resident memory, 78 MB for 10,000, against the
+/// server's 150 MB target (docs/performance.md, "Schedules").
 #[derive(Debug, Clone)]
 pub struct When {
-    cron: croner::Cron,
+    /// A 5- or 6-field pattern (a macro already expanded) that croner accepted.
+    pattern: Box<str>,
+    seconds: bool,
     zone: Tz,
 }
 
@@ -89,18 +97,17 @@ impl When {
             }
             expression
         };
-        let parser = CronParser::builder()
-            .seconds(if seconds {
-                Seconds::Optional
-            } else {
-                Seconds::Disallowed
-            })
-            .build();
-        let cron = parser
+        let cron = parser(seconds)
             .parse(pattern)
             .map_err(|e| format!("is not a valid cron expression: {e}"))?;
-        let when = When { cron, zone };
-        if when.next_after(crate::clock::now()).is_none() {
+        let when = When {
+            pattern: pattern.into(),
+            seconds,
+            zone,
+        };
+        // With the expression just parsed: a parse costs about 20 µs (croner sets the 5,000
+        // year bits one by one), the largest part of a start with 10,000 schedules.
+        if when.next_with(&cron, crate::clock::now()).is_none() {
             return Err("never fires (no date matches it)".into());
         }
         Ok(when)
@@ -108,22 +115,42 @@ impl When {
 
     /// The first due time strictly after `t`, if the expression ever matches again.
     pub fn next_after(&self, t: Timestamp) -> Option<Timestamp> {
+        self.next_with(&self.cron()?, t)
+    }
+
+    fn next_with(&self, cron: &croner::Cron, t: Timestamp) -> Option<Timestamp> {
         let at = self.at(t)?;
-        let next = self.cron.find_next_occurrence(&at, false).ok()?;
+        let next = cron.find_next_occurrence(&at, false).ok()?;
         Some(Timestamp(u64::try_from(next.timestamp_millis()).ok()?))
     }
 
     /// The latest due time at or before `t`, if the expression ever matched.
     pub fn latest_at_or_before(&self, t: Timestamp) -> Option<Timestamp> {
         let at = self.at(t)?;
-        let previous = self.cron.find_previous_occurrence(&at, true).ok()?;
+        let previous = self.cron()?.find_previous_occurrence(&at, true).ok()?;
         Some(Timestamp(u64::try_from(previous.timestamp_millis()).ok()?))
+    }
+
+    /// The pattern parsed; it parsed when the `When` was made, and parses the same again.
+    fn cron(&self) -> Option<croner::Cron> {
+        parser(self.seconds).parse(&self.pattern).ok()
     }
 
     fn at(&self, t: Timestamp) -> Option<chrono::DateTime<Tz>> {
         let millis = i64::try_from(t.0).ok()?;
         self.zone.timestamp_millis_opt(millis).single()
     }
+}
+
+/// croner's parser for 5-field expressions, or 5 or 6 (seconds first) in the test mode.
+fn parser(seconds: bool) -> CronParser {
+    CronParser::builder()
+        .seconds(if seconds {
+            Seconds::Optional
+        } else {
+            Seconds::Disallowed
+        })
+        .build()
 }
 
 #[cfg(test)]
