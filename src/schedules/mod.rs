@@ -427,7 +427,15 @@ impl Schedules {
         let Some(current) = self.current(id) else {
             return;
         };
-        if !current.enabled || current.deleted || current.last_due.is_some_and(|l| due <= l) {
+        // An update may have changed the expression since `due` was put on the agenda: a due
+        // time the current expression does not have is not fired.
+        let when = self.state().entries.get(&id).and_then(|e| e.when.clone());
+        let still_due = when.is_some_and(|w| w.latest_at_or_before(due) == Some(due));
+        if !current.enabled
+            || current.deleted
+            || current.last_due.is_some_and(|l| due <= l)
+            || !still_due
+        {
             self.reschedule(id, due);
             return;
         }
