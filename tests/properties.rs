@@ -344,7 +344,17 @@ proptest! {
             let blobs = std::fs::read_dir(dir.path().join("sled/blobs")).expect("blobs").count();
             prop_assert!(blobs > 0, "no blob file for values up to {:?}", sizes.iter().max());
         }
-        let store = Store::open(dir.path(), &options).expect("reopen");
+        // The dropped store's background threads let go of sled's file lock a moment after
+        // the drop: the reopen waits for it (as `store::tests` does).
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let store = loop {
+            match Store::open(dir.path(), &options) {
+                Err(store::Error::Locked(_)) if std::time::Instant::now() < deadline => {
+                    std::thread::sleep(std::time::Duration::from_millis(20))
+                }
+                result => break result.expect("reopen"),
+            }
+        };
         for (id, envelopes) in &written {
             let stored: Vec<_> = store
                 .run_events(*id, 0)
