@@ -88,16 +88,30 @@ pub struct Application {
     interrupt: Signal,
 }
 
+/// How long a start waits for a data directory another process has locked (see `open_store`).
+const LOCK_WAIT: Duration = Duration::from_secs(3);
+
 /// Opens the store and brings the read index up to date with the log. A store that lost
 /// acknowledged writes is refused unless `accept_lost_writes` (see `store::watermark`).
+/// A data directory locked by another process is retried for `LOCK_WAIT` first.
 pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, Index), Error> {
-    let store = Store::open(
-        &config.data_dir,
-        &store::Options {
-            cache_bytes: config.cache_bytes,
-            accept_lost_writes,
-        },
-    )?;
+    let options = store::Options {
+        cache_bytes: config.cache_bytes,
+        accept_lost_writes,
+    };
+    // A server killed a moment ago may leave its lock held for a moment longer: a child it
+    // had forked but not yet exec'd holds the locked file until its exec closes it. A start
+    // right after a crash (a supervisor's restart) waits that out; another process that
+    // really holds the data directory is still refused, a few seconds later.
+    let deadline = std::time::Instant::now() + LOCK_WAIT;
+    let store = loop {
+        match Store::open(&config.data_dir, &options) {
+            Err(store::Error::Locked(_)) if std::time::Instant::now() < deadline => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            result => break result?,
+        }
+    };
     let index = Index::open(store.db())?;
     if Index::remove_verify_scratch(&config.data_dir)? {
         tracing::info!("removed the scratch database of an interrupted `replay --verify`");
