@@ -362,6 +362,11 @@ pub struct Environment {
 }
 
 impl Environment {
+    /// Whether keys of `team` may run agents here: `teams` is empty (every team) or names it.
+    pub fn open_to(&self, team: &str) -> bool {
+        self.teams.is_empty() || self.teams.iter().any(|t| t == team)
+    }
+
     /// The built-in environment used when no config file names any.
     pub fn demo() -> Environment {
         Environment {

@@ -76,8 +76,28 @@ impl Credentials {
     /// Moves every MCP `env` and `headers` value of the run into a sealed blob, leaving `***`
     /// in the config. A run without any such value is left as it is (`sealed` stays `None`).
     pub fn seal(&self, mut admitted: RunAdmitted) -> Result<RunAdmitted, SealError> {
+        let sealed = self.seal_config(
+            &mut admitted.created.config,
+            &admitted.team,
+            &admitted.created.creator.uid,
+        )?;
+        if sealed.is_some() {
+            admitted.sealed = sealed;
+        }
+        Ok(admitted)
+    }
+
+    /// Moves every MCP `env` and `headers` value of `config` into a blob sealed for runs of
+    /// `team` created by the key `creator`, leaving `***` in the config; `None` when there is
+    /// no such value. A schedule's config is sealed this way for the runs it makes.
+    pub fn seal_config(
+        &self,
+        config: &mut AgentConfig,
+        team: &str,
+        creator: &str,
+    ) -> Result<Option<Sealed>, SealError> {
         let mut plain = Plain::new();
-        for (name, server) in &mut admitted.created.config.mcp_servers {
+        for (name, server) in &mut config.mcp_servers {
             if server.env.is_empty() && server.headers.is_empty() {
                 continue;
             }
@@ -90,12 +110,12 @@ impl Credentials {
             plain.insert(name.clone(), values);
         }
         if plain.is_empty() {
-            return Ok(admitted);
+            return Ok(None);
         }
         let bytes = postcard::to_allocvec(&plain).map_err(|_| SealError)?;
         let mut nonce = [0u8; 24];
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut nonce);
-        let aad = associated_data(&admitted.team, &admitted.created.creator.uid);
+        let aad = associated_data(team, creator);
         let ciphertext = self
             .cipher
             .encrypt(
@@ -106,8 +126,7 @@ impl Credentials {
                 },
             )
             .map_err(|_| SealError)?;
-        admitted.sealed = Some(Sealed { nonce, ciphertext });
-        Ok(admitted)
+        Ok(Some(Sealed { nonce, ciphertext }))
     }
 
     /// Puts the run's credential values back into its config, for the agent. A run without a

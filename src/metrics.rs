@@ -110,9 +110,9 @@ pub struct Registry {
 pub static METRICS: LazyLock<Registry> = LazyLock::new(Registry::default);
 
 impl Registry {
-    /// Counts one schedule firing: `fired` (its run was made) or `failed`.
-    pub fn schedule_fired(&self, outcome: &'static str) {
-        let counter = if outcome == "fired" {
+    /// Counts one schedule firing: whether its run was made (`fired`) or not (`failed`).
+    pub fn schedule_fired(&self, made: bool) {
+        let counter = if made {
             &self.schedule_fired
         } else {
             &self.schedule_failed

@@ -89,7 +89,7 @@ pub async fn models(
     for env in config
         .environments
         .iter()
-        .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
+        .filter(|e| e.open_to(&key.team))
         .filter(|e| !e.model_id.is_empty())
     {
         let entry = declared
@@ -104,7 +104,7 @@ pub async fn models(
     let default_model_id = config
         .environments
         .first()
-        .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
+        .filter(|e| e.open_to(&key.team))
         .map_or("", |e| e.model_id.as_str());
     Ok(HttpResponse::Ok().json(ListModelsResponse {
         default_model_id,

@@ -471,14 +471,10 @@ pub async fn environments(
             .config
             .environments
             .iter()
-            .filter(|e| e.teams.is_empty() || e.teams.contains(&key.team))
+            .filter(|e| e.open_to(&key.team))
             .map(|e| CloudEnvironment {
                 uid: &e.id,
-                config: CloudEnvironmentConfig {
-                    name: &e.name,
-                    description: e.description.as_deref(),
-                    setup_commands: &e.setup,
-                },
+                config: CloudEnvironmentConfig::of(e),
                 last_updated: last_updated.clone(),
                 setup_failed: false,
             })
@@ -509,14 +505,12 @@ pub(super) fn may_use_environment(
         None => state.config.environments.first(),
     };
     match environment {
-        Some(env) if !env.teams.is_empty() && !env.teams.contains(&key.team) => {
-            Err(ApiError::forbidden(format!(
-                "environment {:?} is limited to the teams {}; this key belongs to team {:?}",
-                env.id,
-                env.teams.join(", "),
-                key.team
-            )))
-        }
+        Some(env) if !env.open_to(&key.team) => Err(ApiError::forbidden(format!(
+            "environment {:?} is limited to the teams {}; this key belongs to team {:?}",
+            env.id,
+            env.teams.join(", "),
+            key.team
+        ))),
         _ => Ok(()),
     }
 }

@@ -17,8 +17,7 @@ use super::wire::{
 use super::{runs::may_use_environment, validate, AppState, Principal};
 use crate::api_keys::Key;
 use crate::domain::{
-    AgentConfig, Creator, RunAdmitted, RunCreated, Schedule, ScheduleCommand, ScheduleId,
-    ScheduleSpec, Sealed, SourceType,
+    AgentConfig, Creator, Schedule, ScheduleCommand, ScheduleId, ScheduleSpec, Sealed,
 };
 use crate::schedules::View;
 
@@ -49,27 +48,16 @@ fn creator(key: &Key) -> Creator {
 /// way a run's are sealed: the stored config holds `***`.
 fn seal(
     state: &AppState,
-    config: AgentConfig,
+    mut config: AgentConfig,
     team: &str,
     runs_as: &Creator,
 ) -> Result<(AgentConfig, Option<Sealed>), ApiError> {
     let sealed = state
         .runs
         .credentials()
-        .seal(RunAdmitted {
-            created: RunCreated {
-                title: String::new(),
-                prompt: String::new(),
-                config,
-                creator: runs_as.clone(),
-                source: SourceType::ScheduledAgent,
-                metadata: Default::default(),
-            },
-            team: team.to_string(),
-            sealed: None,
-        })
+        .seal_config(&mut config, team, &runs_as.uid)
         .map_err(|e| ApiError::internal(&e))?;
-    Ok((sealed.created.config, sealed.sealed))
+    Ok((config, sealed))
 }
 
 /// A schedule as the API shows it; `recent` adds the states of its latest runs.
@@ -85,11 +73,7 @@ fn item<'a>(
         .environment_id
         .as_deref()
         .and_then(|id| state.config.environment(id))
-        .map(|env| CloudEnvironmentConfig {
-            name: &env.name,
-            description: env.description.as_deref(),
-            setup_commands: &env.setup,
-        });
+        .map(CloudEnvironmentConfig::of);
     ScheduledAgentItem {
         id: schedule.id.to_string(),
         name: &schedule.spec.name,

@@ -470,19 +470,6 @@ pub struct ScheduleInput {
     pub metadata: Option<BTreeMap<String, String>>,
 }
 
-/// The fields both schedule requests share, parsed.
-struct ScheduleFields {
-    name: Option<String>,
-    cron_schedule: Option<String>,
-    prompt: Option<String>,
-    enabled: Option<bool>,
-    agent_config: Option<super::wire::AgentConfigIn>,
-    time_zone: Option<String>,
-    metadata: Option<BTreeMap<String, String>>,
-    mode: Option<String>,
-    agent_uid: Option<String>,
-}
-
 /// Validates a schedule's create (`creating`) or update request; `seconds` allows the test
 /// mode's 6-field expressions.
 pub fn schedule(
@@ -499,30 +486,12 @@ pub fn schedule(
                  key's team",
             ));
         }
-        ScheduleFields {
-            name: r.name,
-            cron_schedule: r.cron_schedule,
-            prompt: r.prompt,
-            enabled: Some(r.enabled.unwrap_or(true)),
-            agent_config: r.agent_config,
-            time_zone: r.time_zone,
-            metadata: r.metadata,
-            mode: r.mode,
-            agent_uid: r.agent_uid,
+        super::wire::UpdateScheduledAgentRequest {
+            enabled: Some(r.fields.enabled.unwrap_or(true)),
+            ..r.fields
         }
     } else {
-        let r: super::wire::UpdateScheduledAgentRequest = parse_json(body)?;
-        ScheduleFields {
-            name: r.name,
-            cron_schedule: r.cron_schedule,
-            prompt: r.prompt,
-            enabled: r.enabled,
-            agent_config: r.agent_config,
-            time_zone: r.time_zone,
-            metadata: r.metadata,
-            mode: r.mode,
-            agent_uid: r.agent_uid,
-        }
+        parse_json::<super::wire::UpdateScheduledAgentRequest>(body)?
     };
     let name = fields
         .name

@@ -204,16 +204,6 @@ impl Schedules {
         self.inner.wake.notify_one();
     }
 
-    /// Number of schedules (not deleted).
-    pub fn len(&self) -> usize {
-        self.state().entries.len()
-    }
-
-    /// Whether there is no schedule.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
-    }
-
     /// One schedule, if it exists and is not deleted.
     pub fn get(&self, id: ScheduleId) -> Option<View> {
         self.state().entries.get(&id).map(Entry::view)
@@ -424,12 +414,16 @@ impl Schedules {
     async fn fire(&self, id: ScheduleId, due: Timestamp) {
         let lock = self.writer(id);
         let _held = lock.lock().await;
-        let Some(current) = self.current(id) else {
+        let Some((current, when)) = self
+            .state()
+            .entries
+            .get(&id)
+            .map(|e| (e.schedule.clone(), e.when.clone()))
+        else {
             return;
         };
         // An update may have changed the expression since `due` was put on the agenda: a due
         // time the current expression does not have is not fired.
-        let when = self.state().entries.get(&id).and_then(|e| e.when.clone());
         let still_due = when.is_some_and(|w| w.latest_at_or_before(due) == Some(due));
         if !current.enabled
             || current.deleted
@@ -456,7 +450,7 @@ impl Schedules {
             Ok(s) => s,
             Err(Error::Store(store::Error::Refused(refusal))) => {
                 tracing::warn!(schedule_id = %id, due = due.0, %refusal, "a schedule's firing was refused");
-                crate::metrics::METRICS.schedule_fired("failed");
+                crate::metrics::METRICS.schedule_fired(false);
                 let failed = ScheduleCommand::FailFire {
                     due,
                     error: refusal.to_string(),
@@ -517,11 +511,11 @@ impl Schedules {
             Ok(_) => {
                 let lag = Duration::from_millis(now().0.saturating_sub(due.0));
                 crate::metrics::METRICS.schedule_lag.observe(lag);
-                crate::metrics::METRICS.schedule_fired("fired");
+                crate::metrics::METRICS.schedule_fired(true);
                 tracing::info!(schedule_id = %schedule.id, %run_id, due = due.0, lag_ms = lag.as_millis() as u64, "a schedule fired");
             }
             Err(error) => {
-                crate::metrics::METRICS.schedule_fired("failed");
+                crate::metrics::METRICS.schedule_fired(false);
                 tracing::warn!(schedule_id = %schedule.id, due = due.0, %error, "a schedule's firing could not make its run");
                 let current = self.current(schedule.id);
                 let failed = ScheduleCommand::FailFire { due, error };
@@ -544,7 +538,7 @@ impl Schedules {
         if let Some(env_id) = &spec.config.environment_id {
             match self.inner.config.environment(env_id) {
                 None => return Err(format!("environment {env_id:?} is no longer configured")),
-                Some(env) if !env.teams.is_empty() && !env.teams.contains(&schedule.team) => {
+                Some(env) if !env.open_to(&schedule.team) => {
                     return Err(format!(
                         "environment {env_id:?} is no longer open to team {:?}",
                         schedule.team

@@ -290,6 +290,17 @@ pub struct CloudEnvironmentConfig<'a> {
     pub setup_commands: &'a [String],
 }
 
+impl<'a> CloudEnvironmentConfig<'a> {
+    /// What a client learns of `env`.
+    pub fn of(env: &'a crate::config::Environment) -> Self {
+        CloudEnvironmentConfig {
+            name: &env.name,
+            description: env.description.as_deref(),
+            setup_commands: &env.setup,
+        }
+    }
+}
+
 /// A configured environment (OpenAPI `CloudEnvironment`).
 #[derive(Debug, Serialize, ToSchema)]
 pub struct CloudEnvironment<'a> {

@@ -12,10 +12,21 @@ use super::CloudEnvironmentConfig;
 use crate::format::run::*;
 use crate::format::schema::*;
 
-/// Request body of a schedule's create (OpenAPI `CreateScheduledAgentRequest`). `prompt` is
-/// required unless `agent_config.skill_spec` is given.
+/// Request body of a schedule's create (OpenAPI `CreateScheduledAgentRequest`): the fields of
+/// an update, with `enabled` true when absent, and `team`.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateScheduledAgentRequest {
+    #[serde(flatten)]
+    pub fields: UpdateScheduledAgentRequest,
+    /// Every schedule belongs to its key's team: `false` (a personal schedule) is refused.
+    pub team: Option<bool>,
+}
+
+/// Request body of a schedule's update (OpenAPI `UpdateScheduledAgentRequest`): `name`,
+/// `cron_schedule` and `enabled` are required; an absent `agent_config` or `metadata` keeps
+/// the schedule's own. `prompt` is required unless `agent_config.skill_spec` is given.
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct UpdateScheduledAgentRequest {
     /// Human-readable name, 1–256 characters; the title of every run the schedule makes.
     #[schema(min_length = 1, max_length = 256)]
     pub name: Option<String>,
@@ -27,11 +38,9 @@ pub struct CreateScheduledAgentRequest {
     /// At most 64 KiB.
     #[schema(max_length = 65536)]
     pub prompt: Option<String>,
-    /// Whether the schedule fires; true when absent.
+    /// Whether the schedule fires (on a create, true when absent).
     pub enabled: Option<bool>,
     pub agent_config: Option<AgentConfigIn>,
-    /// Every schedule belongs to its key's team: `false` (a personal schedule) is refused.
-    pub team: Option<bool>,
     /// The IANA time zone the expression is read in (beyond the document; a `CRON_TZ=` prefix
     /// says the same). UTC when neither is given.
     #[schema(max_length = 64)]
@@ -42,27 +51,6 @@ pub struct CreateScheduledAgentRequest {
     /// Only `normal` is supported.
     pub mode: Option<String>,
     /// Agent identities are not supported: refused when given.
-    pub agent_uid: Option<String>,
-}
-
-/// Request body of a schedule's update (OpenAPI `UpdateScheduledAgentRequest`): `name`,
-/// `cron_schedule` and `enabled` are required; an absent `agent_config` or `metadata` keeps
-/// the schedule's own.
-#[derive(Debug, Deserialize, ToSchema)]
-pub struct UpdateScheduledAgentRequest {
-    #[schema(min_length = 1, max_length = 256)]
-    pub name: Option<String>,
-    #[schema(min_length = 1, max_length = 256)]
-    pub cron_schedule: Option<String>,
-    #[schema(max_length = 65536)]
-    pub prompt: Option<String>,
-    pub enabled: Option<bool>,
-    pub agent_config: Option<AgentConfigIn>,
-    #[schema(max_length = 64)]
-    pub time_zone: Option<String>,
-    #[schema(schema_with = metadata_request_schema)]
-    pub metadata: Option<BTreeMap<String, String>>,
-    pub mode: Option<String>,
     pub agent_uid: Option<String>,
 }
 
