@@ -432,23 +432,38 @@ async fn gone_disables_a_subscription_until_its_configuration_changes() {
         other.delivered().len() == 1
     })
     .await;
-    let (_, body) = s
-        .get(&key, &format!("/agent/runs/{first}/deliveries"))
-        .await;
-    let states: BTreeMap<String, String> = body["deliveries"]
-        .as_array()
-        .expect("deliveries")
-        .iter()
-        .map(|d| {
-            (
-                d["subscription"].as_str().unwrap_or("").to_string(),
-                d["state"].as_str().unwrap_or("").to_string(),
-            )
-        })
-        .collect();
+    // A receiver has its request before the server records the answer: wait for both
+    // records (the disable is written after the 410 arrives).
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let (states, body) = loop {
+        let (_, body) = s
+            .get(&key, &format!("/agent/runs/{first}/deliveries"))
+            .await;
+        let states: BTreeMap<String, String> = body["deliveries"]
+            .as_array()
+            .expect("deliveries")
+            .iter()
+            .map(|d| {
+                (
+                    d["subscription"].as_str().unwrap_or("").to_string(),
+                    d["state"].as_str().unwrap_or("").to_string(),
+                )
+            })
+            .collect();
+        let settled = states.get("gone").is_some_and(|s| s != "pending")
+            && states.get("other").is_some_and(|s| s != "pending");
+        if settled || std::time::Instant::now() > deadline {
+            break (states, body);
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    };
     assert_eq!(states["gone"], "disabled", "{body}");
     assert_eq!(states["other"], "delivered", "{body}");
-    assert!(s.log_text().contains("webhook disabled"));
+    // The server's stderr reaches the test through a reader thread: a moment later.
+    eventually(5, "the log of the disable", || {
+        s.log_text().contains("webhook disabled")
+    })
+    .await;
     // Disabled for good: a restart with the same configuration keeps it so.
     s.kill();
     let s = restart(dir.path(), &config, &key);
