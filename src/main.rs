@@ -1,6 +1,6 @@
 //! The `runledger` binary: parses the command line and hands over to `cli` or `startup`.
 
-use clap::Parser;
+use clap::Parser as _;
 use runledger::cli::{self, Cli, Cmd};
 
 // Responses allocate many small strings per run (JSON, timestamps, links); with glibc's
@@ -68,18 +68,66 @@ fn allocator_option(option: libmimalloc_sys::mi_option_t) -> std::ffi::c_long {
 
 fn main() -> std::process::ExitCode {
     runledger::telemetry::init();
-    let args = Cli::parse();
+    // clap exits 2 on a wrong command line, which `run --wait` uses for a cancelled run.
+    let args = match Cli::try_parse() {
+        Ok(args) => args,
+        Err(e) => {
+            let _ = e.print();
+            return std::process::ExitCode::from(if e.use_stderr() {
+                cli::remote::exit::USAGE
+            } else {
+                0
+            });
+        }
+    };
     match run(&args) {
-        Ok(()) => std::process::ExitCode::SUCCESS,
+        Ok(code) => std::process::ExitCode::from(code),
         Err(e) => {
             cli::report(&e, args.debug);
-            std::process::ExitCode::FAILURE
+            std::process::ExitCode::from(failure_code(&e, &args.command))
         }
     }
 }
 
-fn run(args: &Cli) -> anyhow::Result<()> {
+/// The exit code of a failed command: the terminal client's codes never collide with a run's
+/// outcome (`--help` lists them); the other commands exit 1.
+fn failure_code(error: &anyhow::Error, command: &Cmd) -> u8 {
+    if let Some(e) = error.downcast_ref::<cli::remote::Error>() {
+        return e.exit_code();
+    }
+    match command {
+        Cmd::Run { .. } | Cmd::Runs { .. } | Cmd::Login { .. } | Cmd::Logout => {
+            cli::remote::exit::SOFTWARE
+        }
+        _ => 1,
+    }
+}
+
+/// A command's exit code when it did not fail: a run's outcome for the commands that wait for
+/// one, else 0.
+fn run(args: &Cli) -> anyhow::Result<u8> {
+    let done = |result: anyhow::Result<()>| result.map(|()| 0);
     match &args.command {
+        Cmd::Run {
+            prompt,
+            environment,
+            model,
+            title,
+            follow,
+            wait,
+            api,
+        } => cli::run(
+            api,
+            prompt,
+            environment.as_deref(),
+            model.as_deref(),
+            title.as_deref(),
+            *follow,
+            *wait,
+        ),
+        Cmd::Runs { command, api } => cli::runs(api, command),
+        Cmd::Login { api } => cli::login(api),
+        Cmd::Logout => cli::logout(),
         Cmd::Serve { bind } => {
             // The server's start only: its idle memory is what issue #2 bounds.
             let purge_delay = purge_at_once_while_starting();
@@ -94,15 +142,15 @@ fn run(args: &Cli) -> anyhow::Result<()> {
             })?;
             // A clean stop; every handle on the store is gone with the actix system.
             runledger::startup::refresh_snapshot(&data_dir);
-            Ok(())
+            Ok(0)
         }
-        Cmd::Keys { command, server } => cli::keys(args, command, server),
-        Cmd::Teams { command, server } => cli::teams(args, command, server),
-        Cmd::Events { run_id, json } => cli::events(args, run_id, *json),
-        Cmd::Export { with_keys, output } => cli::export(args, *with_keys, output.as_deref()),
-        Cmd::Import { file } => cli::import(args, file.as_deref()),
-        Cmd::Replay { verify, cache_mb } => cli::replay(args, *verify, *cache_mb),
-        Cmd::Secrets { command } => cli::secrets(args, command),
+        Cmd::Keys { command, server } => done(cli::keys(args, command, server)),
+        Cmd::Teams { command, server } => done(cli::teams(args, command, server)),
+        Cmd::Events { run_id, json } => done(cli::events(args, run_id, *json)),
+        Cmd::Export { with_keys, output } => done(cli::export(args, *with_keys, output.as_deref())),
+        Cmd::Import { file } => done(cli::import(args, file.as_deref())),
+        Cmd::Replay { verify, cache_mb } => done(cli::replay(args, *verify, *cache_mb)),
+        Cmd::Secrets { command } => done(cli::secrets(args, command)),
     }
 }
 

@@ -1,12 +1,17 @@
-//! The command line: `serve`, `keys`, `events`, `export`, `import`, `replay`. Everything except
-//! `serve` works on a data directory directly and reuses `domain`, `store` and `projection`;
-//! `keys` falls back to the running server's admin API when the server holds the directory.
-//! Data goes to stdout, diagnostics to stderr. Backup and restore live in `backup`.
+//! The command line. `serve` runs the service. `keys`, `teams`, `events`, `export`, `import`,
+//! `replay` and `secrets` work on a data directory directly and reuse `domain`, `store` and
+//! `projection`; `keys` and `teams` fall back to the running server's admin API when the server
+//! holds the directory. `run`, `runs`, `login` and `logout` are the terminal client of a server
+//! anywhere, through its public API only (`runs`, `remote`, `profile`). Data goes to stdout,
+//! diagnostics to stderr. Backup and restore live in `backup`.
 
 mod backup;
-mod client;
+pub mod profile;
+pub mod remote;
+mod runs;
 
 pub use backup::{export, import};
+pub use runs::{login, logout, run, runs};
 
 use crate::domain::DEFAULT_TEAM;
 use std::io::Write;
@@ -24,11 +29,27 @@ use crate::format::time::format_time;
 use crate::store::api_keys::{KeyKind, KeyRecord};
 use crate::store::{self, Store};
 
+/// The exit codes, shown by `--help` (docs/cli.md says the same).
+const EXIT_CODES: &str = "\
+Exit codes of run, runs, login and logout:
+  0   done; with --follow or --wait, or runs logs -f: the run SUCCEEDED
+  1   the run FAILED (run --follow/--wait, runs logs -f)
+  2   the run was CANCELLED (run --follow/--wait, runs logs -f)
+  64  the command line is wrong
+  65  the server refused the request (bad value, unknown run, conflict)
+  69  the server cannot be reached or cannot serve now (429, 5xx)
+  70  another error (writing the output failed)
+  76  the server's answer is not runledger's (not JSON, too large)
+  77  the API key was refused (401, 403)
+  78  no server or API key given, or an unreadable profile or CA file
+Other commands exit 0 on success, 1 on failure and 64 on a wrong command line.";
+
 #[derive(Parser, Debug)]
 #[command(
     name = "runledger",
     version,
-    about = "Runs AI coding agents on request; every change is an event."
+    about = "Runs AI coding agents on request; every change is an event.",
+    after_help = EXIT_CODES
 )]
 pub struct Cli {
     /// Config file (TOML).
@@ -53,6 +74,48 @@ pub enum Cmd {
         #[arg(long, env = "RUNLEDGER_BIND")]
         bind: Option<String>,
     },
+    /// Start a run on a server; with --follow, stream its transcript, with --wait, wait for it.
+    #[command(after_help = EXIT_CODES)]
+    Run {
+        /// What the agent is asked to do.
+        prompt: String,
+        /// The environment to run in (default: the server's first).
+        #[arg(long = "env", value_name = "ID")]
+        environment: Option<String>,
+        /// The model (default: the environment's).
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        /// Stream the transcript until the run ends (stdout and follow-ups to stdout, stderr to
+        /// stderr, runledger's notes to stderr); lines typed on a terminal are sent as
+        /// follow-ups. Exits 0, 1 or 2 as the run SUCCEEDED, FAILED or was CANCELLED.
+        #[arg(long, conflicts_with = "wait")]
+        follow: bool,
+        /// Wait until the run ends, showing its state on a terminal; exits as --follow does.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List, inspect, follow, steer and cancel runs on a server.
+    #[command(after_help = EXIT_CODES)]
+    Runs {
+        #[command(subcommand)]
+        command: RunsCmd,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Check an API key against a server and save both in the login profile
+    /// ($XDG_CONFIG_HOME/runledger/profile.toml, mode 0600). Without --api-key, the key is read
+    /// from stdin (without echo on a terminal).
+    #[command(after_help = EXIT_CODES)]
+    Login {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Remove the login profile.
+    Logout,
     /// Manage API keys.
     Keys {
         #[command(subcommand)]
@@ -109,6 +172,100 @@ pub enum Cmd {
         /// `--verify`, half of it caches the scratch database.
         #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(8..=1_048_576))]
         cache_mb: u64,
+    },
+}
+
+/// The server and key of the terminal client. A flag wins over its variable, which wins over
+/// the login profile.
+#[derive(clap::Args, Debug, Default)]
+pub struct ApiArgs {
+    /// The server's base URL, as https://runs.example.com.
+    #[arg(long, global = true, env = "RUNLEDGER_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// An API key (rl_…).
+    #[arg(
+        long,
+        global = true,
+        env = "RUNLEDGER_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+    /// A PEM file of certificates to trust besides the public CAs (a self-signed server).
+    #[arg(long, global = true, env = "RUNLEDGER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RunsCmd {
+    /// List runs, most recently updated first: a table on a terminal, tab-separated lines
+    /// (id, state, title, created_at, environment) otherwise, the API's page with --json.
+    List {
+        /// Only runs in this state (QUEUED, INPROGRESS, SUCCEEDED, FAILED, CANCELLED);
+        /// repeatable.
+        #[arg(long = "state", value_name = "STATE")]
+        states: Vec<String>,
+        #[arg(long = "env", value_name = "ID")]
+        environment: Option<String>,
+        /// The agent config's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// The creator's id (an API key id).
+        #[arg(long)]
+        creator: Option<String>,
+        /// The source (API, SCHEDULED_AGENT, …).
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// Created after this time: RFC 3339, or an age such as 30m, 12h, 7d.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Created before this time: RFC 3339, or an age such as 30m, 12h, 7d.
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// Runs whose title, prompt or skill contains this text (any case).
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
+        /// Runs on the page, 1 to 500 (the server's default: 20).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The next page: the cursor a previous page named.
+        #[arg(long)]
+        cursor: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run.
+    Get {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's transcript: agent stdout and follow-ups to stdout, its stderr to stderr,
+    /// runledger's notes to stderr.
+    Logs {
+        run_id: String,
+        /// Keep following until the run ends; exits 0, 1 or 2 as it SUCCEEDED, FAILED or was
+        /// CANCELLED.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Send a follow-up message to a run (a finished run resumes).
+    Followup {
+        run_id: String,
+        message: String,
+        #[arg(long, default_value = "normal", value_parser = ["normal", "plan", "orchestrate"])]
+        mode: String,
+    },
+    /// Cancel a run.
+    Cancel { run_id: String },
+    /// Print a run's event history (its audit trail) from the server.
+    Events {
+        run_id: String,
+        /// The history as one JSON document, as the API answers it.
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -308,7 +465,9 @@ pub fn teams(cli: &Cli, command: &TeamsCmd, server: &RunningServer) -> anyhow::R
 
 /// Runs an admin command on the data directory when no server holds it, else through the
 /// running server's admin API with an admin key. A `read_only` command fails, creating
-/// nothing, where there is no store.
+/// nothing, where there is no store, unless an admin key is at hand and the config's server
+/// answers (a relative `server.data_dir` names another directory from another working
+/// directory than the server's).
 fn administer(
     cli: &Cli,
     what: &str,
@@ -318,27 +477,97 @@ fn administer(
     online: impl FnOnce(&str, &str, Option<&std::path::Path>) -> anyhow::Result<()>,
 ) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    if read_only {
+    let url = server.url.clone().unwrap_or_else(|| server_url(&config));
+    let chain = config.tls.as_ref().map(|t| t.cert.as_path());
+    let admin_key = admin_key(server);
+    if read_only && !Store::present_in(&config.data_dir) {
+        if let Some(key) = admin_key.as_deref() {
+            return match online(&url, key, chain) {
+                Err(e) if unreached(&e) => require_store(&config).and(Err(e)),
+                other => other,
+            };
+        }
         require_store(&config)?;
     }
     match open(&config, false) {
         Ok(store) => offline(&store),
         Err(store::Error::Locked(_)) => {
-            let url = server.url.clone().unwrap_or_else(|| config.base_url());
-            let Some(admin_key) = server.admin_key.as_deref() else {
+            let Some(admin_key) = admin_key else {
                 bail!(
                     "a running server holds {}; to manage {what} through it, pass an admin key \
-                     with --admin-key or RUNLEDGER_ADMIN_KEY",
+                     with --admin-key or RUNLEDGER_ADMIN_KEY (or RUNLEDGER_API_KEY, or log in \
+                     with an admin key: `runledger login`)",
                     config.data_dir.display()
                 );
             };
-            online(
-                &url,
-                admin_key,
-                config.tls.as_ref().map(|t| t.cert.as_path()),
-            )
+            online(&url, &admin_key, chain)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// Whether a failure of the admin API is that no server answered.
+fn unreached(e: &anyhow::Error) -> bool {
+    matches!(
+        e.downcast_ref::<remote::Error>(),
+        Some(remote::Error::Unreachable { .. })
+    )
+}
+
+/// The admin key of `keys` and `teams`: `--admin-key` or `RUNLEDGER_ADMIN_KEY`, else the
+/// terminal client's `RUNLEDGER_API_KEY`, else the login profile's key.
+/// A profile that cannot be read gives no key: the offline commands must not depend on it.
+fn admin_key(server: &RunningServer) -> Option<String> {
+    let given = |key: Option<String>| key.filter(|k| !k.trim().is_empty());
+    given(server.admin_key.clone())
+        .or_else(|| given(std::env::var("RUNLEDGER_API_KEY").ok()))
+        .or_else(|| given(profile::load().ok().flatten().and_then(|p| p.api_key)))
+}
+
+/// Where the server of `config` answers: its `public_url`, else its bind address, with an
+/// unspecified address (`0.0.0.0`, `[::]`: every interface) turned into loopback, which a
+/// server bound to every interface answers on and which a certificate for this machine names.
+pub fn server_url(config: &Config) -> String {
+    if let Some(url) = &config.public_url {
+        return url.clone();
+    }
+    let mut addr = config.bind;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(match addr {
+            std::net::SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            std::net::SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    format!("{}://{addr}", config.scheme())
+}
+
+/// The admin API of a running server, through the terminal client's HTTP client: the public
+/// CAs and, for a self-signed server, the config's own certificate chain.
+struct Admin {
+    remote: remote::Remote,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl Admin {
+    fn new(url: &str, key: &str, chain: Option<&std::path::Path>) -> anyhow::Result<Admin> {
+        let remote = remote::Remote::new(&remote::Target {
+            server: url.to_string(),
+            key: key.to_string(),
+            ca_cert: chain.map(std::path::Path::to_path_buf),
+        })?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the client's runtime")?;
+        Ok(Admin { remote, runtime })
+    }
+
+    fn get(&self, path: &str) -> anyhow::Result<serde_json::Value> {
+        Ok(self.runtime.block_on(self.remote.get(path, &[]))?)
+    }
+
+    fn post(&self, path: &str, body: &serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        Ok(self.runtime.block_on(self.remote.post(path, body))?)
     }
 }
 
@@ -373,16 +602,17 @@ fn teams_online(
     command: &TeamsCmd,
     trusted_chain: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let base = format!("{}/api/v1/admin/teams", url.trim_end_matches('/'));
+    let admin = Admin::new(url, admin_key, trusted_chain)?;
+    let base = "/api/v1/admin/teams";
     match command {
         TeamsCmd::Create { name } => {
             check_team_name(name)?;
             let body = serde_json::json!({ "name": name });
-            client::request("POST", &base, admin_key, Some(&body), trusted_chain)?;
+            admin.post(base, &body)?;
             eprintln!("created team {name} through the running server");
         }
         TeamsCmd::List { json } => {
-            let reply = client::request("GET", &base, admin_key, None, trusted_chain)?;
+            let reply = admin.get(base)?;
             let teams = reply["teams"].as_array().cloned().unwrap_or_default();
             print_teams(&teams, *json)?;
         }
@@ -494,17 +724,18 @@ fn keys_online(
     command: &KeysCmd,
     trusted_chain: Option<&std::path::Path>,
 ) -> anyhow::Result<()> {
-    let base = format!("{}/api/v1/admin/keys", url.trim_end_matches('/'));
+    let admin = Admin::new(url, admin_key, trusted_chain)?;
+    let base = "/api/v1/admin/keys";
     match command {
         KeysCmd::Create {
             name,
             kind,
-            admin,
+            admin: is_admin,
             team,
         } => {
             let body =
-                serde_json::json!({ "name": name, "kind": kind, "admin": admin, "team": team });
-            let reply = client::request("POST", &base, admin_key, Some(&body), trusted_chain)?;
+                serde_json::json!({ "name": name, "kind": kind, "admin": is_admin, "team": team });
+            let reply = admin.post(base, &body)?;
             eprintln!(
                 "created key {} ({}) through the running server",
                 reply["id"].as_str().unwrap_or("?"),
@@ -516,18 +747,13 @@ fn keys_online(
             );
         }
         KeysCmd::List { json } => {
-            let reply = client::request("GET", &base, admin_key, None, trusted_chain)?;
+            let reply = admin.get(base)?;
             let keys = reply["keys"].as_array().cloned().unwrap_or_default();
             print_keys(&keys, *json)?;
         }
         KeysCmd::Revoke { id } => {
-            let reply = client::request(
-                "POST",
-                &format!("{base}/{id}/revoke"),
-                admin_key,
-                None,
-                trusted_chain,
-            )?;
+            let escaped: String = url::form_urlencoded::byte_serialize(id.as_bytes()).collect();
+            let reply = admin.post(&format!("{base}/{escaped}/revoke"), &serde_json::json!({}))?;
             eprintln!(
                 "revoked key {} through the running server",
                 reply["id"].as_str().unwrap_or(id)
