@@ -16,6 +16,7 @@ mod runs;
 mod schedules;
 mod session;
 mod stream;
+mod transcript_stream;
 pub mod validate;
 pub mod wire;
 

@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""What following a transcript live costs (issue #22's figures).
+
+Not a test and not run by CI; run it with `benches/transcript_sse.sh` (builds the release
+binary). Standard library, `curl` and the agent's `yes` and `head`. It starts its own server on
+127.0.0.1 (a `command` environment in the default sandbox) and stops it.
+
+1. Agent throughput. A run whose agent waits START_DELAY seconds, then writes OUTPUT_MB MiB of
+   100-byte lines as fast as it can. Its throughput is the output over the time from its first
+   stdout entry to its last (the entries' own timestamps, read from the transcript file). Each
+   round runs the agent once alone and once with FOLLOWERS clients following the transcript
+   over SSE from before its first line to the stream's `end` (each a `curl -N`, piped to
+   `tail`, which checks the stream ended with `event: end`). ROUNDS rounds, alternating;
+   the medians and the cost (1 - with / without) are printed.
+2. Idle followers. A run whose agent prints one line and sleeps; IDLE_FOLLOWERS connections
+   follow its transcript and read their first entry, then stay idle. Server RSS before they
+   connect and 2 s after the last one got its entry; the difference per follower.
+"""
+import os
+import resource
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+from benchlib import Server, script
+
+OUTPUT_MB = int(os.environ.get("OUTPUT_MB", "50"))
+FOLLOWERS = int(os.environ.get("FOLLOWERS", "100"))
+ROUNDS = int(os.environ.get("ROUNDS", "3"))
+IDLE_FOLLOWERS = int(os.environ.get("IDLE_FOLLOWERS", "1000"))
+START_DELAY = float(os.environ.get("START_DELAY", "3"))
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def config(agents):
+    return f"""[server]
+bind = "127.0.0.1:0"
+
+[limits]
+rate_limit = false
+
+[[environments]]
+id = "flood"
+harness = "command"
+command = ["{agents}/flood.sh"]
+max_concurrent = 1
+
+[[environments]]
+id = "idle"
+harness = "command"
+command = ["{agents}/idle.sh"]
+"""
+
+
+def stdout_span_secs(data_dir, run_id):
+    """Seconds from the run's first stdout entry to its last, from the transcript file."""
+    import json
+
+    first = last = None
+    with open(os.path.join(data_dir, "transcripts", f"{run_id}.jsonl"), "rb") as f:
+        for line in f:
+            # Only the stdout entries' times; parsing each line is what a reader would do.
+            if b'"stream":"stdout"' not in line:
+                continue
+            at = json.loads(line)["at"]
+            if first is None:
+                first = at
+            last = at
+    if first is None:
+        raise SystemExit(f"run {run_id} wrote no output")
+    return max(last - first, 1) / 1000.0
+
+
+def follower(s, run_id):
+    """A `curl -N` following the transcript to its end; its last bytes tell how it ended."""
+    url = f"{s.base}/api/v1/agent/runs/{run_id}/transcript"
+    return subprocess.Popen(
+        ["bash", "-c",
+         'curl -sSN --max-time 600 -H "Authorization: Bearer $KEY" '
+         '-H "Accept: text/event-stream" "$URL" | tail -c 200'],
+        env={**os.environ, "KEY": s.key, "URL": url},
+        stdout=subprocess.PIPE, text=True)
+
+
+def one_run(s, followers):
+    run_id = s.create(env="flood", prompt="flood")
+    procs = [follower(s, run_id) for _ in range(followers)]
+    state = s.wait(run_id, timeout=600)
+    if state != "SUCCEEDED":
+        raise SystemExit(f"run {run_id} ended {state}")
+    for p in procs:
+        out, _ = p.communicate(timeout=600)
+        if "event: end" not in out:
+            raise SystemExit(f"a follower's stream did not end: {out[-200:]!r}")
+    return OUTPUT_MB / stdout_span_secs(s.data, run_id)
+
+
+def idle_followers(s):
+    run_id = s.create(env="idle", prompt="idle")
+    while s.transcript(run_id).count("ready") == 0:
+        time.sleep(0.05)
+    host, port = s.base.removeprefix("http://").rsplit(":", 1)
+    request = (f"GET /api/v1/agent/runs/{run_id}/transcript HTTP/1.1\r\nHost: {host}\r\n"
+               f"Authorization: Bearer {s.key}\r\nAccept: text/event-stream\r\n\r\n").encode()
+    # A few first, so what the server allocates once is not counted per follower.
+    warm = []
+    for _ in range(10):
+        c = socket.create_connection((host, int(port)))
+        c.sendall(request)
+        warm.append(c)
+    time.sleep(2)
+    before = rss_mb(s.proc.pid)
+    conns = []
+    for _ in range(IDLE_FOLLOWERS):
+        c = socket.create_connection((host, int(port)))
+        c.sendall(request)
+        conns.append(c)
+    for c in conns:
+        c.settimeout(30)
+        got = b""
+        while b"ready" not in got:
+            chunk = c.recv(65536)
+            if not chunk:
+                raise SystemExit("a follower's stream closed early")
+            got += chunk
+    time.sleep(2)
+    after = rss_mb(s.proc.pid)
+    for c in conns + warm:
+        c.close()
+    s.call("POST", f"/agent/runs/{run_id}/cancel")
+    return before, after
+
+
+def main():
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    base = "/var/tmp" if os.path.isdir("/var/tmp") else None
+    with tempfile.TemporaryDirectory(prefix="runledger-sse-", dir=base) as work:
+        os.chmod(work, 0o755)
+        line = "x" * 99
+        script(os.path.join(work, "flood.sh"),
+               f"sleep {START_DELAY}; yes {line} | head -c {OUTPUT_MB * 1024 * 1024}")
+        script(os.path.join(work, "idle.sh"), "echo ready; sleep 600")
+        s = Server(work, config(work))
+        try:
+            alone, followed = [], []
+            for r in range(ROUNDS):
+                alone.append(one_run(s, 0))
+                followed.append(one_run(s, FOLLOWERS))
+                print(f"round {r + 1}: alone {alone[-1]:.1f} MiB/s, "
+                      f"with {FOLLOWERS} followers {followed[-1]:.1f} MiB/s", flush=True)
+            a, f = statistics.median(alone), statistics.median(followed)
+            print(f"agent throughput, {OUTPUT_MB} MiB of 100-byte lines, median of {ROUNDS}: "
+                  f"alone {a:.1f} MiB/s, with {FOLLOWERS} SSE followers {f:.1f} MiB/s "
+                  f"(cost {100 * (1 - f / a):.1f} %)")
+            before, after = idle_followers(s)
+            print(f"server RSS with {IDLE_FOLLOWERS} idle transcript followers: "
+                  f"{before:.1f} MiB before, {after:.1f} MiB after "
+                  f"({1024 * (after - before) / IDLE_FOLLOWERS:.1f} KiB per follower)")
+        finally:
+            s.stop(signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
