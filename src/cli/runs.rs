@@ -186,11 +186,12 @@ pub fn login(api: &ApiArgs) -> anyhow::Result<u8> {
     if key.is_empty() {
         return Err(Error::Config("no API key given".into()).into());
     }
-    let ca_cert = match api.ca_cert.clone().or(saved.ca_cert) {
-        // Saved absolute: later commands run from other directories.
-        Some(path) => Some(std::path::absolute(&path).unwrap_or(path)),
-        None => None,
-    };
+    // Saved absolute: later commands run from other directories.
+    let ca_cert = api
+        .ca_cert
+        .clone()
+        .or(saved.ca_cert)
+        .map(|path| std::path::absolute(&path).unwrap_or(path));
     let target = remote::Target {
         server: server.trim_end_matches('/').to_string(),
         key,
