@@ -358,8 +358,12 @@ mod tests {
         assert_eq!(html.exit_code(), exit::UNAVAILABLE);
         assert_eq!(refusal(401, b"").exit_code(), exit::NO_PERMISSION);
         assert_eq!(
-            refusal(403, b"{}").to_string(),
+            refusal(403, b"").to_string(),
             "the server answered 403: no detail"
+        );
+        assert_eq!(
+            refusal(409, b"{}").to_string(),
+            "the server answered 409: \"{}\""
         );
     }
 
