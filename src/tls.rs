@@ -1,6 +1,6 @@
 //! TLS for the HTTP listener: turns the certificate chain and private key files named in the
-//! configuration (PEM) into a rustls server configuration with the `ring` provider; and the
-//! command line's side of it, a client stream that trusts that same certificate file.
+//! configuration (PEM) into a rustls server configuration with the `ring` provider. (The command
+//! line's client, `cli::remote`, trusts that same file through reqwest.)
 //!
 //! This module alone knows rustls. It reads the two files once, at start-up, and checks
 //! everything that would otherwise only fail at the first handshake: that each file holds what
@@ -69,41 +69,6 @@ pub fn load(cert: &Path, key: &Path) -> Result<ServerConfig, Error> {
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SingleCertAndKey::from(certified)));
     Ok(config)
-}
-
-/// A TLS client stream over `tcp` to the server named `name` (a host name or an address),
-/// trusting exactly the certificates in `chain` (the server's own PEM file): how the command
-/// line reaches the admin API of an HTTPS server it shares a config with, self-signed
-/// certificates included.
-pub fn connect(
-    chain: &Path,
-    name: &str,
-    tcp: std::net::TcpStream,
-) -> Result<impl std::io::Read + std::io::Write, Error> {
-    let server_name = rustls::pki_types::ServerName::try_from(name.to_string())
-        .map_err(|_| Error::Cert(format!("{name} is not a host name or address")))?;
-    let connection = rustls::ClientConnection::new(Arc::new(client(chain)?), server_name)
-        .map_err(|e| Error::Cert(format!("cannot start a TLS session: {e}")))?;
-    Ok(rustls::StreamOwned::new(connection, tcp))
-}
-
-fn client(chain: &Path) -> Result<rustls::ClientConfig, Error> {
-    let mut roots = rustls::RootCertStore::empty();
-    // Every certificate of the chain is an anchor: a self-signed leaf anchors itself, and a
-    // leaf issued by an intermediate is anchored by that intermediate.
-    let (added, _) = roots.add_parsable_certificates(read_chain(chain)?);
-    if added == 0 {
-        return Err(Error::Cert(format!(
-            "{}: no certificate in it can be trusted",
-            chain.display()
-        )));
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    Ok(rustls::ClientConfig::builder_with_provider(provider)
-        .with_safe_default_protocol_versions()
-        .map_err(|e| Error::Cert(format!("no usable TLS protocol version: {e}")))?
-        .with_root_certificates(roots)
-        .with_no_client_auth())
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, String> {

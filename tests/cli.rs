@@ -248,7 +248,14 @@ async fn a_run_cancelled_while_run_waits_exits_2() {
         let mut id = String::new();
         stdout.read_line(&mut id).expect("the run id");
         let id = id.trim().to_string();
-        f.server.wait_state(&id, "INPROGRESS").await;
+        if mode == "--follow" {
+            // The agent's first line, followed live.
+            let mut started = String::new();
+            stdout.read_line(&mut started).expect("read");
+            assert_eq!(started, "started\n");
+        } else {
+            f.server.wait_state(&id, "INPROGRESS").await;
+        }
         let cancel = f
             .cli()
             .run(&["runs", "cancel", &id])
@@ -260,12 +267,10 @@ async fn a_run_cancelled_while_run_waits_exits_2() {
         );
         let mut rest = String::new();
         stdout.read_to_string(&mut rest).expect("read");
+        assert_eq!(rest, "", "{mode}: nothing more on stdout");
         let waited = wait(child, 30);
         assert_eq!(waited.code, 2, "{mode}: {}", waited.stderr);
         assert!(waited.stderr.contains("CANCELLED"), "{}", waited.stderr);
-        if mode == "--follow" {
-            assert!(rest.contains("started\n"), "{rest}");
-        }
     }
 }
 
@@ -963,4 +968,81 @@ async fn keys_finds_a_tls_server_bound_to_every_interface_and_trusts_its_certifi
             cert_path.to_str().expect("utf-8"),
         ])
         .expect(0, "runs list with --ca-cert");
+}
+
+/// Runs the client with stdout or stderr on a terminal (a pseudo-terminal's side); returns the
+/// outcome and what the terminal showed.
+fn on_terminal(client: Client, args: &[&str], stream: &str) -> (Ran, String) {
+    let pty = nix::pty::openpty(None, None).expect("openpty");
+    let mut client = client;
+    client.command.stdout(Stdio::piped()).stderr(Stdio::piped());
+    match stream {
+        "stdout" => client.command.stdout(Stdio::from(pty.slave)),
+        _ => client.command.stderr(Stdio::from(pty.slave)),
+    };
+    let child = client.command.args(args).spawn().expect("spawn");
+    // The command holds the terminal's side until it is dropped: the reader then sees the end
+    // when the child exits.
+    drop(client);
+    let mut master = std::fs::File::from(pty.master);
+    let reader = std::thread::spawn(move || {
+        let mut shown = Vec::new();
+        let mut buf = [0; 4096];
+        // EIO once the child has closed the last descriptor of the terminal.
+        while let Ok(n) = master.read(&mut buf) {
+            if n == 0 {
+                break;
+            }
+            shown.extend_from_slice(&buf[..n]);
+        }
+        String::from_utf8_lossy(&shown).into_owned()
+    });
+    let ran = wait(child, 30);
+    (ran, reader.join().expect("reader"))
+}
+
+#[tokio::test]
+async fn a_terminal_gets_a_table_a_progress_line_and_dimmed_notes() {
+    let f = Fixture::start().await;
+    let (waited, shown) = on_terminal(
+        f.cli(),
+        &[
+            "run",
+            "hi",
+            "--env",
+            "ok",
+            "--title",
+            "for people",
+            "--wait",
+        ],
+        "stderr",
+    );
+    assert_eq!(waited.code, 0, "{shown}");
+    let id = waited.id();
+    assert!(
+        shown.contains(&format!("\r\x1b[2K{id}  SUCCEEDED  ")),
+        "a progress line with the state: {shown:?}"
+    );
+    let (followed, shown) = on_terminal(f.cli(), &["runs", "logs", &id], "stderr");
+    assert_eq!(followed.code, 0, "{shown}");
+    assert!(
+        shown.contains("\x1b[2mexecution 1 starts") && !shown.contains("[system]"),
+        "runledger's notes dimmed: {shown:?}"
+    );
+    assert_eq!(followed.stdout, "line one: hi\nline two\n");
+    let (listed, shown) = on_terminal(f.cli(), &["runs", "list"], "stdout");
+    assert_eq!(listed.code, 0, "{}", listed.stderr);
+    let lines: Vec<&str> = shown.lines().map(|l| l.trim_end_matches('\r')).collect();
+    assert_eq!(lines.len(), 2, "{shown:?}");
+    assert!(
+        lines[0].starts_with("ID") && lines[0].ends_with("ENVIRONMENT"),
+        "{shown:?}"
+    );
+    let columns: Vec<&str> = lines[1].split("  ").filter(|c| !c.is_empty()).collect();
+    assert_eq!(
+        columns[..3],
+        [id.as_str(), "SUCCEEDED", "for people"],
+        "{shown:?}"
+    );
+    assert_eq!(columns.last(), Some(&"ok"));
 }
