@@ -538,6 +538,17 @@ async fn a_200_kb_transcript_comes_out_byte_for_byte() {
         "runs logs -f: {} bytes",
         logs.stdout.len()
     );
+    // A reader that stops early (`| head`) ends the client with an error, not a panic.
+    let mut child = f.cli().spawn(&["runs", "logs", &id]);
+    let mut head = [0; 10];
+    child
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_exact(&mut head)
+        .expect("read");
+    let cut = wait(child, 30).expect(70, "a closed stdout");
+    assert!(cut.stderr.contains("Broken pipe"), "{}", cut.stderr);
 }
 
 #[tokio::test]

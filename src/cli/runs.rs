@@ -59,7 +59,7 @@ pub fn run(
             .as_str()
             .ok_or_else(|| Error::Protocol("the server's answer names no run_id".into()))?
             .to_string();
-        println!("{id}");
+        line(&id)?;
         // A run has a session link once it has started: `--follow` and `--wait` name it then.
         let mut link = Link { shown: false };
         link.show(&remote, &id).await;
@@ -116,7 +116,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 }
                 let page = remote.get("/api/v1/agent/runs", &query).await?;
                 if *json {
-                    println!("{page}");
+                    line(&page)?;
                 } else {
                     print_list(&page)?;
                 }
@@ -125,7 +125,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
             RunsCmd::Get { run_id, json } => {
                 let run = remote.get(&run_path(run_id), &[]).await?;
                 if *json {
-                    println!("{run}");
+                    line(&run)?;
                 } else {
                     print_run(&run)?;
                 }
@@ -239,6 +239,14 @@ fn read_key() -> anyhow::Result<String> {
             .context("cannot read the key from stdin")?;
         Ok(line)
     }
+}
+
+/// One line on stdout. Unlike `println!`, a closed stdout (`| head`) is an error to report,
+/// not a panic.
+fn line(text: &dyn std::fmt::Display) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{text}")?;
+    out.flush()
 }
 
 fn connect(api: &ApiArgs) -> Result<Remote, Error> {
@@ -650,7 +658,7 @@ async fn print_events(remote: &Remote, id: &str, as_json: bool) -> anyhow::Resul
         if let Some(page) = first.as_object_mut() {
             page.remove("next");
         }
-        println!("{first}");
+        line(&first)?;
     }
     Ok(())
 }
