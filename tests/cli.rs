@@ -782,6 +782,16 @@ async fn a_server_that_is_not_runledger_gives_a_clear_error() {
         .run(&["runs", "logs", "-f", "01M8AQKPTXXN0VNC062RHHB7SD"])
         .expect(76, "a broken stream");
     assert!(e.stderr.contains("not JSON"), "{}", e.stderr);
+    // An event stream whose line never ends: refused at 1 MiB, not buffered whole.
+    let endless = hostile(|_| {
+        let mut out = b"HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\nconnection: close\r\n\r\nretry: 10\n\ndata: ".to_vec();
+        out.extend(std::iter::repeat_n(b'a', 64 << 20));
+        out
+    });
+    let e = client(&endless)
+        .run(&["runs", "logs", "-f", "01M8AQKPTXXN0VNC062RHHB7SD"])
+        .expect(76, "an endless line");
+    assert!(e.stderr.contains("longer than 1024 KiB"), "{}", e.stderr);
 }
 
 #[tokio::test]

@@ -9,7 +9,7 @@ use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use eventsource_stream::Eventsource as _;
+use eventsource_stream::{EventStreamError, Eventsource as _};
 use futures_util::StreamExt as _;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
@@ -59,7 +59,7 @@ pub fn run(
             .as_str()
             .ok_or_else(|| Error::Protocol("the server's answer names no run_id".into()))?
             .to_string();
-        line(&id)?;
+        print_line(&id)?;
         // A run has a session link once it has started: `--follow` and `--wait` name it then.
         let mut link = Link { shown: false };
         link.show(&remote, &id).await;
@@ -116,7 +116,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 }
                 let page = remote.get("/api/v1/agent/runs", &query).await?;
                 if *json {
-                    line(&page)?;
+                    print_line(&page)?;
                 } else {
                     print_list(&page)?;
                 }
@@ -125,7 +125,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
             RunsCmd::Get { run_id, json } => {
                 let run = remote.get(&run_path(run_id), &[]).await?;
                 if *json {
-                    line(&run)?;
+                    print_line(&run)?;
                 } else {
                     print_run(&run)?;
                 }
@@ -243,7 +243,7 @@ fn read_key() -> anyhow::Result<String> {
 
 /// One line on stdout. Unlike `println!`, a closed stdout (`| head`) is an error to report,
 /// not a panic.
-fn line(text: &dyn std::fmt::Display) -> std::io::Result<()> {
+fn print_line(text: &dyn std::fmt::Display) -> std::io::Result<()> {
     let mut out = std::io::stdout().lock();
     writeln!(out, "{text}")?;
     out.flush()
@@ -430,7 +430,7 @@ async fn follow_transcript(
             }
             Err(e) => return Err(e.into()),
         };
-        let mut events = response.bytes_stream().eventsource();
+        let mut events = bounded_lines(response).eventsource();
         loop {
             let event = tokio::select! {
                 event = events.next() => event,
@@ -441,8 +441,19 @@ async fn follow_transcript(
             };
             let event = match event {
                 Some(Ok(event)) => event,
+                Some(Err(EventStreamError::Transport(e)))
+                    if e.kind() == std::io::ErrorKind::InvalidData =>
+                {
+                    return Err(Error::Protocol(e.to_string()).into())
+                }
+                Some(Err(EventStreamError::Utf8(_) | EventStreamError::Parser(_))) => {
+                    return Err(Error::Protocol(
+                        "the transcript stream is not a valid event stream".into(),
+                    )
+                    .into())
+                }
                 // A dropped connection or a read timeout: resume after the last entry.
-                Some(Err(_)) | None => break,
+                Some(Err(EventStreamError::Transport(_))) | None => break,
             };
             if let Some(r) = event.retry {
                 retry = r.min(Duration::from_secs(30));
@@ -490,6 +501,35 @@ async fn follow_transcript(
         }
         tokio::time::sleep(retry).await;
     }
+}
+
+/// The longest line of an event stream read: an entry holds at most 16 KiB of text plus a
+/// secret's length, which JSON escaping can make six times longer. A longer line is not
+/// runledger's, and the parser would buffer it whole.
+const MAX_EVENT_LINE: usize = 1024 * 1024;
+
+/// The stream's bytes, failing with `InvalidData` once a line exceeds `MAX_EVENT_LINE`.
+fn bounded_lines(
+    response: reqwest::Response,
+) -> impl futures_util::Stream<Item = std::io::Result<impl AsRef<[u8]>>> {
+    let mut line = 0usize;
+    response.bytes_stream().map(move |chunk| {
+        let chunk = chunk.map_err(std::io::Error::other)?;
+        line = match chunk.iter().rposition(|b| *b == b'\n') {
+            Some(end) => chunk.len() - end - 1,
+            None => line + chunk.len(),
+        };
+        if line > MAX_EVENT_LINE {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "the transcript stream sent a line longer than {} KiB",
+                    MAX_EVENT_LINE / 1024
+                ),
+            ));
+        }
+        Ok(chunk)
+    })
 }
 
 /// Follows a transcript by polling its JSON pages (a server without the transcript stream).
@@ -658,7 +698,7 @@ async fn print_events(remote: &Remote, id: &str, as_json: bool) -> anyhow::Resul
         if let Some(page) = first.as_object_mut() {
             page.remove("next");
         }
-        line(&first)?;
+        print_line(&first)?;
     }
     Ok(())
 }
