@@ -2,16 +2,18 @@
 """What following a transcript live costs (issue #22's figures).
 
 Not a test and not run by CI; run it with `benches/transcript_sse.sh` (builds the release
-binary). Standard library, `curl` and the agent's `yes` and `head`. It starts its own server on
+binary). Standard library, and the agent's `yes` and `head`. It starts its own server on
 127.0.0.1 (a `command` environment in the default sandbox) and stops it.
 
 1. Agent throughput. A run whose agent waits START_DELAY seconds, then writes OUTPUT_MB MiB of
    100-byte lines as fast as it can. Its throughput is the output over the time from its first
    stdout entry to its last (the entries' own timestamps, read from the transcript file). Each
-   round runs the agent once alone and once with FOLLOWERS clients following the transcript
-   over SSE from before its first line to the stream's `end` (each a `curl -N`, piped to
-   `tail`, which checks the stream ended with `event: end`). ROUNDS rounds, alternating;
-   the medians and the cost (1 - with / without) are printed.
+   round runs the agent once alone and once with FOLLOWERS connections following the
+   transcript over SSE from before its first line to the stream's `end` (each checks that its
+   stream ended with `event: end`). ROUNDS rounds, alternating; the medians and the cost
+   (1 - with / without) are printed. The clients share the server's two cores here, where real
+   ones would be on other machines: all connections are one process at `nice 19`, so the
+   figure is what the server spends on them rather than what a hundred client processes take.
 2. Idle followers. A run whose agent prints one line and sleeps; IDLE_FOLLOWERS connections
    follow its transcript and read their first entry, then stay idle. Server RSS before they
    connect and 2 s after the last one got its entry; the difference per follower.
@@ -82,27 +84,63 @@ def stdout_span_secs(data_dir, run_id):
     return max(last - first, 1) / 1000.0
 
 
-def follower(s, run_id):
-    """A `curl -N` following the transcript to its end; its last bytes tell how it ended."""
-    url = f"{s.base}/api/v1/agent/runs/{run_id}/transcript"
-    return subprocess.Popen(
-        ["bash", "-c",
-         'curl -sSN --max-time 600 -H "Authorization: Bearer $KEY" '
-         '-H "Accept: text/event-stream" "$URL" | tail -c 200'],
-        env={**os.environ, "KEY": s.key, "URL": url},
+FOLLOW_CLIENT = r"""
+import selectors, socket, sys
+host, port, path, key, n = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], int(sys.argv[5])
+request = (f"GET {path} HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {key}\r\n"
+           "Accept: text/event-stream\r\n\r\n").encode()
+sel = selectors.DefaultSelector()
+tails, sizes = {}, {}
+for i in range(n):
+    c = socket.create_connection((host, port))
+    c.sendall(request)
+    c.setblocking(False)
+    sel.register(c, selectors.EVENT_READ, i)
+    tails[i], sizes[i] = b"", 0
+print("connected", flush=True)
+buf = bytearray(1 << 20)
+view = memoryview(buf)
+left = n
+while left:
+    for k, _ in sel.select():
+        i = k.data
+        got = k.fileobj.recv_into(buf)
+        if got == 0:
+            sel.unregister(k.fileobj)
+            k.fileobj.close()
+            left -= 1
+            continue
+        sizes[i] += got
+        tails[i] = (tails[i] + bytes(view[max(0, got - 300):got]))[-300:]
+ended = sum(b"event: end" in t for t in tails.values())
+print(ended, min(sizes.values()), flush=True)
+"""
+
+
+def followers(s, run_id, n):
+    """One client process following the transcript on `n` connections to the stream's end
+    (real clients are on other machines: one process at nice 19 takes the least CPU here)."""
+    host, port = s.base.removeprefix("http://").rsplit(":", 1)
+    p = subprocess.Popen(
+        ["nice", "-n", "19", sys.executable, "-c", FOLLOW_CLIENT, host, port,
+         f"/api/v1/agent/runs/{run_id}/transcript", s.key, str(n)],
         stdout=subprocess.PIPE, text=True)
+    if p.stdout.readline().strip() != "connected":
+        raise SystemExit("the followers could not connect")
+    return p
 
 
-def one_run(s, followers):
+def one_run(s, n):
     run_id = s.create(env="flood", prompt="flood")
-    procs = [follower(s, run_id) for _ in range(followers)]
+    client = followers(s, run_id, n) if n else None
     state = s.wait(run_id, timeout=600)
     if state != "SUCCEEDED":
         raise SystemExit(f"run {run_id} ended {state}")
-    for p in procs:
-        out, _ = p.communicate(timeout=600)
-        if "event: end" not in out:
-            raise SystemExit(f"a follower's stream did not end: {out[-200:]!r}")
+    if client is not None:
+        out, _ = client.communicate(timeout=600)
+        ended, smallest = (int(x) for x in out.split())
+        if ended != n or smallest < OUTPUT_MB << 20:
+            raise SystemExit(f"{n - ended} followers' streams did not end ({smallest} bytes)")
     return OUTPUT_MB / stdout_span_secs(s.data, run_id)
 
 

@@ -5,5 +5,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --release --quiet --bin runledger
-cd benches
-RUNLEDGER_BIN="$(cd .. && pwd)/${CARGO_TARGET_DIR:-target}/release/runledger" python3 transcript_sse.py
+RUNLEDGER_BIN="${CARGO_TARGET_DIR:-target}/release/runledger" python3 benches/transcript_sse.py

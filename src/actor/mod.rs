@@ -115,6 +115,17 @@ impl TranscriptReader<'_> {
         self.0.read(id, offset, limit, max_bytes)
     }
 
+    /// Complete lines of run `id`'s transcript from `offset`, unparsed (see
+    /// `Transcripts::read_raw`).
+    pub fn read_raw(
+        &self,
+        id: RunId,
+        offset: u64,
+        max_bytes: u64,
+    ) -> std::io::Result<transcript::RawSlice> {
+        self.0.read_raw(id, offset, max_bytes)
+    }
+
     /// Notices of run `id`'s transcript growing and of its writers closing.
     pub fn follow(&self, id: RunId) -> crate::exec::transcript_feed::Following {
         self.0.follow(id)

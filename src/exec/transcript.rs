@@ -38,6 +38,22 @@ pub struct Slice {
     pub more: bool,
 }
 
+/// Complete lines of a transcript as stored, unparsed (for the SSE stream, which splices them).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawSlice {
+    pub bytes: Vec<u8>,
+    /// Each complete line's byte offset in the file and its range in `bytes`, without the
+    /// newline.
+    pub lines: Vec<(u64, std::ops::Range<usize>)>,
+    /// Byte offset after the last complete line (or after bytes skipped as damaged).
+    pub next_offset: u64,
+}
+
+/// The longest line a raw read waits for. No entry the server writes comes near it (a
+/// follow-up of 64 KiB of control characters escapes to 384 KiB); a longer run of bytes
+/// without a newline is damage, skipped so that a reader never stalls on it.
+pub const LONGEST_LINE: u64 = 8 << 20;
+
 /// Says whether appends must stop: the data directory's filesystem is low on space (or the
 /// store failed), and agents' output must not eat the room kept for recording how runs end.
 pub type Gate = std::sync::Arc<dyn Fn() -> bool + Send + Sync>;
@@ -335,6 +351,54 @@ impl Transcripts {
         })
     }
 
+    /// The complete lines from byte `offset`, about `max_bytes` of them but at least one
+    /// whole line when there is one (up to `LONGEST_LINE`), unparsed. A line still being
+    /// written at the end of the file is left for the next read.
+    pub fn read_raw(&self, id: RunId, offset: u64, max_bytes: u64) -> std::io::Result<RawSlice> {
+        let nothing = RawSlice {
+            bytes: Vec::new(),
+            lines: Vec::new(),
+            next_offset: offset,
+        };
+        let mut file = match File::open(self.path(id)) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(nothing),
+            Err(e) => return Err(e),
+        };
+        let available = file.metadata()?.len().saturating_sub(offset);
+        if available == 0 {
+            return Ok(nothing);
+        }
+        file.seek(SeekFrom::Start(offset))?;
+        let mut bytes = Vec::new();
+        (&mut file)
+            .take(max_bytes.min(available))
+            .read_to_end(&mut bytes)?;
+        if !bytes.contains(&b'\n') && (bytes.len() as u64) < available.min(LONGEST_LINE) {
+            // One line longer than a batch: read on to its end.
+            let more = available.min(LONGEST_LINE) - bytes.len() as u64;
+            (&mut file).take(more).read_to_end(&mut bytes)?;
+        }
+        let mut lines = Vec::new();
+        let mut start = 0;
+        while let Some(n) = bytes[start..].iter().position(|&b| b == b'\n') {
+            lines.push((offset + start as u64, start..start + n));
+            start += n + 1;
+        }
+        let next_offset = if start == 0 && bytes.len() as u64 >= LONGEST_LINE {
+            tracing::warn!(run_id = %id, offset, "skipping {LONGEST_LINE} bytes of the transcript without a line end");
+            offset + bytes.len() as u64
+        } else {
+            offset + start as u64
+        };
+        bytes.truncate(start);
+        Ok(RawSlice {
+            bytes,
+            lines,
+            next_offset,
+        })
+    }
+
     /// Follows the run's transcript: a notice after each write and when a writer closes.
     pub fn follow(&self, id: RunId) -> Following {
         self.feed.follow(id)
@@ -516,5 +580,37 @@ mod tests {
         let texts: Vec<_> = slice.entries.iter().map(|(_, e)| e.text.as_str()).collect();
         assert_eq!(texts, ["line 1", "line 3"]);
         assert!(!slice.more);
+    }
+
+    #[test]
+    fn raw_reads_give_whole_lines_wait_for_a_line_being_written_and_skip_endless_damage() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let t = Transcripts::open(dir.path()).expect("open");
+        let id = RunId(12);
+        let path = t.path(id);
+        assert_eq!(t.read_raw(id, 0, 100).expect("no file").next_offset, 0);
+        let long = format!("{{\"long\":\"{}\"}}", "x".repeat(300));
+        std::fs::write(&path, format!("a\n{long}\nc\npartial")).expect("write");
+        // A batch smaller than a line still gives that whole line.
+        let first = t.read_raw(id, 0, 4).expect("read");
+        assert_eq!(first.lines, vec![(0, 0..1)]);
+        assert_eq!(first.next_offset, 2);
+        let second = t.read_raw(id, 2, 4).expect("read");
+        assert_eq!(second.lines[0], (2, 0..long.len()));
+        assert_eq!(&second.bytes[..long.len()], long.as_bytes());
+        // The line still being written is left for the next read.
+        let rest = t
+            .read_raw(id, 2 + long.len() as u64 + 1, 1 << 20)
+            .expect("read");
+        assert_eq!(rest.lines.len(), 1);
+        assert_eq!(&rest.bytes[rest.lines[0].1.clone()], b"c");
+        let end = rest.next_offset;
+        assert_eq!(second.next_offset, end);
+        assert_eq!(t.read_raw(id, end, 1 << 20).expect("read").next_offset, end);
+        // More than LONGEST_LINE without a newline is skipped, not waited for.
+        std::fs::write(&path, vec![b'z'; LONGEST_LINE as usize + 10]).expect("write");
+        let skipped = t.read_raw(id, 0, 1 << 20).expect("read");
+        assert!(skipped.lines.is_empty());
+        assert_eq!(skipped.next_offset, LONGEST_LINE);
     }
 }

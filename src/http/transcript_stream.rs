@@ -26,13 +26,20 @@ use super::AppState;
 use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
+use crate::exec::transcript::Entry;
 use crate::exec::transcript_feed::Following;
 
-/// The most entries read from the file at once, and the bytes of file one read takes: a client
-/// that connects to a long transcript is sent it batch by batch, each read once the previous one
-/// has been taken by the connection.
-const BATCH_ENTRIES: usize = 1024;
+/// The bytes of file one read takes: a client that connects to a long transcript is sent it
+/// batch by batch, each read once the previous one has been taken by the connection.
 const BATCH_BYTES: u64 = 256 * 1024;
+
+/// The least time between two reads while an execution is writing the transcript: a follower
+/// gets at most one batch per pace (2.5 MiB/s) until the writer closes, then catches up at
+/// full speed. The agent's output comes first: followers of an agent that writes as fast as it
+/// can would otherwise read (and the server send) the same bytes a hundred times over while the
+/// agent waits for the CPU, and a person cannot read faster than that anyway. Writes between
+/// two reads are one wake-up.
+const PACE: std::time::Duration = std::time::Duration::from_millis(100);
 
 struct Tail {
     runs: Runs,
@@ -49,6 +56,8 @@ struct Tail {
     heartbeat: tokio::time::Interval,
     closing: tokio::sync::watch::Receiver<bool>,
     closing_seen: bool,
+    /// When the last read that found something began (see `PACE`).
+    last_read: Option<tokio::time::Instant>,
     done: bool,
 }
 
@@ -61,35 +70,104 @@ enum Read {
 }
 
 fn read_batch(t: &mut Tail) -> std::io::Result<Read> {
-    let slice = t
-        .runs
-        .transcripts()
-        .read(t.id, t.next, BATCH_ENTRIES, BATCH_BYTES)?;
+    let slice = t.runs.transcripts().read_raw(t.id, t.next, BATCH_BYTES)?;
     if slice.next_offset <= t.next {
         return Ok(Read::Nothing);
     }
     crate::memory::note_activity();
     t.next = slice.next_offset;
-    for (offset, e) in &slice.entries {
-        if t.skip.take() == Some(*offset) {
+    let mut batch = Vec::with_capacity(slice.bytes.len() + slice.lines.len() * 96);
+    for (offset, range) in slice.lines {
+        if t.skip.take() == Some(offset) {
             continue;
         }
-        let entry = TranscriptEntry {
-            offset: *offset,
+        // A line that is not an entry (damage a crash left) is skipped, as the pages do.
+        message(&mut batch, offset, &slice.bytes[range]);
+    }
+    // Only the first entry read can be the one a resumed client saw last.
+    t.skip = None;
+    if !batch.is_empty() {
+        t.pending.push_back(Bytes::from(batch));
+    }
+    Ok(Read::Progress)
+}
+
+/// Appends the SSE message of the stored entry `line` at `offset` to `out`: its `data` is
+/// exactly what serde writes for the page's `TranscriptEntry`. Lines are spliced rather than
+/// parsed and written again: every follower reads every line, and for a large transcript the
+/// JSON round trip cost a follower several times what the agent's own writing costs. A line
+/// that is not in the form the writer produces is parsed instead; one that does not parse as
+/// an entry writes nothing.
+fn message(out: &mut Vec<u8>, offset: u64, line: &[u8]) {
+    use std::io::Write as _;
+    let start = out.len();
+    let _ = write!(out, "id: {offset}\nevent: entry\ndata: ");
+    if !splice(out, offset, line) && !reencode(out, offset, line) {
+        out.truncate(start);
+        return;
+    }
+    out.extend_from_slice(b"\n\n");
+}
+
+/// The fast path of `message`: `{"at":<millis>,"execution":…}` as `Writer` writes it (fields in
+/// `Entry`'s order, `continued` only when true) becomes `{"offset":…,"at":"<time>",
+/// "execution":…,"continued":…}`. The rest of the line is taken as written: serde escapes the
+/// text the same way for both. Refused (nothing written) unless the line is UTF-8 without
+/// control bytes, as serde's output always is, so damaged bytes never reach a client.
+fn splice(out: &mut Vec<u8>, offset: u64, line: &[u8]) -> bool {
+    let Some(rest) = line.strip_prefix(b"{\"at\":") else {
+        return false;
+    };
+    let digits = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    let Some(millis) = std::str::from_utf8(&rest[..digits])
+        .ok()
+        .and_then(|d| d.parse::<u64>().ok())
+    else {
+        return false;
+    };
+    let Some(body) = rest[digits..].strip_prefix(b",") else {
+        return false;
+    };
+    if !body.starts_with(b"\"execution\":")
+        || !body.ends_with(b"}")
+        || body.iter().any(|&b| b < 0x20)
+        || std::str::from_utf8(body).is_err()
+    {
+        return false;
+    }
+    let _ = std::io::Write::write_fmt(
+        out,
+        format_args!(
+            "{{\"offset\":{offset},\"at\":\"{}\",",
+            format_time(crate::domain::Timestamp(millis))
+        ),
+    );
+    if body.ends_with(b",\"continued\":true}") {
+        out.extend_from_slice(body);
+    } else {
+        out.extend_from_slice(&body[..body.len() - 1]);
+        out.extend_from_slice(b",\"continued\":false}");
+    }
+    true
+}
+
+/// The slow path of `message`: the line parsed as an `Entry` and the page's object written.
+fn reencode(out: &mut Vec<u8>, offset: u64, line: &[u8]) -> bool {
+    let Ok(e) = serde_json::from_slice::<Entry>(line) else {
+        return false;
+    };
+    serde_json::to_writer(
+        out,
+        &TranscriptEntry {
+            offset,
             at: format_time(e.at),
             execution: e.execution,
             stream: &e.stream,
             text: &e.text,
             continued: e.continued,
-        };
-        let data = serde_json::to_string(&entry).map_err(std::io::Error::other)?;
-        t.pending.push_back(Bytes::from(format!(
-            "id: {offset}\nevent: entry\ndata: {data}\n\n"
-        )));
-    }
-    // Only the first entry read can be the one a resumed client saw last.
-    t.skip = None;
-    Ok(Read::Progress)
+        },
+    )
+    .is_ok()
 }
 
 impl Drop for Tail {
@@ -149,6 +227,7 @@ pub async fn follow(
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         closing: state.closing.subscribe(),
         closing_seen: false,
+        last_read: None,
         done: false,
     };
     let stream = futures_util::stream::unfold(tail, |mut t| async move {
@@ -162,6 +241,9 @@ pub async fn follow(
             // Taken before the read: if the run was terminal with nothing writing its output,
             // a read that finds nothing new has drained it.
             let finished = if t.output.writing() {
+                if let Some(last) = t.last_read {
+                    tokio::time::sleep_until(last + PACE).await;
+                }
                 None
             } else {
                 match t.runs.get(t.id) {
@@ -176,8 +258,12 @@ pub async fn follow(
                     }
                 }
             };
+            let began = tokio::time::Instant::now();
             match read_batch(&mut t) {
-                Ok(Read::Progress) => continue,
+                Ok(Read::Progress) => {
+                    t.last_read = Some(began);
+                    continue;
+                }
                 Ok(Read::Nothing) => {}
                 Err(e) => {
                     tracing::error!(run_id = %t.id, error = %e, "cannot follow the run's transcript");
@@ -210,4 +296,81 @@ pub async fn follow(
         }
     });
     Ok(sse_response(stream))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::domain::Timestamp;
+    use proptest::prelude::*;
+
+    /// What the page writes for the entry at `offset`.
+    fn page_json(offset: u64, e: &Entry) -> String {
+        serde_json::to_string(&TranscriptEntry {
+            offset,
+            at: format_time(e.at),
+            execution: e.execution,
+            stream: &e.stream,
+            text: &e.text,
+            continued: e.continued,
+        })
+        .expect("json")
+    }
+
+    fn sse(offset: u64, line: &[u8]) -> String {
+        let mut out = Vec::new();
+        message(&mut out, offset, line);
+        String::from_utf8(out).expect("utf-8")
+    }
+
+    proptest! {
+        /// The spliced message carries exactly the page's object, for any text the writer
+        /// stores (quotes, backslashes, control characters, every width of character).
+        #[test]
+        fn a_spliced_entry_is_the_pages_object(
+            text in "(\\PC|[\"\\\\\u{0}-\u{1f}\u{7f}é中😀])*",
+            at in 0u64..4_102_444_800_000,
+            execution in 0u32..1000,
+            stream in prop::sample::select(vec!["stdout", "stderr", "system", "followup", "agent"]),
+            continued in any::<bool>(),
+            offset in 0u64..(1 << 40),
+        ) {
+            let e = Entry { at: Timestamp(at), execution, stream: stream.into(), text, continued };
+            let line = serde_json::to_vec(&e).expect("json");
+            let mut fast = Vec::new();
+            prop_assert!(splice(&mut fast, offset, &line));
+            prop_assert_eq!(String::from_utf8(fast).expect("utf-8"), page_json(offset, &e));
+            prop_assert_eq!(
+                sse(offset, &line),
+                format!("id: {offset}\nevent: entry\ndata: {}\n\n", page_json(offset, &e))
+            );
+        }
+    }
+
+    #[test]
+    fn lines_in_another_form_are_parsed_and_damaged_ones_skipped() {
+        let e = Entry {
+            at: Timestamp(1_764_000_000_123),
+            execution: 2,
+            stream: "stdout".into(),
+            text: "hello".into(),
+            continued: false,
+        };
+        // Fields in another order (not what the writer writes): the slow path, same object.
+        let reordered = br#"{"execution":2,"stream":"stdout","text":"hello","at":1764000000123}"#;
+        assert_eq!(
+            sse(7, reordered),
+            format!("id: 7\nevent: entry\ndata: {}\n\n", page_json(7, &e))
+        );
+        // Damage: cut short, NUL bytes where the text was, not UTF-8, not JSON at all.
+        for damaged in [
+            &br#"{"at":1764000000123,"execution":2,"stream":"stdout","te"#[..],
+            &b"{\"at\":1764000000123,\"execution\":2,\"stream\":\"stdout\",\"text\":\"\0\0\"}"[..],
+            &b"{\"at\":1764000000123,\"execution\":2,\"stream\":\"stdout\",\"text\":\"\xff\"}"[..],
+            &b"\0\0\0\0"[..],
+            &b""[..],
+        ] {
+            assert_eq!(sse(7, damaged), "", "{damaged:?}");
+        }
+    }
 }
