@@ -1067,3 +1067,41 @@ async fn a_terminal_gets_a_table_a_progress_line_and_dimmed_notes() {
     );
     assert_eq!(columns.last(), Some(&"ok"));
 }
+
+#[tokio::test]
+async fn a_server_without_the_transcript_stream_is_followed_by_polling_its_pages() {
+    let home = tempfile::tempdir().expect("tempdir");
+    // The transcript as JSON pages only, as servers before the stream answer it: the run ends
+    // while the follower polls, with one more entry after the state changed.
+    let polls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = polls.clone();
+    let server = hostile(move |request| {
+        let entry = |offset: u64, text: &str| {
+            json!({"offset": offset, "at": "2026-11-26T00:00:00.000Z", "execution": 1,
+                   "stream": "stdout", "text": text, "continued": false})
+        };
+        let first_line = request.lines().next().unwrap_or("");
+        let n = counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let page = if first_line.contains("offset=0") {
+            json!({"run_id": "r", "state": "INPROGRESS", "entries": [entry(0, "one")],
+                   "next_offset": 10, "has_more": false})
+        } else if first_line.contains("offset=10") && n < 4 {
+            json!({"run_id": "r", "state": "INPROGRESS", "entries": [], "next_offset": 10,
+                   "has_more": false})
+        } else if first_line.contains("offset=10") {
+            json!({"run_id": "r", "state": "SUCCEEDED", "entries": [entry(10, "two")],
+                   "next_offset": 20, "has_more": false})
+        } else {
+            json!({"run_id": "r", "state": "SUCCEEDED", "entries": [], "next_offset": 20,
+                   "has_more": false})
+        };
+        http("200 OK", "application/json", page.to_string().as_bytes())
+    });
+    let followed = Client::new(home.path())
+        .env("RUNLEDGER_SERVER", &server)
+        .env("RUNLEDGER_API_KEY", "rl_k")
+        .run(&["runs", "logs", "-f", "01M8AQKPTXXN0VNC062RHHB7SD"])
+        .expect(0, "a polled run that succeeded");
+    assert_eq!(followed.stdout, "one\ntwo\n");
+    assert!(polls.load(std::sync::atomic::Ordering::SeqCst) >= 6);
+}
