@@ -7,6 +7,7 @@
 //! moment.
 
 use std::io::Write as _;
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -105,8 +106,6 @@ pub fn remove() -> anyhow::Result<Option<PathBuf>> {
         Err(e) => Err(anyhow::anyhow!("cannot remove {}: {e}", path.display())),
     }
 }
-
-use std::os::unix::fs::DirBuilderExt as _;
 
 /// The server and key of a command: `given` (flags, else environment, as clap merged them),
 /// else the profile's, field by field.
