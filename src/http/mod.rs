@@ -14,7 +14,7 @@ pub mod ratelimit;
 pub mod render;
 mod runs;
 mod schedules;
-mod session;
+pub(crate) mod session;
 mod stream;
 pub mod validate;
 pub mod wire;
@@ -69,6 +69,8 @@ pub struct AppState {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The JSON of runs recently answered, for the clients that poll them.
     pub rendered: render::RenderCache,
+    /// The web console's sessions (`crate::console`).
+    pub console: crate::console::Sessions,
 }
 
 impl AppState {
@@ -89,6 +91,7 @@ impl AppState {
             ready: std::sync::atomic::AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             rendered: render::RenderCache::new(render::DEFAULT_BUDGET),
+            console: crate::console::Sessions::default(),
         }
     }
 }
@@ -128,9 +131,20 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     let Some(state) = req.app_data::<web::Data<AppState>>() else {
         return Err(ApiError::internal(&"application state missing"));
     };
-    let header = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
-    })?;
+    let key = match req.headers().get(header::AUTHORIZATION) {
+        Some(header) => bearer(state, header)?,
+        // Without a bearer key, the console's session cookie (with its CSRF rules) may stand
+        // in for the key that signed in; a bearer request never looks at cookies.
+        None => crate::console::authenticate(req, state)?.ok_or_else(|| {
+            ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
+        })?,
+    };
+    charge(state, &key)?;
+    Ok(Principal(key))
+}
+
+/// The live key of a bearer `Authorization` header.
+fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
     let secret = header
         .to_str()
         .ok()
@@ -142,11 +156,16 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         .ok_or_else(|| {
             ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
         })?;
-    let Some(key) = state.runs.keys().authenticate(secret)? else {
-        return Err(ApiError::unauthenticated(
-            "the API key is not valid or has been revoked",
-        ));
-    };
+    state
+        .runs
+        .keys()
+        .authenticate(secret)?
+        .ok_or_else(|| ApiError::unauthenticated("the API key is not valid or has been revoked"))
+}
+
+/// Charges one request to `key`'s rate limit: API requests, with a bearer key or a console
+/// session, and console pages alike.
+pub(crate) fn charge(state: &AppState, key: &Key) -> Result<(), ApiError> {
     // Limited by key id, so only after authentication: a request without a valid key costs a
     // hash and one lookup, and has no bucket to charge (see docs/api.md, Rate limits).
     if let Some(limiter) = &state.rate_limiter {
@@ -163,7 +182,7 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
             ));
         }
     }
-    Ok(Principal(key))
+    Ok(())
 }
 
 /// Gives every request an id (`x-request-id`, `trace_id` in error bodies, and a `request`
@@ -621,6 +640,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(only("GET, POST")),
                 ),
         )
+        .configure(crate::console::configure)
         .default_service(web::to(not_found));
 }
 
