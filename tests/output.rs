@@ -405,7 +405,7 @@ async fn a_history_of_20000_events_is_paged_streamed_and_exported_whole() {
     // The stream sends the same history, then a follow-up's events as a real agent runs.
     let mut stream = s
         .client
-        .get(s.api(&format!("/agent/runs/{id}/events")))
+        .get(s.api(&format!("/agent/runs/{id}/events?keep_open=true")))
         .bearer_auth(&s.key)
         .header("accept", "text/event-stream")
         .send()

@@ -1,5 +1,6 @@
-//! The SSE form of the events endpoint: history then live events, resumable with
-//! `Last-Event-ID`, and following a finished run that a follow-up resumes.
+//! The SSE forms of the events and transcript endpoints: history then live messages,
+//! resumable with `Last-Event-ID`; the end of a terminal run's stream, or following a finished
+//! run that a follow-up resumes (`keep_open=true`); a slow follower never holding up the agent.
 
 mod common;
 
@@ -11,14 +12,27 @@ use serde_json::{json, Value};
 /// An open event stream, parsed into (id, event, data) messages.
 struct Stream {
     response: reqwest::Response,
-    buffer: String,
+    /// Bytes received and not yet parsed: a chunk may end inside a character.
+    buffer: Vec<u8>,
 }
+
+/// One SSE message: its id (if any), event name and data.
+type Message = (Option<u64>, String, Value);
 
 impl Stream {
     async fn open(server: &Server, id: &str, last_event_id: Option<u64>) -> Stream {
+        Stream::at(
+            server,
+            &format!("/agent/runs/{id}/events?keep_open=true"),
+            last_event_id,
+        )
+        .await
+    }
+
+    async fn at(server: &Server, path: &str, last_event_id: Option<u64>) -> Stream {
         let mut req = server
             .client
-            .get(server.api(&format!("/agent/runs/{id}/events")))
+            .get(server.api(path))
             .bearer_auth(&server.key)
             .header("accept", "text/event-stream");
         if let Some(last) = last_event_id {
@@ -32,16 +46,28 @@ impl Stream {
         );
         Stream {
             response,
-            buffer: String::new(),
+            buffer: Vec::new(),
         }
     }
 
     /// The next message with an id, within 20 s.
     async fn next(&mut self) -> (u64, String, Value) {
-        let deadline = Instant::now() + Duration::from_secs(20);
         loop {
-            while let Some(end) = self.buffer.find("\n\n") {
-                let message: String = self.buffer.drain(..end + 2).collect();
+            match self.message(20).await.expect("stream still open") {
+                (Some(id), event, data) => return (id, event, data),
+                (None, _, _) => continue,
+            }
+        }
+    }
+
+    /// The next message with an event name (comments and `retry` are skipped), or `None` once
+    /// the response has ended; within `secs`.
+    async fn message(&mut self, secs: u64) -> Option<Message> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        loop {
+            while let Some(end) = self.buffer.windows(2).position(|w| w == b"\n\n") {
+                let message: Vec<u8> = self.buffer.drain(..end + 2).collect();
+                let message = String::from_utf8(message).expect("a message is UTF-8");
                 let mut id = None;
                 let mut event = String::new();
                 let mut data = Value::Null;
@@ -54,18 +80,32 @@ impl Stream {
                         data = serde_json::from_str(v).expect("data is JSON");
                     }
                 }
-                if let Some(id) = id {
-                    return (id, event, data);
+                if !event.is_empty() {
+                    return Some((id, event, data));
                 }
             }
             let left = deadline.saturating_duration_since(Instant::now());
             let chunk = tokio::time::timeout(left, self.response.chunk())
                 .await
-                .expect("an event within 20 s")
-                .expect("stream read")
-                .expect("stream still open");
-            self.buffer
-                .push_str(std::str::from_utf8(&chunk).expect("utf-8"));
+                .unwrap_or_else(|_| panic!("a message within {secs} s"))
+                .expect("stream read")?;
+            self.buffer.extend_from_slice(&chunk);
+        }
+    }
+
+    /// Every message until the response ends, within `secs`.
+    async fn rest(&mut self, secs: u64) -> Vec<Message> {
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let mut all = Vec::new();
+        loop {
+            let left = deadline
+                .saturating_duration_since(Instant::now())
+                .as_secs()
+                .max(1);
+            match self.message(left).await {
+                Some(m) => all.push(m),
+                None => return all,
+            }
         }
     }
 }
@@ -167,4 +207,254 @@ async fn a_shutdown_ends_live_streams_after_the_interruption() {
         "shutdown took {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn a_terminal_runs_event_stream_ends_with_its_state_unless_kept_open() {
+    let server = Server::start();
+    server.wait_ready().await;
+    let id = server.create(json!({"prompt": "finish"})).await;
+    server.wait_state(&id, "SUCCEEDED").await;
+    let mut stream = Stream::at(&server, &format!("/agent/runs/{id}/events"), None).await;
+    let messages = stream.rest(20).await;
+    let kinds: Vec<&str> = messages.iter().map(|m| m.1.as_str()).collect();
+    assert_eq!(kinds, ["Created", "Started", "Succeeded", "end"]);
+    assert_eq!(
+        messages[3],
+        (None, "end".into(), json!({"state": "SUCCEEDED"}))
+    );
+
+    // A live run's stream ends at the terminal state too (a cancel here).
+    let id = server
+        .create(json!({"prompt": "long", "config": {"environment_id": "slow"}}))
+        .await;
+    let mut stream = Stream::at(&server, &format!("/agent/runs/{id}/events"), None).await;
+    assert_eq!(stream.next().await.1, "Created");
+    let (status, body) = server
+        .post(&server.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let last = stream.rest(20).await.pop();
+    assert_eq!(
+        last,
+        Some((None, "end".into(), json!({"state": "CANCELLED"})))
+    );
+
+    // keep_open takes true or false only, whichever form is asked for.
+    for accept in ["text/event-stream", "application/json"] {
+        let r = server
+            .client
+            .get(server.api(&format!("/agent/runs/{id}/events?keep_open=yes")))
+            .bearer_auth(&server.key)
+            .header("accept", accept)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(r.status(), 400, "{accept}");
+    }
+}
+
+/// A server whose `cmd` environment runs `body` as its agent, with the directory holding it.
+fn command_server(body: &str) -> (tempfile::TempDir, Server) {
+    let dir = common::agent_visible_dir();
+    let agent = dir.path().join("agent.sh");
+    common::script(&agent, body);
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n\
+         [[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"{}\"]\n",
+        agent.display()
+    );
+    let server = Server::start_in(dir.path(), &config);
+    (dir, server)
+}
+
+/// Every entry of the run's transcript from the JSON pages.
+async fn pages(server: &Server, id: &str) -> Vec<Value> {
+    let mut entries = Vec::new();
+    let mut offset = 0;
+    loop {
+        let (status, page) = server
+            .get(
+                &server.key,
+                &format!("/agent/runs/{id}/transcript?offset={offset}&limit=10000"),
+            )
+            .await;
+        assert_eq!(status, 200, "{page}");
+        entries.extend(page["entries"].as_array().cloned().unwrap_or_default());
+        offset = page["next_offset"].as_u64().expect("next_offset");
+        if page["has_more"] != true {
+            return entries;
+        }
+    }
+}
+
+/// The entries of a stream's messages, checking that each id is its entry's offset.
+fn entries(messages: &[Message]) -> Vec<Value> {
+    messages
+        .iter()
+        .filter(|m| m.1 == "entry")
+        .map(|(id, _, data)| {
+            assert_eq!(*id, data["offset"].as_u64(), "the id is the entry's offset");
+            data.clone()
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_transcript_is_followed_live_resumed_and_ends_once_drained() {
+    let (_dir, server) = command_server(
+        "for i in $(seq 1 40); do echo \"line $i\"; [ $((i % 10)) = 0 ] && echo \"err $i\" >&2; \
+         sleep 0.05; done",
+    );
+    server.wait_ready().await;
+    let id = server
+        .create(json!({"prompt": "count", "config": {"environment_id": "cmd"}}))
+        .await;
+    let path = format!("/agent/runs/{id}/transcript");
+    let mut stream = Stream::at(&server, &path, None).await;
+    // The first line arrives while the agent is still running: live, not at the end.
+    loop {
+        let (_, event, data) = stream.message(20).await.expect("open");
+        assert_eq!(event, "entry", "{data}");
+        if data["text"] == "line 1" {
+            assert_eq!(data["stream"], "stdout");
+            break;
+        }
+    }
+    assert_ne!(server.run(&id).await["state"], "SUCCEEDED");
+    let messages = stream.rest(30).await;
+    assert_eq!(
+        messages.last(),
+        Some(&(None, "end".into(), json!({"state": "SUCCEEDED"})))
+    );
+    let streamed = entries(&messages);
+    let texts: Vec<&str> = streamed.iter().filter_map(|e| e["text"].as_str()).collect();
+    assert!(
+        texts.contains(&"line 40") && texts.contains(&"err 40"),
+        "{texts:?}"
+    );
+
+    // From the start, the stream is exactly the JSON pages, then the end.
+    let all = Stream::at(&server, &path, None).await.rest(20).await;
+    let paged = pages(&server, &id).await;
+    assert_eq!(entries(&all), paged);
+    assert_eq!(all.last().map(|m| m.1.as_str()), Some("end"));
+
+    // Last-Event-ID resumes after that entry; ?offset starts at one; Last-Event-ID wins.
+    let tenth = paged[9]["offset"].as_u64().expect("offset");
+    let resumed = Stream::at(&server, &path, Some(tenth)).await.rest(20).await;
+    assert_eq!(entries(&resumed), paged[10..]);
+    let from = Stream::at(&server, &format!("{path}?offset={tenth}"), None)
+        .await
+        .rest(20)
+        .await;
+    assert_eq!(entries(&from), paged[9..]);
+    let both = Stream::at(&server, &format!("{path}?offset=0"), Some(tenth))
+        .await
+        .rest(20)
+        .await;
+    assert_eq!(entries(&both), paged[10..]);
+
+    // Bad resumption points and unknown runs are errors, not empty streams.
+    for (path, last, status) in [
+        (path.clone(), Some("soon"), 400),
+        (path.clone(), Some("-1"), 400),
+        (format!("{path}?offset=x"), None, 400),
+        (
+            "/agent/runs/01ARZ3NDEKTSV4RRFFQ69G5FAV/transcript".to_string(),
+            None,
+            404,
+        ),
+    ] {
+        let mut req = server
+            .client
+            .get(server.api(&path))
+            .bearer_auth(&server.key)
+            .header("accept", "text/event-stream");
+        if let Some(last) = last {
+            req = req.header("last-event-id", last);
+        }
+        let r = req.send().await.expect("request");
+        assert_eq!(r.status(), status, "{path} {last:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_cancelled_runs_transcript_stream_ends_after_its_agent_is_stopped() {
+    let (_dir, server) = command_server(
+        "trap 'echo stopping; exit 0' TERM; echo started; while true; do sleep 0.1; done",
+    );
+    server.wait_ready().await;
+    let id = server
+        .create(json!({"prompt": "wait", "config": {"environment_id": "cmd"}}))
+        .await;
+    let mut stream = Stream::at(&server, &format!("/agent/runs/{id}/transcript"), None).await;
+    loop {
+        let (_, _, data) = stream.message(20).await.expect("open");
+        if data["text"] == "started" {
+            break;
+        }
+    }
+    let (status, body) = server
+        .post(&server.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let messages = stream.rest(30).await;
+    assert_eq!(
+        messages.last(),
+        Some(&(None, "end".into(), json!({"state": "CANCELLED"})))
+    );
+    // What the agent printed as it was stopped came before the end.
+    let texts: Vec<Value> = entries(&messages)
+        .iter()
+        .map(|e| e["text"].clone())
+        .collect();
+    assert!(texts.contains(&json!("stopping")), "{texts:?}");
+}
+
+/// The server's resident memory, in bytes.
+fn rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        .expect("VmRSS")
+        * 1024
+}
+
+#[tokio::test]
+async fn a_follower_that_reads_nothing_holds_up_neither_the_agent_nor_memory() {
+    // 40 MB of output: 400,000 lines of 100 characters, mixed widths.
+    let (_dir, server) = command_server(
+        "line=$(printf 'é%.0s' $(seq 1 20))$(printf 'x%.0s' $(seq 1 60)); \
+         for i in $(seq 1 4000); do for j in $(seq 1 100); do echo \"$line\"; done; done",
+    );
+    server.wait_ready().await;
+    let before = rss(server.pid());
+    let id = server
+        .create(json!({"prompt": "flood", "config": {"environment_id": "cmd"}}))
+        .await;
+    // Connected, then never read while the agent writes.
+    let mut stalled = Stream::at(&server, &format!("/agent/runs/{id}/transcript"), None).await;
+    let run = server.wait_state(&id, "SUCCEEDED").await;
+    assert_eq!(run["state"], "SUCCEEDED");
+    let grown = rss(server.pid()).saturating_sub(before);
+    assert!(
+        grown < 24 << 20,
+        "the server grew by {} MiB with a stalled follower of 40 MB of output",
+        grown >> 20
+    );
+    // The follower then gets every line, and the end.
+    let messages = stalled.rest(300).await;
+    assert_eq!(
+        messages.last(),
+        Some(&(None, "end".into(), json!({"state": "SUCCEEDED"})))
+    );
+    let lines = entries(&messages)
+        .iter()
+        .filter(|e| e["stream"] == "stdout")
+        .map(|e| e["text"].as_str().map_or(0, |t| t.lines().count()))
+        .sum::<usize>();
+    assert_eq!(lines, 400_000);
 }

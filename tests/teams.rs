@@ -98,15 +98,17 @@ async fn a_key_sees_and_steers_only_its_teams_runs() {
             assert_eq!(body["detail"], "no run with this id", "{method} {path}");
         }
     }
-    let stream = server
-        .client
-        .get(server.api(&format!("/agent/runs/{id}/events")))
-        .header("accept", "text/event-stream")
-        .bearer_auth(&bob)
-        .send()
-        .await
-        .expect("request");
-    assert_eq!(stream.status().as_u16(), 404);
+    for stream in ["events", "transcript"] {
+        let stream = server
+            .client
+            .get(server.api(&format!("/agent/runs/{id}/{stream}")))
+            .header("accept", "text/event-stream")
+            .bearer_auth(&bob)
+            .send()
+            .await
+            .expect("request");
+        assert_eq!(stream.status().as_u16(), 404);
+    }
 
     // Lists hold only the team's runs, whatever the filter or the sort.
     let (_, run) = server.get(&alice, &format!("/agent/runs/{id}")).await;

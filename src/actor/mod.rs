@@ -115,6 +115,11 @@ impl TranscriptReader<'_> {
         self.0.read(id, offset, limit, max_bytes)
     }
 
+    /// Notices of run `id`'s transcript growing and of its writers closing.
+    pub fn follow(&self, id: RunId) -> crate::exec::transcript_feed::Following {
+        self.0.follow(id)
+    }
+
     /// The last entries of run `id`, about `max_bytes` of them.
     pub fn tail(&self, id: RunId, max_bytes: u64) -> std::io::Result<transcript::Slice> {
         self.0.tail(id, max_bytes)

@@ -23,6 +23,7 @@ pub mod report;
 pub mod repos;
 pub mod sandbox;
 pub mod transcript;
+pub mod transcript_feed;
 pub mod usage;
 
 use std::collections::{HashMap, VecDeque};

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
+use super::transcript_feed::{Feed, Following, Writing};
 use crate::domain::{RunId, Timestamp};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -47,6 +48,8 @@ pub struct Transcripts {
     gate: Option<Gate>,
     /// The size of a transcript after which output is dropped (`server.transcript_max_mb`).
     max_bytes: u64,
+    /// Who writes and who follows each run's transcript (shared by every clone).
+    feed: std::sync::Arc<Feed>,
 }
 
 /// An open transcript, appended to by one execution.
@@ -66,6 +69,9 @@ pub struct Writer {
     dropped_entries: u64,
     /// The execution of the last entry dropped (the closing note's).
     execution: u32,
+    /// Tells followers of each write; dropped after the closing note, so a follower that
+    /// sees no writer has every entry in the file.
+    writing: Writing,
 }
 
 impl Drop for Writer {
@@ -93,6 +99,7 @@ impl Drop for Writer {
         if let Err(e) = written {
             tracing::warn!(error = %e, "cannot record how much output was dropped");
         }
+        // `writing` is dropped after this body: the note is in the file by then.
     }
 }
 
@@ -200,6 +207,7 @@ impl Writer {
         }
         self.file.write_all(&line)?;
         self.size += len;
+        self.writing.wrote();
         Ok(())
     }
 }
@@ -217,6 +225,7 @@ impl Transcripts {
             dir,
             gate: None,
             max_bytes: u64::MAX,
+            feed: std::sync::Arc::new(Feed::default()),
         })
     }
 
@@ -266,6 +275,7 @@ impl Transcripts {
             dropped: 0,
             dropped_entries: 0,
             execution: 0,
+            writing: self.feed.writing(id),
         })
     }
 
@@ -323,6 +333,11 @@ impl Transcripts {
             next_offset: position,
             more: position < len,
         })
+    }
+
+    /// Follows the run's transcript: a notice after each write and when a writer closes.
+    pub fn follow(&self, id: RunId) -> Following {
+        self.feed.follow(id)
     }
 
     /// The entries in the last `max_bytes` of the transcript (for the session page).

@@ -16,6 +16,7 @@ mod runs;
 mod schedules;
 pub(crate) mod session;
 mod stream;
+mod transcript_stream;
 pub mod validate;
 pub mod wire;
 

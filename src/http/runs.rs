@@ -343,7 +343,8 @@ pub async fn cancel(
 /// `Accept: text/event-stream` the answer is instead a Server-Sent Events stream: the history
 /// from the start (or after `Last-Event-ID`), then each new event once durable (`id` = sequence
 /// number, `event` = type, `data` = the same event object), resumable with `Last-Event-ID` (a
-/// non-numeric one is a 400). The stream stays open after the run finishes. See `docs/api.md`.
+/// non-numeric one is a 400). It ends with an `end` message once the run is terminal, unless
+/// `keep_open=true` keeps it open for a follow-up that resumes the run. See `docs/api.md`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/runs/{run_id}/events",
@@ -355,6 +356,8 @@ pub async fn cancel(
          description = "Answer the events after this `seq`: a `next` this endpoint returned. From the first event when absent."),
         ("limit" = Option<u32>, Query, minimum = 1, maximum = 10000,
          description = "Most events to return; 1000 when absent. A page also ends once it holds 1 MiB of JSON."),
+        ("keep_open" = Option<bool>, Query,
+         description = "With `Accept: text/event-stream`: keep following after the run is terminal (a follow-up may resume it). The stream ends at the terminal state when absent."),
     ),
     responses(
         (status = 200, description = "A page of the run's events", body = RunEvents),
@@ -377,6 +380,8 @@ pub async fn events(
         return super::stream::follow(&req, id, state).await;
     }
     let (from, limit) = validate::events_query(req.query_string())?;
+    // Checked here too, so a bad value is refused whichever form is asked for.
+    super::stream::keep_open(req.query_string())?;
     let events = state
         .runs
         .durable_events(id, from)?
@@ -390,7 +395,11 @@ pub async fn events(
 /// Largest slice of a transcript file one request reads.
 const TRANSCRIPT_MAX_BYTES: u64 = 4 * 1024 * 1024;
 
-/// One page of the run's transcript: agent output, commands and follow-ups, oldest first.
+/// One page of the run's transcript: agent output, commands and follow-ups, oldest first. With
+/// `Accept: text/event-stream` the answer is instead a Server-Sent Events stream: the entries
+/// from `offset` (or after `Last-Event-ID`), then each new one as it is written (`id` = the
+/// entry's offset, `event` = `entry`, `data` = the same entry object), and an `end` message
+/// with the run's state once the run is terminal and its output drained. See `docs/api.md`.
 #[utoipa::path(
     get,
     path = "/api/v1/agent/runs/{run_id}/transcript",
@@ -419,6 +428,10 @@ pub async fn transcript(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    if super::stream::wants_stream(&req) {
+        visible(&state, &key, id)?;
+        return super::transcript_stream::follow(&req, id, state).await;
+    }
     let (offset, limit) = validate::transcript_query(req.query_string())?;
     let run = visible(&state, &key, id)?;
     let slice = state

@@ -1,10 +1,12 @@
 //! The SSE form of `GET /agent/runs/{id}/events` (`Accept: text/event-stream`): the run's
-//! history, then each new event as it becomes durable, for as long as the client stays.
+//! history, then each new event as it becomes durable, until the run is terminal.
 //!
 //! Each event is one SSE message: `id` is its sequence number, `event` its type, `data` the same
 //! JSON as in the history. A client that reconnects with `Last-Event-ID: n` resumes at `n + 1`,
-//! so nothing is missed or repeated. The stream stays open after the run finishes, because a
-//! follow-up can resume it; a comment line every 15 s keeps proxies from closing an idle stream.
+//! so nothing is missed or repeated. Once every event of a terminal run is sent, an `end`
+//! message names the state and the response ends, so `curl -N` returns. With `keep_open=true`
+//! the stream stays open instead, because a follow-up can resume a finished run; a comment line
+//! every 15 s keeps proxies from closing an idle stream.
 //! Nothing is buffered per client beyond one read of new events: the actor only signals that
 //! the run changed (`actor::feed`), and the stream reads the log itself. When the service shuts
 //! down, each stream sends the events recorded up to then (the interruption of the run's
@@ -24,7 +26,7 @@ use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
 
-const HEARTBEAT: Duration = Duration::from_secs(15);
+pub(super) const HEARTBEAT: Duration = Duration::from_secs(15);
 /// The most events read from the log at once, and the bytes of messages after which a batch
 /// ends early: a client that connects to a long history is sent it batch by batch, each read
 /// once the previous one has been taken by the connection.
@@ -88,6 +90,8 @@ struct Follow {
     closing: tokio::sync::watch::Receiver<bool>,
     /// The service is shutting down: end once the log has nothing newer.
     closing_seen: bool,
+    /// `keep_open=true`: follow the run across resumptions instead of ending once it is terminal.
+    keep_open: bool,
     done: bool,
 }
 
@@ -125,8 +129,52 @@ impl Drop for Follow {
     }
 }
 
+/// The `end` message when the run is terminal and its every event has been sent.
+fn ended(f: &Follow) -> Result<Option<Bytes>, crate::actor::Error> {
+    let Some(run) = f.runs.get(f.id)? else {
+        return Ok(None);
+    };
+    Ok((run.state.is_terminal() && run.next_seq <= f.next).then(|| end_message(run.state)))
+}
+
+/// `event: end` with the terminal state: the last message of a stream that ends on its own.
+pub(super) fn end_message(state: crate::domain::RunState) -> Bytes {
+    Bytes::from(format!(
+        "event: end\ndata: {{\"state\":\"{}\"}}\n\n",
+        state.as_str()
+    ))
+}
+
+/// `keep_open` of the events stream's query: `true` or `false` (the default).
+pub(super) fn keep_open(query: &str) -> Result<bool, ApiError> {
+    let mut keep = false;
+    for (key, value) in form_urlencoded::parse(query.as_bytes()) {
+        if key == "keep_open" {
+            keep = match value.as_ref() {
+                "true" => true,
+                "false" => false,
+                _ => return Err(ApiError::bad_request("keep_open must be true or false")),
+            };
+        }
+    }
+    Ok(keep)
+}
+
+/// The response of an SSE stream.
+pub(super) fn sse_response<S>(stream: S) -> HttpResponse
+where
+    S: futures_util::Stream<Item = Result<Bytes, Infallible>> + 'static,
+{
+    HttpResponse::Ok()
+        .content_type("text/event-stream")
+        .insert_header(("cache-control", "no-cache"))
+        // Tells nginx not to buffer the stream.
+        .insert_header(("x-accel-buffering", "no"))
+        .streaming(stream)
+}
+
 /// Returns once the service is closing, or its state is gone.
-async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
+pub(super) async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
     let _ = closing.wait_for(|closing| *closing).await;
 }
 
@@ -146,6 +194,7 @@ pub async fn follow(
                 ApiError::bad_request("Last-Event-ID must be the id of an event of this stream")
             })?,
     };
+    let keep_open = keep_open(req.query_string())?;
     let runs = state.runs.clone();
     // Subscribe before the first read, so no event can fall between the two.
     let subscription = runs.follow(id);
@@ -164,6 +213,7 @@ pub async fn follow(
         heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
         closing: state.closing.subscribe(),
         closing_seen: false,
+        keep_open,
         done: false,
     };
     let stream = futures_util::stream::unfold(follow, |mut f| async move {
@@ -176,6 +226,28 @@ pub async fn follow(
             }
             match read_batch(&mut f) {
                 Ok(sent) if sent > 0 => continue,
+                Ok(_) if !f.keep_open => match ended(&f) {
+                    Ok(Some(end)) => {
+                        f.pending.push_back(end);
+                        f.done = true;
+                        continue;
+                    }
+                    Ok(None) if f.closing_seen => {
+                        f.pending
+                            .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
+                        f.done = true;
+                        continue;
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        tracing::error!(run_id = %f.id, error = %e, "cannot read the run's state");
+                        f.pending.push_back(Bytes::from_static(
+                            b"event: error\ndata: {\"detail\":\"the run's state cannot be read\"}\n\n",
+                        ));
+                        f.done = true;
+                        continue;
+                    }
+                },
                 Ok(_) if f.closing_seen => {
                     f.pending
                         .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
@@ -203,12 +275,7 @@ pub async fn follow(
             }
         }
     });
-    Ok(HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        // Tells nginx not to buffer the stream.
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(stream))
+    Ok(sse_response(stream))
 }
 
 #[cfg(test)]
