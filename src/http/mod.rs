@@ -423,7 +423,12 @@ fn as_problem(
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if !status.is_client_error() && !status.is_server_error() || is_problem {
+    // The console's pages answer their errors as pages that say what to do.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !status.is_client_error() && !status.is_server_error() || is_problem || is_page {
         return response;
     }
     let error = match status.as_u16() {
