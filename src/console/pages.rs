@@ -64,20 +64,23 @@ struct SignedIn {
 
 /// The signed-in caller of a page, charged like an API request; otherwise the answer to send:
 /// the sign-in page (a stale cookie removed), or an error page.
-fn gate(req: &HttpRequest, state: &AppState) -> Result<SignedIn, HttpResponse> {
+fn gate(req: &HttpRequest, state: &AppState) -> Result<SignedIn, Box<HttpResponse>> {
     let to_signin = || {
         let mut r = see_other("/signin");
         let _ = r.add_removal_cookie(&removal(state, cookie_name(state), "/"));
         r
     };
-    let cookie = session_cookie(req, state).ok_or_else(|| see_other("/signin"))?;
-    let session = state.console.find(&cookie).ok_or_else(to_signin)?;
+    let cookie = session_cookie(req, state).ok_or_else(|| Box::new(see_other("/signin")))?;
+    let session = state
+        .console
+        .find(&cookie)
+        .ok_or_else(|| Box::new(to_signin()))?;
     let key = match live_key(state, &session) {
         Ok(Some(key)) => key,
-        Ok(None) => return Err(to_signin()),
-        Err(e) => return Err(error_page(None, &e)),
+        Ok(None) => return Err(Box::new(to_signin())),
+        Err(e) => return Err(Box::new(error_page(None, &e))),
     };
-    crate::http::charge(state, &key).map_err(|e| error_page(None, &e))?;
+    crate::http::charge(state, &key).map_err(|e| Box::new(error_page(None, &e)))?;
     Ok(SignedIn { key, session })
 }
 
@@ -445,7 +448,7 @@ fn filters(state: &AppState, key: &Key, pairs: &[(String, String)]) -> String {
 pub async fn runs(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let who = match gate(&req, &state) {
         Ok(who) => who,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let raw = req.query_string();
     let pairs: Vec<(String, String)> = form_urlencoded::parse(raw.as_bytes())
@@ -535,7 +538,7 @@ pub async fn run(
 ) -> HttpResponse {
     let who = match gate(&req, &state) {
         Ok(who) => who,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let missing =
         || ApiError::not_found(format!("there is no run {:?} for this key", path.as_str()));
@@ -708,7 +711,7 @@ pub async fn run(
 pub async fn new_run(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let who = match gate(&req, &state) {
         Ok(who) => who,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     let body = "<h1>New run</h1><form id=\"new-run\" class=\"stack narrow\">\
          <label for=\"n-prompt\">Prompt</label>\
@@ -729,7 +732,7 @@ pub async fn new_run(req: HttpRequest, state: web::Data<AppState>) -> HttpRespon
 pub async fn keys(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
     let who = match gate(&req, &state) {
         Ok(who) => who,
-        Err(r) => return r,
+        Err(r) => return *r,
     };
     if !who.key.admin {
         return error_page(
@@ -742,7 +745,7 @@ pub async fn keys(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse 
          <label for=\"k-name\">Name</label><input id=\"k-name\" name=\"name\" required>\
          <label for=\"k-team\">Team</label><input id=\"k-team\" name=\"team\" value=\"default\">\
          <label for=\"k-kind\">Kind</label><select id=\"k-kind\" name=\"kind\">\
-         <option>personal</option><option>service</option></select>\
+         <option>personal</option><option>agent</option></select>\
          <label class=\"check\"><input type=\"checkbox\" id=\"k-admin\" name=\"admin\"> Admin \
          (may manage keys and teams)</label>\
          <div class=\"actions\"><button type=\"submit\">Create key</button></div>\
