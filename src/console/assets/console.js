@@ -256,6 +256,10 @@
     async function refresh() {
       try {
         const run = await api("GET", "/agent/runs/" + id);
+        // A run gets its session (and link) once its agent starts.
+        if (run.session_link && !document.getElementById("session-link")) {
+          document.querySelector(".run-head").append(el("a", { id: "session-link", href: run.session_link }, "Shareable session page"));
+        }
         if (run.state !== state) {
           setState(run.state);
           loadEvents();
@@ -283,6 +287,7 @@
         const end = JSON.parse(message.data);
         setState(end.state);
         loadEvents();
+        refresh();
         view.status("The run is " + end.state + "; " + view.count() + " lines.");
       });
       source.addEventListener("error", (message) => {
