@@ -10,7 +10,6 @@ pub mod api_keys;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod console;
 pub mod credentials;
 pub mod domain;
 pub mod exec;

@@ -611,7 +611,8 @@ async fn filters_page_and_bad_filters_say_what_to_do() {
         assert_eq!(status, 200, "{v}");
     }
     let session = sign_in(&server, &server.key).await;
-    let (status, html) = get(&server, &session, "/runs").await;
+    // By creation time: the fast runs' finishing does not move them between pages.
+    let (status, html) = get(&server, &session, "/runs?sort_by=created_at").await;
     assert_eq!(status, 200);
     assert_eq!(html.matches("<tr data-run=").count(), 20);
     let next = html
@@ -714,4 +715,38 @@ async fn a_session_is_charged_to_its_keys_rate_limit() {
     let (status, html) = get(&server, &session, "/runs").await;
     assert_eq!(status, 429);
     assert!(html.contains("Wait a moment"), "{html}");
+}
+
+#[tokio::test]
+async fn the_public_urls_origin_is_the_consoles_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = CONFIG.replace(
+        "bind = \"127.0.0.1:0\"",
+        "bind = \"127.0.0.1:0\"\npublic_url = \"https://console.example.com/\"",
+    );
+    let server = Server::start_in(dir.path(), &config);
+    let session = sign_in(&server, &server.key).await;
+    let post = |origin: &'static str| {
+        client()
+            .post(server.api("/agent/runs"))
+            .header(COOKIE, &session.cookie)
+            .header("x-csrf-token", &session.csrf)
+            .header("origin", origin)
+            .json(&json!({"prompt": "behind a proxy"}))
+            .send()
+    };
+    // A proxy in front rewrote the host: the browser's origin is the public URL's.
+    assert_eq!(
+        post("https://console.example.com")
+            .await
+            .expect("post")
+            .status(),
+        200
+    );
+    for other in [
+        "https://console.example.com.evil.example",
+        "http://console.example.com",
+    ] {
+        assert_eq!(post(other).await.expect("post").status(), 403, "{other}");
+    }
 }

@@ -6,6 +6,7 @@
 mod admin;
 mod agents;
 mod artifacts;
+pub mod console;
 mod deliveries;
 mod history;
 pub mod openapi;
@@ -14,7 +15,7 @@ pub mod ratelimit;
 pub mod render;
 mod runs;
 mod schedules;
-pub(crate) mod session;
+mod session;
 mod stream;
 mod transcript_stream;
 pub mod validate;
@@ -70,8 +71,8 @@ pub struct AppState {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The JSON of runs recently answered, for the clients that poll them.
     pub rendered: render::RenderCache,
-    /// The web console's sessions (`crate::console`).
-    pub console: crate::console::Sessions,
+    /// The web console's sessions (`console`).
+    pub console: console::Sessions,
 }
 
 impl AppState {
@@ -92,7 +93,7 @@ impl AppState {
             ready: std::sync::atomic::AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             rendered: render::RenderCache::new(render::DEFAULT_BUDGET),
-            console: crate::console::Sessions::default(),
+            console: console::Sessions::default(),
         }
     }
 }
@@ -136,7 +137,7 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         Some(header) => bearer(state, header)?,
         // Without a bearer key, the console's session cookie (with its CSRF rules) may stand
         // in for the key that signed in; a bearer request never looks at cookies.
-        None => crate::console::authenticate(req, state)?.ok_or_else(|| {
+        None => console::authenticate(req, state)?.ok_or_else(|| {
             ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
         })?,
     };
@@ -166,7 +167,7 @@ fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
 
 /// Charges one request to `key`'s rate limit: API requests, with a bearer key or a console
 /// session, and console pages alike.
-pub(crate) fn charge(state: &AppState, key: &Key) -> Result<(), ApiError> {
+fn charge(state: &AppState, key: &Key) -> Result<(), ApiError> {
     // Limited by key id, so only after authentication: a request without a valid key costs a
     // hash and one lookup, and has no bucket to charge (see docs/api.md, Rate limits).
     if let Some(limiter) = &state.rate_limiter {
@@ -646,7 +647,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(only("GET, POST")),
                 ),
         )
-        .configure(crate::console::configure)
+        .configure(console::configure)
         .default_service(web::to(not_found));
 }
 

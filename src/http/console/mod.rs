@@ -50,9 +50,10 @@ fn is_safe(method: &Method) -> bool {
 }
 
 /// Whether the browser says `req` comes from another site: `Sec-Fetch-Site` other than
-/// `same-origin`, or an `Origin` that is not this server's. Absent headers say nothing (older
-/// browsers, non-browser clients); the CSRF token still has to match.
-fn cross_site(req: &HttpRequest) -> bool {
+/// `same-origin`, or an `Origin` that is neither the one the request was addressed to nor the
+/// configured public URL's (a proxy in front may rewrite the host). Absent headers say nothing
+/// (older browsers, non-browser clients); the CSRF token still has to match.
+fn cross_site(req: &HttpRequest, state: &AppState) -> bool {
     if let Some(site) = req.headers().get("sec-fetch-site") {
         if site.as_bytes() != b"same-origin" {
             return true;
@@ -60,8 +61,12 @@ fn cross_site(req: &HttpRequest) -> bool {
     }
     if let Some(origin) = req.headers().get(header::ORIGIN) {
         let info = req.connection_info();
-        let own = format!("{}://{}", info.scheme(), info.host());
-        if origin.as_bytes() != own.as_bytes() {
+        let addressed = format!("{}://{}", info.scheme(), info.host());
+        let public = url::Url::parse(&state.public_url)
+            .map(|u| u.origin().ascii_serialization())
+            .unwrap_or_default();
+        let origin = origin.as_bytes();
+        if origin != addressed.as_bytes() && origin != public.as_bytes() {
             return true;
         }
     }
@@ -97,7 +102,7 @@ pub fn authenticate(req: &HttpRequest, state: &AppState) -> Result<Option<Key>, 
     let session = state.console.find(&cookie).ok_or_else(ended)?;
     let key = live_key(state, &session)?.ok_or_else(ended)?;
     if !is_safe(req.method()) {
-        if cross_site(req) {
+        if cross_site(req, state) {
             return Err(ApiError::forbidden(
                 "a cookie-authenticated request must come from the console's own origin",
             ));

@@ -207,7 +207,7 @@ pub async fn signin(
     state: web::Data<AppState>,
     body: web::Bytes,
 ) -> HttpResponse {
-    if cross_site(&req) {
+    if cross_site(&req, &state) {
         return signin_page(
             &state,
             StatusCode::FORBIDDEN,
@@ -261,7 +261,7 @@ pub async fn signout(
             return see_other("/signin");
         };
         let given = field(&body, "csrf").unwrap_or_default();
-        if cross_site(&req) || !session.csrf_matches(&given) {
+        if cross_site(&req, &state) || !session.csrf_matches(&given) {
             return error_page(
                 None,
                 &ApiError::forbidden("sign out with the console's own Sign out button"),
