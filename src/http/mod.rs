@@ -98,7 +98,8 @@ impl AppState {
     }
 }
 
-/// The authenticated caller of an `/api/v1` request, charged one token of its key's rate limit.
+/// The authenticated caller of an `/api/v1` request — a bearer key, or without one the key of a
+/// console session cookie (`console::authenticate`) — charged one token of its key's rate limit.
 /// Every `/api/v1` handler takes one, which is what puts the whole API under the limit.
 pub struct Principal(pub Key);
 
