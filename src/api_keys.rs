@@ -62,6 +62,11 @@ impl Keys {
         Ok(self.store.keys().authenticate(secret)?.map(Key::from))
     }
 
+    /// The key `id`, revoked or not (a console session re-checks its key with it).
+    pub fn get(&self, id: &str) -> Result<Option<Key>, StorageError> {
+        Ok(self.store.keys().get(id)?.map(Key::from))
+    }
+
     /// Every key, revoked ones included.
     pub fn list(&self) -> Result<Vec<Key>, StorageError> {
         Ok(self.store.keys().list()?.iter().map(Key::from).collect())

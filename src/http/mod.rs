@@ -6,6 +6,7 @@
 mod admin;
 mod agents;
 mod artifacts;
+pub mod console;
 mod deliveries;
 mod history;
 pub mod openapi;
@@ -70,6 +71,8 @@ pub struct AppState {
     pub closing: tokio::sync::watch::Sender<bool>,
     /// The JSON of runs recently answered, for the clients that poll them.
     pub rendered: render::RenderCache,
+    /// The web console's sessions (`console`).
+    pub console: console::Sessions,
 }
 
 impl AppState {
@@ -90,11 +93,13 @@ impl AppState {
             ready: std::sync::atomic::AtomicBool::new(false),
             closing: tokio::sync::watch::Sender::new(false),
             rendered: render::RenderCache::new(render::DEFAULT_BUDGET),
+            console: console::Sessions::default(),
         }
     }
 }
 
-/// The authenticated caller of an `/api/v1` request, charged one token of its key's rate limit.
+/// The authenticated caller of an `/api/v1` request — a bearer key, or without one the key of a
+/// console session cookie (`console::authenticate`) — charged one token of its key's rate limit.
 /// Every `/api/v1` handler takes one, which is what puts the whole API under the limit.
 pub struct Principal(pub Key);
 
@@ -129,9 +134,20 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     let Some(state) = req.app_data::<web::Data<AppState>>() else {
         return Err(ApiError::internal(&"application state missing"));
     };
-    let header = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
-        ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
-    })?;
+    let key = match req.headers().get(header::AUTHORIZATION) {
+        Some(header) => bearer(state, header)?,
+        // Without a bearer key, the console's session cookie (with its CSRF rules) may stand
+        // in for the key that signed in; a bearer request never looks at cookies.
+        None => console::authenticate(req, state)?.ok_or_else(|| {
+            ApiError::unauthenticated("send an API key as 'Authorization: Bearer <key>'")
+        })?,
+    };
+    charge(state, &key)?;
+    Ok(Principal(key))
+}
+
+/// The live key of a bearer `Authorization` header.
+fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
     let secret = header
         .to_str()
         .ok()
@@ -143,11 +159,16 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
         .ok_or_else(|| {
             ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
         })?;
-    let Some(key) = state.runs.keys().authenticate(secret)? else {
-        return Err(ApiError::unauthenticated(
-            "the API key is not valid or has been revoked",
-        ));
-    };
+    state
+        .runs
+        .keys()
+        .authenticate(secret)?
+        .ok_or_else(|| ApiError::unauthenticated("the API key is not valid or has been revoked"))
+}
+
+/// Charges one request to `key`'s rate limit: API requests, with a bearer key or a console
+/// session, and console pages alike.
+fn charge(state: &AppState, key: &Key) -> Result<(), ApiError> {
     // Limited by key id, so only after authentication: a request without a valid key costs a
     // hash and one lookup, and has no bucket to charge (see docs/api.md, Rate limits).
     if let Some(limiter) = &state.rate_limiter {
@@ -164,7 +185,7 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
             ));
         }
     }
-    Ok(Principal(key))
+    Ok(())
 }
 
 /// Gives every request an id (`x-request-id`, `trace_id` in error bodies, and a `request`
@@ -404,7 +425,12 @@ fn as_problem(
         .headers()
         .get(header::CONTENT_TYPE)
         .is_some_and(|v| v.as_bytes().starts_with(b"application/problem+json"));
-    if !status.is_client_error() && !status.is_server_error() || is_problem {
+    // The console's pages answer their errors as pages that say what to do.
+    let is_page = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"text/html"));
+    if !status.is_client_error() && !status.is_server_error() || is_problem || is_page {
         return response;
     }
     let error = match status.as_u16() {
@@ -622,6 +648,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(only("GET, POST")),
                 ),
         )
+        .configure(console::configure)
         .default_service(web::to(not_found));
 }
 

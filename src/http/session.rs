@@ -46,7 +46,7 @@ fn token(query: &str) -> Option<String> {
 /// allow in a document, and which a terminal would act on) shown as the Unicode symbols for
 /// them (`␀` for NUL, `␛` for ESC, `␡` for DEL). Tab and newline stay; C1 controls, which
 /// have no symbol, are dropped.
-fn escape(s: &str) -> String {
+pub(super) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
