@@ -6,8 +6,9 @@ binary). Standard library, and the agent's `yes` and `head`. It starts its own s
 127.0.0.1 (a `command` environment in the default sandbox) and stops it.
 
 1. Agent throughput. A run whose agent waits START_DELAY seconds, then writes OUTPUT_MB MiB of
-   100-byte lines as fast as it can. Its throughput is the output over the time from its first
-   stdout entry to its last (the entries' own timestamps, read from the transcript file). Each
+   100-byte lines as fast as it can. Its throughput is the output over the time its pipeline
+   took, as it measures itself (`date +%s%N` before and after, reported on stderr): how long
+   the agent's writes waited for the server to take them. Each
    round runs the agent once alone and once with FOLLOWERS connections following the
    transcript over SSE from before its first line to the stream's `end` (each checks that its
    stream ended with `event: end`). ROUNDS rounds, alternating; the medians and the cost
@@ -16,7 +17,7 @@ binary). Standard library, and the agent's `yes` and `head`. It starts its own s
    figure is what the server spends on them rather than what a hundred client processes take.
 2. Idle followers. A run whose agent prints one line and sleeps; IDLE_FOLLOWERS connections
    follow its transcript and read their first entry, then stay idle. Server RSS before they
-   connect and 2 s after the last one got its entry; the difference per follower.
+   connect and 5 s after the last one got its entry; the difference per follower.
 """
 import os
 import resource
@@ -32,7 +33,7 @@ from benchlib import Server, script
 
 OUTPUT_MB = int(os.environ.get("OUTPUT_MB", "50"))
 FOLLOWERS = int(os.environ.get("FOLLOWERS", "100"))
-ROUNDS = int(os.environ.get("ROUNDS", "3"))
+ROUNDS = int(os.environ.get("ROUNDS", "9"))
 IDLE_FOLLOWERS = int(os.environ.get("IDLE_FOLLOWERS", "1000"))
 START_DELAY = float(os.environ.get("START_DELAY", "3"))
 
@@ -65,23 +66,17 @@ command = ["{agents}/idle.sh"]
 """
 
 
-def stdout_span_secs(data_dir, run_id):
-    """Seconds from the run's first stdout entry to its last, from the transcript file."""
-    import json
-
-    first = last = None
-    with open(os.path.join(data_dir, "transcripts", f"{run_id}.jsonl"), "rb") as f:
-        for line in f:
-            # Only the stdout entries' times; parsing each line is what a reader would do.
-            if b'"stream":"stdout"' not in line:
-                continue
-            at = json.loads(line)["at"]
-            if first is None:
-                first = at
-            last = at
-    if first is None:
-        raise SystemExit(f"run {run_id} wrote no output")
-    return max(last - first, 1) / 1000.0
+def agent_secs(s, run_id):
+    """How long the agent took to write its output, as it measured itself (`date +%s%N`
+    around its pipeline, reported on stderr)."""
+    t = s.call("GET", f"/agent/runs/{run_id}/transcript?offset=0&limit=10000")
+    while True:
+        for e in t["entries"]:
+            if e["stream"] == "stderr" and e["text"].startswith("elapsed_ns "):
+                return int(e["text"].split()[1]) / 1e9
+        if not t["has_more"]:
+            raise SystemExit(f"run {run_id} did not report its time")
+        t = s.call("GET", f"/agent/runs/{run_id}/transcript?offset={t['next_offset']}&limit=10000")
 
 
 FOLLOW_CLIENT = r"""
@@ -141,7 +136,7 @@ def one_run(s, n):
         ended, smallest = (int(x) for x in out.split())
         if ended != n or smallest < OUTPUT_MB << 20:
             raise SystemExit(f"{n - ended} followers' streams did not end ({smallest} bytes)")
-    return OUTPUT_MB / stdout_span_secs(s.data, run_id)
+    return OUTPUT_MB / agent_secs(s, run_id)
 
 
 def idle_followers(s):
@@ -157,7 +152,8 @@ def idle_followers(s):
         c = socket.create_connection((host, int(port)))
         c.sendall(request)
         warm.append(c)
-    time.sleep(2)
+    # Past the workers' collection after a quiet 2 s (src/memory.rs), for both samples.
+    time.sleep(5)
     before = rss_mb(s.proc.pid)
     conns = []
     for _ in range(IDLE_FOLLOWERS):
@@ -172,7 +168,7 @@ def idle_followers(s):
             if not chunk:
                 raise SystemExit("a follower's stream closed early")
             got += chunk
-    time.sleep(2)
+    time.sleep(5)
     after = rss_mb(s.proc.pid)
     for c in conns + warm:
         c.close()
@@ -188,7 +184,9 @@ def main():
         os.chmod(work, 0o755)
         line = "x" * 99
         script(os.path.join(work, "flood.sh"),
-               f"sleep {START_DELAY}; yes {line} | head -c {OUTPUT_MB * 1024 * 1024}")
+               f"sleep {START_DELAY}; start=$(date +%s%N); "
+               f"yes {line} | head -c {OUTPUT_MB * 1024 * 1024}; "
+               f"echo elapsed_ns $(( $(date +%s%N) - start )) >&2")
         script(os.path.join(work, "idle.sh"), "echo ready; sleep 600")
         s = Server(work, config(work))
         try:

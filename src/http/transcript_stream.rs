@@ -33,13 +33,15 @@ use crate::exec::transcript_feed::Following;
 /// batch by batch, each read once the previous one has been taken by the connection.
 const BATCH_BYTES: u64 = 256 * 1024;
 
-/// The least time between two reads while an execution is writing the transcript: a follower
-/// gets at most one batch per pace (2.5 MiB/s) until the writer closes, then catches up at
-/// full speed. The agent's output comes first: followers of an agent that writes as fast as it
-/// can would otherwise read (and the server send) the same bytes a hundred times over while the
-/// agent waits for the CPU, and a person cannot read faster than that anyway. Writes between
-/// two reads are one wake-up.
-const PACE: std::time::Duration = std::time::Duration::from_millis(100);
+/// While an execution is writing the transcript, a follower reads at most `LIVE_BATCH_BYTES`
+/// (at least one whole entry) per `PACE`: 320 KiB/s, thousands of lines a second, until the
+/// writer closes; then it catches up in full batches. The agent's output comes first: a
+/// hundred followers of an agent that writes as fast as it can would otherwise read, splice
+/// and send its bytes a hundred times over while the agent waits for the CPU (a 50 MB burst
+/// ran 30 % slower with 256 KiB every 100 ms; `benches/transcript_sse.sh`), and nobody reads
+/// faster than that anyway. Writes between two reads are one wake-up.
+const PACE: std::time::Duration = std::time::Duration::from_millis(200);
+const LIVE_BATCH_BYTES: u64 = 64 * 1024;
 
 struct Tail {
     runs: Runs,
@@ -69,8 +71,8 @@ enum Read {
     Nothing,
 }
 
-fn read_batch(t: &mut Tail) -> std::io::Result<Read> {
-    let slice = t.runs.transcripts().read_raw(t.id, t.next, BATCH_BYTES)?;
+fn read_batch(t: &mut Tail, max_bytes: u64) -> std::io::Result<Read> {
+    let slice = t.runs.transcripts().read_raw(t.id, t.next, max_bytes)?;
     if slice.next_offset <= t.next {
         return Ok(Read::Nothing);
     }
@@ -240,7 +242,8 @@ pub async fn follow(
             }
             // Taken before the read: if the run was terminal with nothing writing its output,
             // a read that finds nothing new has drained it.
-            let finished = if t.output.writing() {
+            let live = t.output.writing();
+            let finished = if live {
                 if let Some(last) = t.last_read {
                     tokio::time::sleep_until(last + PACE).await;
                 }
@@ -259,7 +262,8 @@ pub async fn follow(
                 }
             };
             let began = tokio::time::Instant::now();
-            match read_batch(&mut t) {
+            let budget = if live { LIVE_BATCH_BYTES } else { BATCH_BYTES };
+            match read_batch(&mut t, budget) {
                 Ok(Read::Progress) => {
                     t.last_read = Some(began);
                     continue;
