@@ -14,6 +14,15 @@ BIN = os.environ.get("RUNLEDGER_BIN", "target/release/runledger")
 TERMINAL = ("SUCCEEDED", "FAILED", "CANCELLED")
 
 
+def rss_mb(pid):
+    """The resident memory of process `pid`, in MiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
 def script(path, body):
     """An executable bash script at `path` (an agent of a `command` environment)."""
     with open(path, "w") as f:

@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 
-from benchlib import BIN, Server
+from benchlib import BIN, Server, rss_mb
 EVENTS = int(os.environ.get("HISTORY_EVENTS", "20000"))
 FOLLOWUP = int(os.environ.get("FOLLOWUP_BYTES", "1100"))
 CLIENTS = int(os.environ.get("CLIENTS", "40"))
@@ -40,15 +40,6 @@ id = "demo"
 harness = "demo"
 demo_duration_ms = 10
 """
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
-
 
 
 def build(work):

@@ -29,21 +29,13 @@ import sys
 import tempfile
 import time
 
-from benchlib import Server, script
+from benchlib import Server, rss_mb, script
 
 OUTPUT_MB = int(os.environ.get("OUTPUT_MB", "50"))
 FOLLOWERS = int(os.environ.get("FOLLOWERS", "100"))
 ROUNDS = int(os.environ.get("ROUNDS", "9"))
 IDLE_FOLLOWERS = int(os.environ.get("IDLE_FOLLOWERS", "1000"))
 START_DELAY = float(os.environ.get("START_DELAY", "3"))
-
-
-def rss_mb(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return 0.0
 
 
 def config(agents):

@@ -642,20 +642,10 @@ async fn filters_page_and_bad_filters_say_what_to_do() {
     assert!(html.contains("created_after"), "{html}");
 }
 
-/// A self-signed certificate for 127.0.0.1, written to `dir`: `(cert, key, PEM)`.
-fn self_signed(dir: &std::path::Path) -> (String, String, String) {
-    let generated = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).expect("rcgen");
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let pem = generated.cert.pem();
-    std::fs::write(&cert, &pem).expect("write cert");
-    std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
-    (cert.display().to_string(), key.display().to_string(), pem)
-}
-
 #[tokio::test]
 async fn under_tls_the_cookie_is_secure_and_host_only() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key, pem) = self_signed(dir.path());
+    let (cert, key, pem) = common::self_signed(dir.path());
     let config = format!(
         "[server]\nbind = \"127.0.0.1:0\"\ntls_cert = {cert:?}\ntls_key = {key:?}\n\n\
          [[environments]]\nid = \"fast\"\nharness = \"demo\"\ndemo_duration_ms = 40\n"

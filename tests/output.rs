@@ -108,26 +108,6 @@ fn config(environments: &str) -> String {
     format!("[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n{environments}\n")
 }
 
-/// Every entry of a run's transcript, paged with `offset` until `has_more` is false.
-async fn transcript(s: &Server, id: &str) -> Vec<Value> {
-    let mut entries = Vec::new();
-    let mut offset = 0;
-    loop {
-        let (status, page) = s
-            .get(
-                &s.key,
-                &format!("/agent/runs/{id}/transcript?offset={offset}&limit=10000"),
-            )
-            .await;
-        assert_eq!(status, 200, "{page}");
-        entries.extend(page["entries"].as_array().cloned().unwrap_or_default());
-        offset = page["next_offset"].as_u64().expect("next_offset");
-        if page["has_more"] != true {
-            return entries;
-        }
-    }
-}
-
 /// The text of one stream, rebuilt as `docs/api.md` says: a newline after every entry that is
 /// not `continued`.
 fn stream_text(entries: &[Value], stream: &str) -> String {
@@ -182,7 +162,7 @@ async fn long_lines_of_multi_byte_characters_reach_the_transcript_whole() {
     let id = s.create(json!({"prompt": "print long lines"})).await;
     let run = s.wait_state(&id, "FAILED").await;
 
-    let entries = transcript(&s, &id).await;
+    let entries = s.transcript(&id).await;
     assert_eq!(
         stream_text(&entries, "stdout"),
         format!("{euro}\n{mixed}\n")

@@ -861,23 +861,10 @@ async fn list_filters_and_environments() {
     assert_eq!(uids, ["fast", "slow", "single"]);
 }
 
-/// A self-signed certificate for 127.0.0.1 and localhost, written to `dir`: `(cert, key, PEM of
-/// the certificate)`.
-fn self_signed(dir: &std::path::Path) -> (String, String, String) {
-    let generated =
-        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
-            .expect("rcgen");
-    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
-    let pem = generated.cert.pem();
-    std::fs::write(&cert, &pem).expect("write cert");
-    std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
-    (cert.display().to_string(), key.display().to_string(), pem)
-}
-
 #[tokio::test]
 async fn tls_serves_the_api_on_any_address_and_plain_http_gets_nothing() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let (cert, key, pem) = self_signed(dir.path());
+    let (cert, key, pem) = common::self_signed(dir.path());
     // TLS needs no permission to bind every interface; tests only ever talk to loopback.
     let config = format!(
         "[server]\nbind = \"0.0.0.0:0\"\ntls_cert = {cert:?}\ntls_key = {key:?}\n\n\
@@ -969,7 +956,7 @@ async fn plain_http_binds_off_loopback_only_when_the_config_allows_it() {
         "{err}"
     );
     // A bad TLS file is a start-up error too, naming the field.
-    let (cert, _, _) = self_signed(dir.path());
+    let (cert, _, _) = common::self_signed(dir.path());
     std::fs::write(
         &path,
         format!("[server]\nbind = \"0.0.0.0:0\"\ntls_cert = {cert:?}\ntls_key = {cert:?}\n"),

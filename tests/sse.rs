@@ -268,26 +268,6 @@ fn command_server(body: &str) -> (tempfile::TempDir, Server) {
     (dir, server)
 }
 
-/// Every entry of the run's transcript from the JSON pages.
-async fn pages(server: &Server, id: &str) -> Vec<Value> {
-    let mut entries = Vec::new();
-    let mut offset = 0;
-    loop {
-        let (status, page) = server
-            .get(
-                &server.key,
-                &format!("/agent/runs/{id}/transcript?offset={offset}&limit=10000"),
-            )
-            .await;
-        assert_eq!(status, 200, "{page}");
-        entries.extend(page["entries"].as_array().cloned().unwrap_or_default());
-        offset = page["next_offset"].as_u64().expect("next_offset");
-        if page["has_more"] != true {
-            return entries;
-        }
-    }
-}
-
 /// The entries of a stream's messages, checking that each id is its entry's offset.
 fn entries(messages: &[Message]) -> Vec<Value> {
     messages
@@ -336,7 +316,7 @@ async fn a_transcript_is_followed_live_resumed_and_ends_once_drained() {
 
     // From the start, the stream is exactly the JSON pages, then the end.
     let all = Stream::at(&server, &path, None).await.rest(20).await;
-    let paged = pages(&server, &id).await;
+    let paged = server.transcript(&id).await;
     assert_eq!(entries(&all), paged);
     assert_eq!(all.last().map(|m| m.1.as_str()), Some("end"));
 

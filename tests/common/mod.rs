@@ -235,6 +235,26 @@ impl Server {
             .join("\n")
     }
 
+    /// Every entry of a run's transcript, paged with `offset` until `has_more` is false.
+    pub async fn transcript(&self, id: &str) -> Vec<Value> {
+        let mut entries = Vec::new();
+        let mut offset = 0;
+        loop {
+            let (status, page) = self
+                .get(
+                    &self.key,
+                    &format!("/agent/runs/{id}/transcript?offset={offset}&limit=10000"),
+                )
+                .await;
+            assert_eq!(status, 200, "{page}");
+            entries.extend(page["entries"].as_array().cloned().unwrap_or_default());
+            offset = page["next_offset"].as_u64().expect("next_offset");
+            if page["has_more"] != true {
+                return entries;
+            }
+        }
+    }
+
     pub async fn get(&self, key: &str, path: &str) -> (u16, Value) {
         let r = self
             .client
@@ -456,4 +476,17 @@ pub async fn problem(r: reqwest::Response) -> (u16, Value) {
         .to_string();
     assert_eq!(ct, "application/problem+json");
     (status, r.json::<Value>().await.expect("json"))
+}
+
+/// A self-signed certificate for `localhost` and 127.0.0.1, written to `dir`: the paths of the
+/// certificate and the key, and the certificate's PEM.
+pub fn self_signed(dir: &Path) -> (String, String, String) {
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+            .expect("rcgen");
+    let (cert, key) = (dir.join("cert.pem"), dir.join("key.pem"));
+    let pem = generated.cert.pem();
+    std::fs::write(&cert, &pem).expect("write cert");
+    std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
+    (cert.display().to_string(), key.display().to_string(), pem)
 }
