@@ -27,6 +27,17 @@ use crate::actor::Runs;
 use crate::domain::RunId;
 
 pub(super) const HEARTBEAT: Duration = Duration::from_secs(15);
+/// The messages both streams send besides their own: the first (how long an EventSource waits
+/// before it reconnects after a dropped connection), the heartbeat's comment, the last one of a
+/// stream the service's shutdown ends, and the errors that end a stream.
+pub(super) const RETRY: Bytes = Bytes::from_static(b"retry: 2000\n\n");
+pub(super) const KEEP_ALIVE: Bytes = Bytes::from_static(b": keep-alive\n\n");
+pub(super) const SHUTTING_DOWN: Bytes = Bytes::from_static(b": the service is shutting down\n\n");
+pub(super) const STATE_UNREADABLE: Bytes =
+    Bytes::from_static(b"event: error\ndata: {\"detail\":\"the run's state cannot be read\"}\n\n");
+const HISTORY_UNREADABLE: Bytes = Bytes::from_static(
+    b"event: error\ndata: {\"detail\":\"the stored history of this run cannot be read\"}\n\n",
+);
 /// The most events read from the log at once, and the bytes of messages after which a batch
 /// ends early: a client that connects to a long history is sent it batch by batch, each read
 /// once the previous one has been taken by the connection.
@@ -202,8 +213,7 @@ pub async fn follow(
         return Err(ApiError::not_found("no run with this id"));
     }
     let mut pending = VecDeque::new();
-    // How long an EventSource waits before it reconnects after a dropped connection.
-    pending.push_back(Bytes::from_static(b"retry: 2000\n\n"));
+    pending.push_back(RETRY);
     let follow = Follow {
         runs,
         id,
@@ -226,52 +236,41 @@ pub async fn follow(
             }
             match read_batch(&mut f) {
                 Ok(sent) if sent > 0 => continue,
-                Ok(_) if !f.keep_open => match ended(&f) {
+                Ok(_) => {}
+                Err(e) => {
+                    // A damaged record (or a failing disk): say so in the stream and end it;
+                    // the log names the record.
+                    tracing::error!(run_id = %f.id, error = %e, "cannot follow the run's events");
+                    f.pending.push_back(HISTORY_UNREADABLE);
+                    f.done = true;
+                    continue;
+                }
+            }
+            if !f.keep_open {
+                match ended(&f) {
                     Ok(Some(end)) => {
                         f.pending.push_back(end);
-                        f.done = true;
-                        continue;
-                    }
-                    Ok(None) if f.closing_seen => {
-                        f.pending
-                            .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
                         f.done = true;
                         continue;
                     }
                     Ok(None) => {}
                     Err(e) => {
                         tracing::error!(run_id = %f.id, error = %e, "cannot read the run's state");
-                        f.pending.push_back(Bytes::from_static(
-                            b"event: error\ndata: {\"detail\":\"the run's state cannot be read\"}\n\n",
-                        ));
+                        f.pending.push_back(STATE_UNREADABLE);
                         f.done = true;
                         continue;
                     }
-                },
-                Ok(_) if f.closing_seen => {
-                    f.pending
-                        .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
-                    f.done = true;
-                    continue;
                 }
-                Ok(_) => {}
-                Err(e) => {
-                    // A damaged record (or a failing disk): say so in the stream and end it;
-                    // the log names the record.
-                    tracing::error!(run_id = %f.id, error = %e, "cannot follow the run's events");
-                    f.pending.push_back(Bytes::from_static(
-                        b"event: error\ndata: {\"detail\":\"the stored history of this run cannot be read\"}\n\n",
-                    ));
-                    f.done = true;
-                    continue;
-                }
+            }
+            if f.closing_seen {
+                f.pending.push_back(SHUTTING_DOWN);
+                f.done = true;
+                continue;
             }
             tokio::select! {
                 () = f.subscription.changed() => {}
                 () = closed(&mut f.closing) => f.closing_seen = true,
-                _ = f.heartbeat.tick() => {
-                    return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), f));
-                }
+                _ = f.heartbeat.tick() => return Some((Ok(KEEP_ALIVE), f)),
             }
         }
     });

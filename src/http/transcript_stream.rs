@@ -20,7 +20,10 @@ use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 
 use super::problem::ApiError;
-use super::stream::{closed, end_message, sse_response, HEARTBEAT};
+use super::stream::{
+    closed, end_message, sse_response, HEARTBEAT, KEEP_ALIVE, RETRY, SHUTTING_DOWN,
+    STATE_UNREADABLE,
+};
 use super::wire::{format_time, TranscriptEntry};
 use super::AppState;
 use crate::actor::feed::Subscription;
@@ -217,7 +220,7 @@ pub async fn follow(
         return Err(ApiError::not_found("no run with this id"));
     }
     let mut pending = VecDeque::new();
-    pending.push_back(Bytes::from_static(b"retry: 2000\n\n"));
+    pending.push_back(RETRY);
     let tail = Tail {
         runs,
         id,
@@ -253,9 +256,7 @@ pub async fn follow(
                     Ok(run) => run.map(|r| r.state).filter(|s| s.is_terminal()),
                     Err(e) => {
                         tracing::error!(run_id = %t.id, error = %e, "cannot read the run's state");
-                        t.pending.push_back(Bytes::from_static(
-                            b"event: error\ndata: {\"detail\":\"the run's state cannot be read\"}\n\n",
-                        ));
+                        t.pending.push_back(STATE_UNREADABLE);
                         t.done = true;
                         continue;
                     }
@@ -284,8 +285,7 @@ pub async fn follow(
                 continue;
             }
             if t.closing_seen {
-                t.pending
-                    .push_back(Bytes::from_static(b": the service is shutting down\n\n"));
+                t.pending.push_back(SHUTTING_DOWN);
                 t.done = true;
                 continue;
             }
@@ -293,9 +293,7 @@ pub async fn follow(
                 () = t.output.changed() => {}
                 () = t.events.changed() => {}
                 () = closed(&mut t.closing) => t.closing_seen = true,
-                _ = t.heartbeat.tick() => {
-                    return Some((Ok(Bytes::from_static(b": keep-alive\n\n")), t));
-                }
+                _ = t.heartbeat.tick() => return Some((Ok(KEEP_ALIVE), t)),
             }
         }
     });
