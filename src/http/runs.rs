@@ -197,21 +197,34 @@ pub async fn list(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let mut query = validate::list_query(req.query_string())?;
+    Ok(HttpResponse::Ok()
+        .insert_header(actix_web::http::header::ContentType::json())
+        .body(list_json(&state, &key, req.query_string()).await?))
+}
+
+/// One page of the runs of `key`'s team that the list query `raw` asks for: the bytes
+/// `ListRunsResponse` serialises to, from the runs' cached JSON (the list's answer, and what the
+/// console's runs page shows).
+pub(super) async fn list_json(state: &AppState, key: &Key, raw: &str) -> Result<Vec<u8>, ApiError> {
+    let mut query = validate::list_query(raw)?;
     query.team = key.team.clone();
     let page = state.runs.list(&query).await?;
     let page_info = PageInfo {
         has_next_page: page.next_cursor.is_some(),
         next_cursor: page.next_cursor.map(|c| c.encode()),
     };
-    // The bytes `ListRunsResponse` serialises to, from the runs' cached JSON.
-    let body = state
+    state
         .rendered
-        .page(&page.runs, &page_info, &links(&state))
-        .map_err(|e| ApiError::internal(&e))?;
-    Ok(HttpResponse::Ok()
-        .insert_header(actix_web::http::header::ContentType::json())
-        .body(body))
+        .page(&page.runs, &page_info, &links(state))
+        .map_err(|e| ApiError::internal(&e))
+}
+
+/// The JSON of `run` as a get answers it (from the render cache).
+pub(super) fn run_json(state: &AppState, run: &Run) -> Result<web::Bytes, ApiError> {
+    state
+        .rendered
+        .run(run, &links(state))
+        .map_err(|e| ApiError::internal(&e))
 }
 
 /// One run in full.
@@ -240,12 +253,7 @@ pub async fn get(
     let run = visible(&state, &key, id)?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
-        .body(
-            state
-                .rendered
-                .run(&run, &links(&state))
-                .map_err(|e| ApiError::internal(&e))?,
-        ))
+        .body(run_json(&state, &run)?))
 }
 
 /// Send a follow-up message. A queued run keeps it for its agent, a running agent gets it at

@@ -11,24 +11,14 @@ use subtle::ConstantTimeEq as _;
 
 use super::{assets, cookie_name, cross_site, html, live_key, see_other, session_cookie, Session};
 use crate::api_keys::Key;
-use crate::clock::now;
 use crate::domain::{RunId, RunState, SourceType};
 use crate::http::problem::ApiError;
 use crate::http::session::escape;
-use crate::http::wire::Links;
-use crate::http::{validate, AppState};
+use crate::http::{runs, validate, AppState};
 
 /// The double-submit cookie of the sign-in form: the form's hidden `token` must equal it, so
 /// another site cannot sign a browser in under the attacker's key (login CSRF).
 const SIGNIN_COOKIE: &str = "runledger_signin";
-
-fn links(state: &AppState) -> Links<'_> {
-    Links {
-        public_url: &state.public_url,
-        secret: &state.session_secret,
-        now: now(),
-    }
-}
 
 /// A random token as the sessions make them.
 fn token() -> String {
@@ -457,17 +447,7 @@ pub async fn runs(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse 
     let mut body = String::from("<h1>Runs</h1>");
     body.push_str(&filters(&state, &who.key, &pairs));
     let listed = async {
-        let mut query = validate::list_query(raw)?;
-        query.team = who.key.team.clone();
-        let page = state.runs.list(&query).await?;
-        let page_info = crate::http::wire::PageInfo {
-            has_next_page: page.next_cursor.is_some(),
-            next_cursor: page.next_cursor.map(|c| c.encode()),
-        };
-        let bytes = state
-            .rendered
-            .page(&page.runs, &page_info, &links(&state))
-            .map_err(|e| ApiError::internal(&e))?;
+        let bytes = runs::list_json(&state, &who.key, raw).await?;
         serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
     }
     .await;
@@ -549,10 +529,7 @@ pub async fn run(
             .get(id)?
             .filter(|run| run.team == who.key.team)
             .ok_or_else(missing)?;
-        let bytes = state
-            .rendered
-            .run(&run, &links(&state))
-            .map_err(|e| ApiError::internal(&e))?;
+        let bytes = runs::run_json(&state, &run)?;
         serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
     })();
     let run = match found {
