@@ -53,6 +53,8 @@ fi
 
 # shellcheck source=../venv.sh
 source "$HERE/../venv.sh"
+# shellcheck source=../serve.sh
+source "$HERE/../serve.sh"
 ensure_venv "$VENV" "schemathesis==$SCHEMATHESIS_VERSION" "schemathesis==$SCHEMATHESIS_VERSION"
 
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/runledger-schemathesis.XXXXXX")"
@@ -86,30 +88,7 @@ EOF
 
 # First start on an empty data directory: the admin key alone on stdout, the address on
 # stderr.
-"$BIN" serve --config "$WORK/config.toml" --data-dir "$WORK/data" \
-    >"$WORK/stdout" 2>"$WORK/stderr" &
-SERVER_PID=$!
-ROOT=""
-for _ in $(seq 1 200); do
-    ROOT="$(sed -n 's/.*runledger listening on \(http:[^ ]*\).*/\1/p' "$WORK/stderr" | head -n 1)"
-    [[ -n "$ROOT" ]] && break
-    if ! kill -0 "$SERVER_PID" 2>/dev/null; then
-        echo "tests/schemathesis/run.sh: the server exited during startup:" >&2
-        cat "$WORK/stderr" >&2
-        exit 1
-    fi
-    sleep 0.1
-done
-if [[ -z "$ROOT" ]]; then
-    echo "tests/schemathesis/run.sh: the server did not report its address" >&2
-    cat "$WORK/stderr" >&2
-    exit 1
-fi
-KEY="$(head -n 1 "$WORK/stdout")"
-if [[ "$KEY" != rl_* ]]; then
-    echo "tests/schemathesis/run.sh: no admin key on the server's stdout" >&2
-    exit 1
-fi
+start_server tests/schemathesis/run.sh "$BIN" "$WORK"
 
 # A second admin key for the revoke run, made through the API like any client would.
 REVOKE_KEY="$("$VENV/bin/python" - "$ROOT" "$KEY" <<'PY'

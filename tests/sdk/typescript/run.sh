@@ -42,31 +42,22 @@ rm -rf "$WORK/out"
 (cd "$WORK" && node_modules/.bin/tsc --strict --module nodenext --target es2022 \
     --lib es2022,dom --outDir out example.mts)
 
+# shellcheck source=../../serve.sh
+source "$REPO/tests/serve.sh"
 DATA="$(mktemp -d)"
-server=""
+SERVER_PID=""
 cleanup() {
-    if [[ -n "$server" ]]; then kill "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
+    if [[ -n "$SERVER_PID" ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
     rm -rf "$DATA"
 }
 trap cleanup EXIT
-printf '[server]\nbind = "127.0.0.1:0"\n' >"$DATA/runledger.toml"
-"$BIN" serve --config "$DATA/runledger.toml" --data-dir "$DATA/data" \
-    >"$DATA/stdout" 2>"$DATA/stderr" &
-server=$!
-addr=""
-for _ in $(seq 1 300); do
-    addr="$(sed -n 's/^runledger listening on http:\/\///p' "$DATA/stderr")"
-    [[ -n "$addr" && -s "$DATA/stdout" ]] && break
-    sleep 0.1
-done
-if [[ -z "$addr" ]]; then
-    echo "tests/sdk/typescript/run.sh: the server did not start:" >&2
-    cat "$DATA/stderr" >&2
-    exit 1
-fi
-key="$(head -n 1 "$DATA/stdout")"
+printf '[server]\nbind = "127.0.0.1:0"\n' >"$DATA/config.toml"
+start_server tests/sdk/typescript/run.sh "$BIN" "$DATA"
 
-out="$(cd "$WORK" && OZ_API_BASE_URL="http://$addr/api/v1" WARP_API_KEY="$key" \
+out="$(cd "$WORK" && OZ_API_BASE_URL="$ROOT/api/v1" WARP_API_KEY="$KEY" \
     timeout 60 node out/example.mjs)"
 echo "$out"
 if ! grep -q ' SUCCEEDED$' <<<"$out"; then
