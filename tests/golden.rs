@@ -8,8 +8,8 @@ use std::path::PathBuf;
 
 use runledger::domain::{
     AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator, CreatorKind,
-    Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId,
-    RunSchedule, Sealed, SourceType, StatusMessage, Timestamp, Tokens,
+    Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement, RunAdmitted,
+    RunCreated, RunId, RunSchedule, Sealed, SourceType, StatusMessage, Timestamp, Tokens,
 };
 use runledger::store::codec::{decode, encode, Envelope};
 
@@ -230,6 +230,27 @@ fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "started_on",
+            Event::StartedOn {
+                execution: 2,
+                placement: Placement::Slurm {
+                    job_id: 4217,
+                    node: "gpu-07".into(),
+                },
+            },
+        ),
+        (
+            "lost",
+            Event::Lost {
+                execution: 2,
+                status: StatusMessage {
+                    message: "node gpu-07 failed while this run was in progress".into(),
+                    error_code: Some("internal_error".into()),
+                    retryable: Some(true),
+                },
+            },
+        ),
     ]
 }
 
@@ -289,7 +310,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Admitted(_)
             | Event::ArtifactReported { .. }
             | Event::Attached { .. }
-            | Event::Scheduled { .. } => {}
+            | Event::Scheduled { .. }
+            | Event::StartedOn { .. }
+            | Event::Lost { .. } => {}
         }
     }
     let all = [
@@ -311,6 +334,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "ArtifactReported",
         "Attached",
         "Scheduled",
+        // `StartedOn` is a `Started` with a placement, and is named so on the wire.
+        "Started",
+        "Lost",
     ];
     assert_eq!(kinds, all);
 }

@@ -146,7 +146,7 @@ fn created(spec: &RunSpec) -> RunCreated {
 
 fn command(step: Step, run: &Run) -> Command {
     match step {
-        Step::Start => Command::Start,
+        Step::Start => Command::Start { placement: None },
         Step::Succeed => Command::Finish {
             execution: run.executions,
             outcome: Ok(()),
@@ -255,7 +255,11 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
             attachments: Vec::new(),
             schedule: schedule_of(spec, clock - 3),
         })
-        .chain(spec.steps.iter().map(|_| Command::Start));
+        .chain(
+            spec.steps
+                .iter()
+                .map(|_| Command::Start { placement: None }),
+        );
         for (n, cmd) in commands.enumerate() {
             let cmd = match (n, &state) {
                 (0, _) => cmd,
@@ -617,7 +621,7 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
     let live = populate(&store, &index, &[one_queued_run()]);
     let run = &live[0];
     // A crash after the append but before the index update: the log is ahead.
-    let decision = decide(Some(run), Command::Start).expect("start");
+    let decision = decide(Some(run), Command::Start { placement: None }).expect("start");
     let at = Timestamp(run.updated_at.0 + 5);
     store.mark_dirty(run.id).expect("mark");
     store
@@ -656,7 +660,7 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
     assert_eq!(counts(&index), [1, 0, 0, 0, 0]);
     store.mark_dirty(queued.id).expect("mark");
     // Started is durable, and the projector was writing its entries when the process died.
-    let start = decide(Some(&queued), Command::Start).expect("start");
+    let start = decide(Some(&queued), Command::Start { placement: None }).expect("start");
     let at = Timestamp(queued.updated_at.0 + 5);
     store
         .append(&store::envelopes(

@@ -13,7 +13,7 @@ impl Report for Runs {
     }
 
     async fn start(&self, id: RunId) -> Started {
-        match self.execute(id, Command::Start).await {
+        match self.execute(id, Command::Start { placement: None }).await {
             Ok(_) => Started::Yes,
             Err(Error::Store(store::Error::Refused(_))) => Started::Deferred,
             Err(_) => Started::Refused,

@@ -1215,6 +1215,20 @@ mod tests {
         prop_oneof![
             created(),
             any::<u32>().prop_map(|execution| Event::Started { execution }),
+            (any::<u32>(), any::<u64>(), text()).prop_map(|(execution, job_id, node)| {
+                Event::StartedOn {
+                    execution,
+                    placement: crate::domain::Placement::Slurm { job_id, node },
+                }
+            }),
+            (any::<u32>(), text()).prop_map(|(execution, message)| Event::Lost {
+                execution,
+                status: StatusMessage {
+                    message,
+                    error_code: Some("internal_error".into()),
+                    retryable: Some(true),
+                },
+            }),
             (text(), mode, text()).prop_map(|(message, mode, by)| Event::FollowupReceived {
                 message,
                 mode,
@@ -1478,6 +1492,21 @@ mod tests {
                     due: Timestamp(1_763_780_400_000),
                 },
             },
+            Event::StartedOn {
+                execution: 2,
+                placement: crate::domain::Placement::Slurm {
+                    job_id: 4_294_967_301,
+                    node: "gpu-07".into(),
+                },
+            },
+            Event::Lost {
+                execution: 2,
+                status: StatusMessage {
+                    message: "node gpu-07 failed".into(),
+                    error_code: Some("internal_error".into()),
+                    retryable: Some(true),
+                },
+            },
         ]
     }
 
@@ -1499,11 +1528,13 @@ mod tests {
             Event::ArtifactReported { .. } => 10,
             Event::Attached { .. } => 11,
             Event::Scheduled { .. } => 12,
+            Event::StartedOn { .. } => 13,
+            Event::Lost { .. } => 14,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
         assert_eq!(
             covered,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12]
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14]
         );
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {

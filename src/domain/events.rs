@@ -67,6 +67,34 @@ pub enum Event {
     /// in the same decision (sequence 1, before an `Attached`), so the run is a scheduled one
     /// from its first moment and a reader never sees it without its schedule.
     Scheduled { schedule: RunSchedule },
+    /// An execution began at a place a cluster scheduler gave it (`placement`); otherwise as
+    /// `Started`, whose wire type it shares (the placement is added to its data).
+    StartedOn {
+        execution: u32,
+        placement: Placement,
+    },
+    /// Execution `execution` was lost with the node it ran on (or with the service, on a
+    /// restart), and the run is queued again for a new execution, resumed as that one would
+    /// have been (`on_node_failure = "requeue"`); `status` says what was lost.
+    Lost {
+        execution: u32,
+        status: StatusMessage,
+    },
+}
+
+/// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Placement {
+    /// Slurm job `job_id`, whose steps ran on node `node`.
+    Slurm { job_id: u64, node: String },
+}
+
+impl std::fmt::Display for Placement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Placement::Slurm { job_id, node } => write!(f, "Slurm job {job_id} on node {node}"),
+        }
+    }
 }
 
 impl Event {
@@ -109,6 +137,8 @@ impl Event {
             Event::ArtifactReported { .. } => "ArtifactReported",
             Event::Attached { .. } => "Attached",
             Event::Scheduled { .. } => "Scheduled",
+            Event::StartedOn { .. } => "Started",
+            Event::Lost { .. } => "Lost",
         }
     }
 }

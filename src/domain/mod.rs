@@ -14,9 +14,9 @@ pub mod topics;
 
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
-    CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, RunAdmitted,
-    RunCreated, RunSchedule, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM, REDACTED,
-    TEAM_NAME_RULE,
+    CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement,
+    RunAdmitted, RunCreated, RunSchedule, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM,
+    REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, Timestamp};
 pub use run::{

@@ -11,8 +11,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::events::{
-    AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, RunAdmitted,
-    RunSchedule, Sealed, SourceType, StatusMessage,
+    AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, Placement,
+    RunAdmitted, RunSchedule, Sealed, SourceType, StatusMessage,
 };
 use super::ids::{RunId, Timestamp};
 
@@ -184,8 +184,11 @@ pub enum Command {
         attachments: Vec<Attachment>,
         schedule: Option<RunSchedule>,
     },
-    /// The executor has a free slot for this queued run.
-    Start,
+    /// The executor has a free slot for this queued run (and, for an environment that runs on
+    /// a cluster, the scheduler has placed it: `placement`).
+    Start {
+        placement: Option<Placement>,
+    },
     Followup {
         message: String,
         mode: FollowupMode,
@@ -198,6 +201,12 @@ pub enum Command {
     Finish {
         execution: u32,
         outcome: Result<(), StatusMessage>,
+    },
+    /// Execution `execution` was lost with its node (or with the service): the run is queued
+    /// again for a new execution instead of failing (`on_node_failure = "requeue"`).
+    Lose {
+        execution: u32,
+        status: StatusMessage,
     },
     /// Execution `execution` took the next `count` follow-ups owed to it.
     Delivered {
@@ -297,13 +306,20 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
     };
     match command {
         Command::Create { .. } => Err(Rejection::AlreadyExists),
-        Command::Start => {
+        Command::Start { placement } => {
             if run.state != RunState::Queued {
                 return Err(Rejection::NotQueued);
             }
             let execution = run.executions + 1;
+            let started = match placement {
+                None => Event::Started { execution },
+                Some(placement) => Event::StartedOn {
+                    execution,
+                    placement,
+                },
+            };
             decision(
-                vec![Event::Started { execution }],
+                vec![started],
                 vec![Effect::Launch {
                     execution,
                     followups: run.pending_followups.clone(),
@@ -361,6 +377,17 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                     vec![Effect::Enqueue],
                 )
             }
+        }
+        // Like a `Finish`, only the execution in progress can be lost; what it owed goes to
+        // the next one, which starts as this one did.
+        Command::Lose { execution, status } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(
+                vec![Event::Lost { execution, status }],
+                vec![Effect::Enqueue],
+            )
         }
         Command::Delivered { execution, count } => {
             if run.state != RunState::InProgress || execution != run.executions {
@@ -447,7 +474,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
     run.updated_at = run.updated_at.max(at);
     match event {
         Event::Created(_) | Event::Admitted(_) => {}
-        Event::Started { execution } => {
+        Event::Started { execution } | Event::StartedOn { execution, .. } => {
             run.state = RunState::InProgress;
             run.executions = *execution;
             run.started_at.get_or_insert(at);
@@ -502,6 +529,18 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run.status_message = None;
             }
         }
+        Event::Lost { execution, status } => {
+            if run.state == RunState::InProgress && *execution == run.executions {
+                finish_execution(&mut run, at);
+                run.state = RunState::Queued;
+                // Owed first: they were received before anything still pending. The run keeps
+                // its `resumed_by`, so the next execution starts as the lost one did.
+                let mut owed = std::mem::take(&mut run.owed);
+                owed.append(&mut run.pending_followups);
+                run.pending_followups = owed;
+                run.status_message = Some(status.clone());
+            }
+        }
         Event::UsageRecorded { execution, usage } => run.usage.add(*execution, usage),
         Event::ArtifactReported {
             execution,
@@ -552,7 +591,11 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             attachments: Vec::new(),
             schedule: None,
         },
-        Event::Started { .. } => Command::Start,
+        Event::Started { .. } => Command::Start { placement: None },
+        Event::StartedOn { placement, .. } => Command::Start {
+            placement: Some(placement),
+        },
+        Event::Lost { execution, status } => Command::Lose { execution, status },
         Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
         Event::Succeeded { execution } => Command::Finish {
             execution,
@@ -1123,7 +1166,7 @@ mod tests {
                 assert_eq!(run.schedule, None);
             })
             .and_then()
-            .when(Command::Start)
+            .when(Command::Start { placement: None })
             .then_events([Event::Started { execution: 1 }]);
     }
 
@@ -1220,7 +1263,7 @@ mod tests {
 
     #[test]
     fn commands_on_missing_runs_are_not_found() {
-        for command in [Command::Start, cancel(), send("hi")] {
+        for command in [Command::Start { placement: None }, cancel(), send("hi")] {
             given_no_run()
                 .when(command)
                 .then_rejects(Rejection::NotFound);
@@ -1237,7 +1280,7 @@ mod tests {
                 by: "k".into(),
             },
         ])
-        .when(Command::Start)
+        .when(Command::Start { placement: None })
         .then_events([Event::Started { execution: 1 }])
         .then_effects([Effect::Launch {
             execution: 1,
@@ -1257,7 +1300,7 @@ mod tests {
     #[test]
     fn start_is_refused_unless_queued() {
         given([Event::Admitted(created()), Event::Started { execution: 1 }])
-            .when(Command::Start)
+            .when(Command::Start { placement: None })
             .then_rejects(Rejection::NotQueued);
     }
 
@@ -1367,13 +1410,126 @@ mod tests {
             assert_eq!(run.status_message, None);
         })
         .and_then()
-        .when(Command::Start)
+        .when(Command::Start { placement: None })
         .then_events([Event::Started { execution: 2 }])
         .then_effects([Effect::Launch {
             execution: 2,
             followups: vec![],
             resumed_by: Some(followup("try again")),
         }]);
+    }
+
+    fn slurm(job_id: u64, node: &str) -> Placement {
+        Placement::Slurm {
+            job_id,
+            node: node.into(),
+        }
+    }
+
+    fn node_failed() -> StatusMessage {
+        StatusMessage {
+            message: "node n2 failed".into(),
+            error_code: Some("internal_error".into()),
+            retryable: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_start_with_a_placement_records_where_it_runs() {
+        given([Event::Admitted(created())])
+            .when(Command::Start {
+                placement: Some(slurm(42, "n2")),
+            })
+            .then_events([Event::StartedOn {
+                execution: 1,
+                placement: slurm(42, "n2"),
+            }])
+            .then_effects([Effect::Launch {
+                execution: 1,
+                followups: vec![],
+                resumed_by: None,
+            }])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::InProgress);
+                assert_eq!(run.executions, 1);
+            });
+    }
+
+    #[test]
+    fn a_lost_execution_is_queued_again_and_the_next_starts_as_it_did() {
+        given([
+            Event::Admitted(created()),
+            Event::Succeeded { execution: 0 },
+            received("first"),
+            Event::StartedOn {
+                execution: 1,
+                placement: slurm(42, "n2"),
+            },
+            received("during"),
+        ])
+        .when(Command::Lose {
+            execution: 1,
+            status: node_failed(),
+        })
+        .then_events([Event::Lost {
+            execution: 1,
+            status: node_failed(),
+        }])
+        .then_effects([Effect::Enqueue])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Queued);
+            assert_eq!(run.status_message, Some(node_failed()));
+            assert!(run.owed.is_empty());
+        })
+        .and_then()
+        .when(Command::Start {
+            placement: Some(slurm(43, "n1")),
+        })
+        .then_events([Event::StartedOn {
+            execution: 2,
+            placement: slurm(43, "n1"),
+        }])
+        .then_effects([Effect::Launch {
+            execution: 2,
+            followups: vec![followup("during")],
+            resumed_by: Some(followup("first")),
+        }]);
+    }
+
+    #[test]
+    fn only_the_execution_in_progress_can_be_lost() {
+        let lose = |execution| Command::Lose {
+            execution,
+            status: node_failed(),
+        };
+        given([Event::Admitted(created())])
+            .when(lose(0))
+            .then_rejects(Rejection::StaleExecution(0));
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(lose(2))
+            .then_rejects(Rejection::StaleExecution(2));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(lose(1))
+        .then_rejects(Rejection::StaleExecution(1));
+        // A late report of the lost execution is refused like any superseded one.
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Lost {
+                execution: 1,
+                status: node_failed(),
+            },
+            Event::Started { execution: 2 },
+        ])
+        .when(Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        })
+        .then_rejects(Rejection::StaleExecution(1));
     }
 
     #[test]
@@ -1596,7 +1752,7 @@ mod tests {
             .then_recordable()
             // The next execution is handed "c" and owes it.
             .and_then()
-            .when(Command::Start)
+            .when(Command::Start { placement: None })
             .then_effects([Effect::Launch {
                 execution: 2,
                 followups: vec![followup("c")],

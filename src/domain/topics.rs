@@ -99,7 +99,9 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Requeued { .. }
         | Event::UsageRecorded { .. }
         | Event::Attached { .. }
-        | Event::Scheduled { .. } => None,
+        | Event::Scheduled { .. }
+        | Event::StartedOn { .. }
+        | Event::Lost { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

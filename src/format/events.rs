@@ -13,8 +13,8 @@ use super::schema::*;
 use super::time::{format_time, parse_exact_time};
 use crate::domain::{
     AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, CreatorKind, Event,
-    ExecutionUsage, InferenceCost, McpServer, RunAdmitted, RunCreated, RunId, RunSchedule, Sealed,
-    StatusMessage, Tokens,
+    ExecutionUsage, InferenceCost, McpServer, Placement, RunAdmitted, RunCreated, RunId,
+    RunSchedule, Sealed, StatusMessage, Tokens,
 };
 use crate::store::Envelope;
 
@@ -96,8 +96,13 @@ impl<'a> CreatedData<'a> {
 pub enum EventData<'a> {
     /// The run was accepted (always sequence 0).
     Created(CreatedData<'a>),
-    /// An execution of the agent began; executions count from 1.
-    Started { execution: u32 },
+    /// An execution of the agent began; executions count from 1. `placement` is where a
+    /// cluster scheduler ran it (absent for the server's own host).
+    Started {
+        execution: u32,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        placement: Option<PlacementData>,
+    },
     /// A follow-up arrived from the API key `by`.
     FollowupReceived {
         #[schema(value_type = String)]
@@ -134,6 +139,36 @@ pub enum EventData<'a> {
     Attached(AttachedData),
     /// The schedule whose firing made the run (sequence 1, after `Created`).
     Scheduled(ScheduledData),
+    /// The execution was lost with its node (or with the service) and the run is queued
+    /// again for a new execution (`on_node_failure = "requeue"`).
+    Lost {
+        execution: u32,
+        status_message: StatusMessageOut<'a>,
+    },
+}
+
+/// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.
+#[derive(Debug, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields, tag = "scheduler", rename_all = "lowercase")]
+pub enum PlacementData {
+    Slurm { job_id: u64, node: String },
+}
+
+impl PlacementData {
+    fn from(p: &Placement) -> PlacementData {
+        match p {
+            Placement::Slurm { job_id, node } => PlacementData::Slurm {
+                job_id: *job_id,
+                node: node.clone(),
+            },
+        }
+    }
+
+    fn placement(self) -> Placement {
+        match self {
+            PlacementData::Slurm { job_id, node } => Placement::Slurm { job_id, node },
+        }
+    }
 }
 
 /// Bytes in the content store: their SHA-256 (lower-case hex), size and media type.
@@ -460,6 +495,18 @@ impl<'a> RunEvent<'a> {
             )),
             Event::Started { execution } => EventData::Started {
                 execution: *execution,
+                placement: None,
+            },
+            Event::StartedOn {
+                execution,
+                placement,
+            } => EventData::Started {
+                execution: *execution,
+                placement: Some(PlacementData::from(placement)),
+            },
+            Event::Lost { execution, status } => EventData::Lost {
+                execution: *execution,
+                status_message: StatusMessageOut::from(status),
             },
             Event::FollowupReceived { message, mode, by } => EventData::FollowupReceived {
                 message,
@@ -548,6 +595,12 @@ struct ExecutionIn {
 }
 
 #[derive(Deserialize)]
+struct StartedIn {
+    execution: u32,
+    placement: Option<PlacementData>,
+}
+
+#[derive(Deserialize)]
 struct DeliveredIn {
     execution: u32,
     count: u32,
@@ -632,9 +685,29 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
     let what = format!("{kind} data");
     Ok(match kind {
         "Created" => created(read(data, &what)?)?,
-        "Started" => Event::Started {
-            execution: read::<ExecutionIn>(data, &what)?.execution,
-        },
+        "Started" => {
+            let started: StartedIn = read(data, &what)?;
+            match started.placement {
+                None => Event::Started {
+                    execution: started.execution,
+                },
+                Some(placement) => Event::StartedOn {
+                    execution: started.execution,
+                    placement: placement.placement(),
+                },
+            }
+        }
+        "Lost" => {
+            let f: FailedIn = read(data, &what)?;
+            Event::Lost {
+                execution: f.execution,
+                status: StatusMessage {
+                    message: f.status_message.message,
+                    error_code: f.status_message.error_code,
+                    retryable: f.status_message.retryable,
+                },
+            }
+        }
         "Succeeded" => Event::Succeeded {
             execution: read::<ExecutionIn>(data, &what)?.execution,
         },

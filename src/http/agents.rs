@@ -145,10 +145,13 @@ fn followups(
     for envelope in events {
         let envelope = envelope?;
         match envelope.event {
-            Event::Started { execution } => (started, running) = (execution, true),
-            Event::Succeeded { .. } | Event::Failed { .. } | Event::Cancelled { .. } => {
-                running = false
+            Event::Started { execution } | Event::StartedOn { execution, .. } => {
+                (started, running) = (execution, true)
             }
+            Event::Succeeded { .. }
+            | Event::Failed { .. }
+            | Event::Cancelled { .. }
+            | Event::Lost { .. } => running = false,
             Event::FollowupReceived { message, .. } if envelope.at >= since => {
                 bytes += message.len();
                 asked.push_back(Asked {
