@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use serde::Deserialize;
 
-use crate::harness::{AgentPermissions, Harness, Limits, Sandbox};
+use crate::harness::{AgentPermissions, Harness, Limits, OnNodeFailure, RunsOn, Sandbox, Slurm};
 use crate::store::DEFAULT_CACHE_MB;
 
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
@@ -68,6 +68,22 @@ struct EnvironmentFile {
     model_base_url: Option<String>,
     teams: Option<Vec<String>>,
     max_queued: Option<usize>,
+    runs_on: Option<RunsOn>,
+    slurm: Option<SlurmFile>,
+    on_node_failure: Option<OnNodeFailure>,
+}
+
+/// `[environments.slurm]` as written in the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SlurmFile {
+    partition: Option<String>,
+    constraint: Option<String>,
+    account: Option<String>,
+    qos: Option<String>,
+    gres: Option<String>,
+    #[serde(default)]
+    extra_args: Vec<String>,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -359,6 +375,9 @@ pub struct Environment {
     pub teams: Vec<String>,
     /// Most runs that may wait in this environment's queue; a create beyond is refused (429).
     pub max_queued: usize,
+    /// `Some` when the environment runs its agents as Slurm job steps (`runs_on = "slurm"`);
+    /// `max_concurrent` then bounds the executions handed to Slurm, pending or running.
+    pub slurm: Option<Slurm>,
 }
 
 impl Environment {
@@ -392,6 +411,7 @@ impl Environment {
             model_base_url: None,
             teams: Vec::new(),
             max_queued: DEFAULT_MAX_QUEUED,
+            slurm: None,
         }
     }
 }
@@ -1039,6 +1059,7 @@ fn environment(
     check_command(at, &env)?;
     check_runtime(at, &env, secrets)?;
     let sandbox = containment(at, &env)?;
+    let slurm = slurm(at, &env, sandbox)?;
     let repos = repos(at, env.repos)?;
     let max_concurrent = env.max_concurrent.unwrap_or(64);
     if max_concurrent == 0 {
@@ -1094,7 +1115,147 @@ fn environment(
             }
             n => n,
         },
+        slurm,
     })
+}
+
+/// The options `runledger` gives `salloc` itself: `extra_args` may not name them.
+const SLURM_OPTIONS_OF_OURS: &[&str] = &[
+    "--job-name",
+    "-J",
+    "--partition",
+    "-p",
+    "--constraint",
+    "-C",
+    "--account",
+    "-A",
+    "--qos",
+    "-q",
+    "--gres",
+    "--mem",
+    "--mem-per-cpu",
+    "--mem-per-gpu",
+    "--cpus-per-task",
+    "-c",
+    "--time",
+    "-t",
+    "--nodes",
+    "-N",
+    "--ntasks",
+    "-n",
+    "--no-shell",
+    "--requeue",
+    "--no-requeue",
+    "--export",
+    "--chdir",
+    "-D",
+    "--jobid",
+    "--comment",
+];
+
+/// `runs_on` and `[environments.slurm]`: both or neither; the settings Slurm would reject or
+/// that runledger sets itself are refused here, so a typo stops start-up instead of failing
+/// every run.
+fn slurm(
+    at: &str,
+    env: &EnvironmentFile,
+    sandbox: Option<Sandbox>,
+) -> Result<Option<Slurm>, Error> {
+    let runs_on = env.runs_on.unwrap_or_default();
+    if runs_on == RunsOn::Local {
+        if env.slurm.is_some() {
+            return Err(Error::Invalid(format!(
+                "{at}.slurm: the environment runs on the server's host; set runs_on = \"slurm\" \
+                 to run it on Slurm, or remove [environments.slurm]"
+            )));
+        }
+        if env.on_node_failure.is_some() {
+            return Err(Error::Invalid(format!(
+                "{at}.on_node_failure: only an environment with runs_on = \"slurm\" has nodes \
+                 that can fail"
+            )));
+        }
+        return Ok(None);
+    }
+    if env.harness == Harness::Demo {
+        return Err(Error::Invalid(format!(
+            "{at}.runs_on: the 'demo' harness runs in-process; only agents that are processes \
+             can run on Slurm"
+        )));
+    }
+    if sandbox != Some(Sandbox::Bwrap) {
+        return Err(Error::Invalid(format!(
+            "{at}.sandbox: runs_on = \"slurm\" runs every agent in bubblewrap on its node, \
+             which is how the agent gets its variables and secrets without them passing \
+             through Slurm; leave sandbox out or set it to \"bwrap\""
+        )));
+    }
+    if env.workspace_root.is_none() {
+        return Err(Error::Invalid(format!(
+            "{at}.workspace_root: runs_on = \"slurm\" needs a workspace_root on a filesystem \
+             the server and every node share at the same path (docs/slurm.md)"
+        )));
+    }
+    if env.pids_max.is_some() {
+        return Err(Error::Invalid(format!(
+            "{at}.pids_max: Slurm has no per-job limit on processes; leave pids_max out of an \
+             environment with runs_on = \"slurm\""
+        )));
+    }
+    let Some(file) = &env.slurm else {
+        return Err(Error::Invalid(format!(
+            "{at}.slurm: runs_on = \"slurm\" needs an [environments.slurm] table with at least \
+             the partition, e.g. partition = \"agents\""
+        )));
+    };
+    let Some(partition) = file.partition.clone() else {
+        return Err(Error::Invalid(format!(
+            "{at}.slurm.partition: required (the Slurm partition the environment's executions \
+             are allocated in)"
+        )));
+    };
+    for (field, value) in [
+        ("partition", Some(&partition)),
+        ("constraint", file.constraint.as_ref()),
+        ("account", file.account.as_ref()),
+        ("qos", file.qos.as_ref()),
+        ("gres", file.gres.as_ref()),
+    ] {
+        if let Some(value) = value {
+            if value.is_empty() || value.chars().any(|c| c.is_whitespace() || c.is_control()) {
+                return Err(Error::Invalid(format!(
+                    "{at}.slurm.{field}: {value:?} must be non-empty, without spaces or control \
+                     characters"
+                )));
+            }
+        }
+    }
+    for (i, arg) in file.extra_args.iter().enumerate() {
+        if !arg.starts_with('-') || arg.chars().any(char::is_control) {
+            return Err(Error::Invalid(format!(
+                "{at}.slurm.extra_args[{i}]: {arg:?} is not an option; write each option with its \
+                 value as one element, e.g. \"--reservation=agents\""
+            )));
+        }
+        let name = arg.split('=').next().unwrap_or(arg);
+        let short = name.len() > 2 && !name.starts_with("--");
+        let name = if short { &name[..2] } else { name };
+        if SLURM_OPTIONS_OF_OURS.contains(&name) {
+            return Err(Error::Invalid(format!(
+                "{at}.slurm.extra_args[{i}]: {arg:?} is set by runledger itself (from the \
+                 environment's slurm table, limits and max_runtime_secs); remove it"
+            )));
+        }
+    }
+    Ok(Some(Slurm {
+        partition,
+        constraint: file.constraint.clone(),
+        account: file.account.clone(),
+        qos: file.qos.clone(),
+        gres: file.gres.clone(),
+        extra_args: file.extra_args.clone(),
+        on_node_failure: env.on_node_failure.unwrap_or_default(),
+    }))
 }
 
 /// Most runs waiting in one environment's queue, and in one team's queues together, unless
@@ -1569,6 +1730,98 @@ mod tests {
             config.environment("slow").map(|e| e.demo_duration_ms),
             Some(2000)
         );
+    }
+
+    const SLURM_ENV: &str = "[[environments]]\nid = \"hpc\"\nharness = \"command\"\ncommand = [\"agent\"]\nworkspace_root = \"/shared/ws\"\nruns_on = \"slurm\"\nmemory_mb = 2048\ncpu_percent = 150\n";
+
+    #[test]
+    fn a_slurm_environment_reads_its_table_and_defaults_to_failing_lost_executions() {
+        let config = load_text(&format!(
+            "{SLURM_ENV}on_node_failure = \"requeue\"\n[environments.slurm]\npartition = \"agents\"\nconstraint = \"zone-a\"\naccount = \"lab\"\nqos = \"normal\"\ngres = \"gpu:1\"\nextra_args = [\"--reservation=r1\", \"--exclusive\"]\n"
+        ))
+        .expect("valid");
+        let slurm = config.environment("hpc").and_then(|e| e.slurm.clone());
+        assert_eq!(
+            slurm,
+            Some(Slurm {
+                partition: "agents".into(),
+                constraint: Some("zone-a".into()),
+                account: Some("lab".into()),
+                qos: Some("normal".into()),
+                gres: Some("gpu:1".into()),
+                extra_args: vec!["--reservation=r1".into(), "--exclusive".into()],
+                on_node_failure: OnNodeFailure::Requeue,
+            })
+        );
+        let config = load_text(&format!(
+            "{SLURM_ENV}[environments.slurm]\npartition = \"agents\"\n"
+        ))
+        .expect("valid");
+        let env = config.environment("hpc").expect("hpc");
+        assert_eq!(
+            env.slurm.as_ref().map(|s| s.on_node_failure),
+            Some(OnNodeFailure::Fail)
+        );
+        let local =
+            load_text("[[environments]]\nid = \"l\"\nharness = \"command\"\ncommand = [\"a\"]\n")
+                .expect("valid");
+        assert_eq!(local.environment("l").and_then(|e| e.slurm.clone()), None);
+    }
+
+    #[test]
+    fn slurm_settings_that_cannot_work_are_refused_naming_the_field() {
+        let table = "[environments.slurm]\npartition = \"agents\"\n";
+        for (text, field) in [
+            // A table without runs_on, and the other way round.
+            (
+                "[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"a\"]\n[environments.slurm]\npartition = \"p\"\n".to_string(),
+                "environments[0].slurm:",
+            ),
+            (
+                "[[environments]]\nid = \"x\"\nharness = \"command\"\ncommand = [\"a\"]\non_node_failure = \"requeue\"\n".to_string(),
+                "environments[0].on_node_failure",
+            ),
+            (SLURM_ENV.to_string(), "environments[0].slurm:"),
+            (
+                format!("{SLURM_ENV}[environments.slurm]\nconstraint = \"a\"\n"),
+                "environments[0].slurm.partition",
+            ),
+            (
+                format!("{SLURM_ENV}[environments.slurm]\npartition = \"two words\"\n"),
+                "environments[0].slurm.partition",
+            ),
+            (
+                format!("{SLURM_ENV}{table}extra_args = [\"--mem=1G\"]\n"),
+                "environments[0].slurm.extra_args[0]",
+            ),
+            (
+                format!("{SLURM_ENV}{table}extra_args = [\"-c4\"]\n"),
+                "environments[0].slurm.extra_args[0]",
+            ),
+            (
+                format!("{SLURM_ENV}{table}extra_args = [\"--exclusive\", \"reservation\"]\n"),
+                "environments[0].slurm.extra_args[1]",
+            ),
+            (
+                format!("{}{table}", SLURM_ENV.replace("workspace_root = \"/shared/ws\"\n", "")),
+                "environments[0].workspace_root",
+            ),
+            (
+                format!("{}sandbox = \"none\"\n{table}", SLURM_ENV),
+                "environments[0].sandbox",
+            ),
+            (
+                format!("{}pids_max = 64\n{table}", SLURM_ENV),
+                "environments[0].pids_max",
+            ),
+            (
+                "[[environments]]\nid = \"d\"\nharness = \"demo\"\nruns_on = \"slurm\"\n".to_string(),
+                "environments[0].runs_on",
+            ),
+        ] {
+            let err = load_text(&text).expect_err(&text).to_string();
+            assert!(err.contains(field), "{field}: {err}");
+        }
     }
 
     #[test]

@@ -54,6 +54,45 @@ pub enum Sandbox {
     None,
 }
 
+/// Where an environment's Slurm executions go (`[environments.slurm]`): the allocation of each
+/// execution asks for these, besides the limits and the time limit the environment sets.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Slurm {
+    pub partition: String,
+    pub constraint: Option<String>,
+    pub account: Option<String>,
+    pub qos: Option<String>,
+    /// Generic resources, e.g. `gpu:1`.
+    pub gres: Option<String>,
+    /// Further `salloc` options, passed as they are.
+    pub extra_args: Vec<String>,
+    /// What becomes of an execution whose node fails, or that a restart of the server finds
+    /// in progress.
+    pub on_node_failure: OnNodeFailure,
+}
+
+/// What becomes of an execution lost with its node (`on_node_failure`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum OnNodeFailure {
+    /// The run ends `FAILED` (`internal_error`, retryable).
+    #[default]
+    Fail,
+    /// The run is queued again for a new execution on another node.
+    Requeue,
+}
+
+/// Where an environment's agents run (`runs_on`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunsOn {
+    /// On the server's own host.
+    #[default]
+    Local,
+    /// As Slurm job steps on the nodes of a cluster (`[environments.slurm]`).
+    Slurm,
+}
+
 /// The resource limits of one environment, enforced with cgroups; `None` where it sets none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Limits {
