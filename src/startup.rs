@@ -56,6 +56,14 @@ pub enum Error {
     Sandbox(#[from] crate::exec::sandbox::Error),
     #[error(transparent)]
     Cgroup(#[from] crate::exec::cgroup::Error),
+    #[error(transparent)]
+    Slurm(#[from] crate::exec::slurm::Unavailable),
+    #[error(
+        "cannot end the Slurm jobs an earlier server of this data directory left: {0}. They \
+         would work on beside the executions this start would begin; cancel them (scancel) or \
+         bring the Slurm controller back, then start again"
+    )]
+    SlurmReconcile(String),
     #[error(
         "RUNLEDGER_ADMIN_KEY is set in the server's environment. It is for the command line \
          (`runledger keys ...` against a running server); the server needs no key, and any \
@@ -67,6 +75,10 @@ pub enum Error {
 
 /// The variable the command line reads an admin key from; never the server's.
 const ADMIN_KEY_VAR: &str = "RUNLEDGER_ADMIN_KEY";
+
+/// Beyond `stop_grace_secs`, how long start-up waits for Slurm to end the jobs of an earlier
+/// server after cancelling them.
+const SLURM_RECONCILE_SLACK: Duration = Duration::from_secs(30);
 
 /// How long requests still in flight when the workers are told to stop may take to finish.
 /// They have also had the whole time of stopping the agents before that.
@@ -217,6 +229,8 @@ impl Application {
         store::private_umask();
         // Before anything is opened: a host that cannot contain the agents stops start-up.
         let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
+        // The same for Slurm: its commands answer and every partition named exists.
+        crate::exec::slurm::check(&config.environments)?;
         let (store, index) = open_store(&config, false)?;
         make_store_private(&config.data_dir, sandboxes.agent_user().is_some());
         if sandboxes.agent_user().is_some() {
@@ -231,6 +245,21 @@ impl Application {
         let runs = Runs::new(store.clone(), index, executor.clone(), webhooks.clone());
         let secret = store.instance_secret(store::SESSION_SECRET)?;
         store.sync().await?;
+        // The Slurm jobs of an earlier server are ended first: their runs are recorded below as
+        // lost (or queued again), and must not work on beside what this start begins.
+        if config.environments.iter().any(|e| e.slurm.is_some()) {
+            let cancelled = executor
+                .cluster()
+                .reconcile(Duration::from_secs(config.stop_grace_secs) + SLURM_RECONCILE_SLACK)
+                .await
+                .map_err(Error::SlurmReconcile)?;
+            if cancelled > 0 {
+                tracing::warn!(
+                    cancelled,
+                    "cancelled the Slurm jobs a previous server of this data directory left"
+                );
+            }
+        }
         // Executions that were in progress when the service stopped are lost; they are failed
         // before any request is served, so nothing started by this process is mistaken for one.
         let failed_lost = runs.fail_lost_executions().await.map_err(Error::Recovery)?;
@@ -465,6 +494,7 @@ fn executor(
         tracing::warn!(orphans, "killed agent processes left by a previous server");
     }
     let cgroups = crate::exec::cgroup::Cgroups::prepare(config, &instance)?;
+    let cluster = crate::exec::slurm::Cluster::new(&instance);
     Ok(Executor::new(
         config.environments.clone(),
         Supervision {
@@ -482,6 +512,7 @@ fn executor(
             ),
             content: store.content().clone(),
             artifact_limits: config.artifacts,
+            cluster,
         },
     )
     .with_team_queue_cap(config.max_queued_per_team))

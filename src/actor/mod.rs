@@ -573,9 +573,18 @@ impl Runs {
                     error_code: Some("internal_error".into()),
                     retryable: Some(true),
                 };
-                let finish = Command::Finish {
-                    execution: run.executions,
-                    outcome: Err(lost),
+                // On Slurm with `on_node_failure = "requeue"`, the run's job was cancelled at
+                // start-up (`exec::slurm::Cluster::reconcile`) and it runs again.
+                let finish = if self.inner.executor.requeues_lost(run) {
+                    Command::Lose {
+                        execution: run.executions,
+                        status: lost,
+                    }
+                } else {
+                    Command::Finish {
+                        execution: run.executions,
+                        outcome: Err(lost),
+                    }
                 };
                 match self.execute(run.id, finish).await {
                     Ok(_) | Err(Error::Rejected(_)) => failed += 1,

@@ -3,7 +3,7 @@
 //! only the interface, and the actors import `exec`.
 
 use super::{Error, Runs};
-use crate::domain::{Artifact, Command, ExecutionUsage, RunId, StatusMessage};
+use crate::domain::{Artifact, Command, ExecutionUsage, Placement, RunId, StatusMessage};
 use crate::exec::{Report, Started};
 use crate::store;
 
@@ -12,8 +12,8 @@ impl Report for Runs {
         self.accepts_writes()
     }
 
-    async fn start(&self, id: RunId) -> Started {
-        match self.execute(id, Command::Start { placement: None }).await {
+    async fn start(&self, id: RunId, placement: Option<Placement>) -> Started {
+        match self.execute(id, Command::Start { placement }).await {
             Ok(_) => Started::Yes,
             Err(Error::Store(store::Error::Refused(_))) => Started::Deferred,
             Err(_) => Started::Refused,
@@ -22,6 +22,11 @@ impl Report for Runs {
 
     async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
         self.record(id, Command::Finish { execution, outcome }, "finish")
+            .await;
+    }
+
+    async fn lose(&self, id: RunId, execution: u32, status: StatusMessage) {
+        self.record(id, Command::Lose { execution, status }, "lost execution")
             .await;
     }
 

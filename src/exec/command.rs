@@ -33,6 +33,10 @@ use crate::harness::{Harness, Sandbox};
 /// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
 /// (`MAX_ARG_STRLEN`), with room for an option name in front.
 const ARG_BYTES: usize = 120 * 1024;
+
+/// The directory under a Slurm environment's `workspace_root` that holds each run's own files
+/// (home, MCP file, reports, step files), on the filesystem the nodes share.
+pub const SHARED_FILES: &str = ".runledger-files";
 /// Bytes asked for per read of an agent's stdout or stderr.
 const CHUNK: usize = 8 * 1024;
 /// How long writing one follow-up to an agent's stdin may take.
@@ -229,7 +233,7 @@ fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
         network: x.job.environment.network,
         cgroups: x.leaf.as_ref().map(|l| l.procs()).unwrap_or_default(),
     };
-    let mut cmd = x.launcher.command(&plan);
+    let mut cmd = x.launcher().command(&plan);
     cmd.stdout(Stdio::piped())
         .stderr(Stdio::piped())
         // Its own process group, so the whole tree can be signalled at once.
@@ -888,6 +892,8 @@ struct Execution<'a> {
     job: &'a Assignment,
     sup: &'a Supervision,
     launcher: &'a dyn Launcher,
+    /// On Slurm: the launcher of the execution's job steps, used instead of `launcher`.
+    steps: Option<super::slurm::StepLauncher>,
     marker: Marker,
     writer: Writer,
     redactor: Redactor,
@@ -919,6 +925,14 @@ struct Execution<'a> {
 }
 
 impl Execution<'_> {
+    /// What starts the execution's processes: its job steps on Slurm, else the sandbox.
+    fn launcher(&self) -> &dyn Launcher {
+        match &self.steps {
+            Some(steps) => steps,
+            None => self.launcher,
+        }
+    }
+
     fn system(&mut self, text: String) {
         let _ = self.writer.append(&Entry {
             at: crate::clock::now(),
@@ -955,6 +969,9 @@ pub(super) async fn run(
         Err(message) => return (Some(Err(message)), None),
     };
     let outcome = execute(&mut x).await;
+    if let Some(steps) = &x.steps {
+        steps.clean();
+    }
     // Every process of the execution has ended: what it appended last is read now, before
     // its usage and its end are reported.
     collect_reports(
@@ -1114,7 +1131,12 @@ fn prepare<'a>(
         .clone()
         .unwrap_or_else(|| sup.data_dir.join("workspaces"));
     let workspace = workspace_root.join(id.to_string());
-    let files: PathBuf = sup.data_dir.join("agent-files").join(id.to_string());
+    // On Slurm the agent's own files are read and written on its node: they live beside the
+    // workspaces, on the filesystem the server and the nodes share.
+    let files: PathBuf = match &job.allocation {
+        Some(_) => workspace_root.join(SHARED_FILES).join(id.to_string()),
+        None => sup.data_dir.join("agent-files").join(id.to_string()),
+    };
     let setup_done = files.join("setup.done");
     let home = files.join("home");
     // A workspace whose setup never completed (it failed, or the server died during it) is
@@ -1168,19 +1190,55 @@ fn prepare<'a>(
         Ok(r) => r,
         Err(e) => return Err(io_failure("cannot create the report file", &e)),
     };
-    let vars = variables(job, sup, &mcp_path, &home, &workspace, &report_path);
-    let leaf = sup
-        .cgroups
-        .create(env, &format!("{id}-{}", job.execution))
-        .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
+    let mut vars = variables(job, sup, &mcp_path, &home, &workspace, &report_path);
+    let marker = Marker {
+        instance: sup.instance.clone(),
+        execution: Some((id.to_string(), job.execution)),
+    };
+    let (leaf, steps) = match &job.allocation {
+        // Slurm limits the job itself, on its node.
+        Some(allocation) => {
+            let bwrap = sup.sandboxes.bubblewrap().cloned().ok_or_else(|| {
+                internal(format!(
+                    "environment {:?} runs on Slurm, whose steps run in bubblewrap, which was \
+                     not prepared at start-up",
+                    env.id
+                ))
+            })?;
+            // The markers stay with the local `srun` (the server's stop and orphan scan find
+            // it); processes on a node are Slurm's to stop, so the agent does not carry them.
+            let markers = [INSTANCE_VAR, RUN_VAR, EXECUTION_VAR]
+                .into_iter()
+                .filter_map(|k| vars.remove(k).map(|v| (k.to_string(), v)))
+                .collect::<BTreeMap<_, _>>();
+            for k in [RUN_VAR, EXECUTION_VAR] {
+                if let Some(v) = markers.get(k) {
+                    vars.insert(k.to_string(), v.clone());
+                }
+            }
+            let steps = super::slurm::StepLauncher::new(
+                bwrap,
+                allocation.clone(),
+                files.clone(),
+                env,
+                markers,
+            );
+            (None, Some(steps))
+        }
+        None => {
+            let leaf = sup
+                .cgroups
+                .create(env, &format!("{id}-{}", job.execution))
+                .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
+            (leaf, None)
+        }
+    };
     Ok(Execution {
         job,
         sup,
         launcher,
-        marker: Marker {
-            instance: sup.instance.clone(),
-            execution: Some((id.to_string(), job.execution)),
-        },
+        steps,
+        marker,
         writer,
         redactor,
         workspace,
@@ -1273,10 +1331,16 @@ async fn settle(
         // Whatever the process left behind (background children) goes with it; its output is
         // drained meanwhile, so a tree that prints while shutting down is not blocked on the
         // pipe.
-        let _ = tokio::join!(
-            process::stop_tree(process.group, &x.marker, x.sup.grace),
-            process.output.drain(&mut x.writer, x.job.execution)
-        );
+        let stop = async {
+            // On Slurm the tree is on the node: Slurm stops the job's steps (srun then ends
+            // with them), and what is left of the local srun is stopped after.
+            if let Some(steps) = &x.steps {
+                let job = steps.allocation.job_id;
+                x.sup.cluster.stop_steps(job, x.sup.grace).await;
+            }
+            process::stop_tree(process.group, &x.marker, x.sup.grace).await;
+        };
+        let _ = tokio::join!(stop, process.output.drain(&mut x.writer, x.job.execution));
     }
     (ended, process.output)
 }

@@ -22,6 +22,7 @@ pub mod process;
 pub mod report;
 pub mod repos;
 pub mod sandbox;
+pub mod slurm;
 pub mod transcript;
 pub mod transcript_feed;
 pub mod usage;
@@ -32,7 +33,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::mpsc;
 
 use crate::config::Environment;
-use crate::domain::{Artifact, ExecutionUsage, Followup, Run, RunId, StatusMessage};
+use crate::domain::{Artifact, ExecutionUsage, Followup, Placement, Run, RunId, StatusMessage};
 use crate::harness::Harness;
 pub use transcript::Transcripts;
 
@@ -44,8 +45,12 @@ pub trait Report: Clone + 'static {
     /// or failed), when an agent would only add output to a filling disk and its start would be
     /// refused anyway.
     fn accepts_new_work(&self) -> bool;
-    /// Starts a run that took a slot.
-    fn start(&self, id: RunId) -> impl std::future::Future<Output = Started>;
+    /// Starts a run that took a slot (at `placement`, when a cluster scheduler placed it).
+    fn start(
+        &self,
+        id: RunId,
+        placement: Option<Placement>,
+    ) -> impl std::future::Future<Output = Started>;
     /// Records how an execution ended. A refusal (a cancel or a later execution came first)
     /// is expected and only logged.
     fn finish(
@@ -53,6 +58,15 @@ pub trait Report: Clone + 'static {
         id: RunId,
         execution: u32,
         outcome: Result<(), StatusMessage>,
+    ) -> impl std::future::Future<Output = ()>;
+    /// Records that execution `execution` was lost with its node and queues the run again for
+    /// a new execution (`on_node_failure = "requeue"`). A refusal (a cancel came first) is
+    /// only logged.
+    fn lose(
+        &self,
+        id: RunId,
+        execution: u32,
+        status: StatusMessage,
     ) -> impl std::future::Future<Output = ()>;
     /// Records that execution `execution` took the next `count` follow-ups owed to it. A
     /// refusal (the run was cancelled, or it owes nothing) is expected and only logged.
@@ -175,6 +189,11 @@ struct EnvState {
 
 struct State {
     envs: HashMap<String, EnvState>,
+    /// Runs whose Slurm allocation is being asked for (they hold a slot and are still
+    /// `QUEUED`), each with the sender that withdraws the request.
+    placing: HashMap<RunId, tokio::sync::oneshot::Sender<()>>,
+    /// What became of the allocation of a run being started: its `launch` takes it.
+    placed: HashMap<RunId, Result<slurm::Allocation, StatusMessage>>,
     /// Runs waiting in any queue, and creates admitted but not yet queued, per team.
     teams: HashMap<Arc<str>, TeamLoad>,
     live: HashMap<RunId, Live>,
@@ -280,6 +299,8 @@ pub struct Supervision {
     pub content: crate::store::content::ContentStore,
     /// What agents may report through `RUNLEDGER_REPORT` (`report.rs`).
     pub artifact_limits: crate::config::ArtifactLimits,
+    /// The Slurm cluster of the environments with `runs_on = "slurm"`.
+    pub cluster: slurm::Cluster,
 }
 
 /// A cheap-to-clone handle on the executor.
@@ -313,6 +334,8 @@ pub struct Assignment {
     pub followups: Vec<Followup>,
     pub resumed_by: Option<Followup>,
     pub environment: Environment,
+    /// The Slurm job the execution runs in, for an environment on Slurm.
+    pub allocation: Option<slurm::Allocation>,
 }
 
 impl Executor {
@@ -322,6 +345,8 @@ impl Executor {
             supervision,
             state: Arc::new(Mutex::new(State {
                 envs: HashMap::new(),
+                placing: HashMap::new(),
+                placed: HashMap::new(),
                 teams: HashMap::new(),
                 live: HashMap::new(),
                 shutting_down: false,
@@ -340,6 +365,20 @@ impl Executor {
 
     pub fn transcripts(&self) -> &Transcripts {
         &self.supervision.transcripts
+    }
+
+    /// The Slurm cluster of the environments that run on it.
+    pub fn cluster(&self) -> &slurm::Cluster {
+        &self.supervision.cluster
+    }
+
+    /// Whether an execution of `run` that is lost with its node (or with the service) is
+    /// queued again rather than failed: its environment runs on Slurm with
+    /// `on_node_failure = "requeue"`.
+    pub fn requeues_lost(&self, run: &Run) -> bool {
+        self.configured_environment(run)
+            .and_then(|e| e.slurm.as_ref())
+            .is_some_and(|s| s.on_node_failure == crate::harness::OnNodeFailure::Requeue)
     }
 
     /// The instance's credential key (`crate::credentials`).
@@ -424,10 +463,13 @@ impl Executor {
         at_capacity
     }
 
-    /// Removes a cancelled run from its queue.
+    /// Removes a cancelled run from its queue, or withdraws its pending Slurm allocation.
     pub fn dequeue(&self, run: &Run) {
         let env = self.environment_of(run);
         let mut state = self.state();
+        if let Some(withdraw) = state.placing.remove(&run.id) {
+            let _ = withdraw.send(());
+        }
         if state.leave(&env.id, run.id).is_some() {
             if let Some(slot) = state.envs.get_mut(&env.id) {
                 slot.queue.retain(|id| *id != run.id);
@@ -483,19 +525,86 @@ impl Executor {
             let executor = self.clone();
             let env = env.clone();
             actix_rt::spawn(async move {
+                // On Slurm the run starts once its job is allocated; until then it is QUEUED.
+                let placement = match &env.slurm {
+                    None => None,
+                    Some(_) => match executor.place(next, &env).await {
+                        Some(placement) => placement,
+                        // Withdrawn: the run was cancelled, or the service is stopping (the
+                        // run stays QUEUED for the next start).
+                        None => {
+                            executor.release(&runs, &env);
+                            return;
+                        }
+                    },
+                };
                 // The Launch effect of an accepted start hands the slot to the agent; a refused
                 // start (the run was cancelled meanwhile) gives it back at once.
-                match runs.start(next).await {
+                match runs.start(next, placement).await {
                     Started::Yes => {}
                     Started::Deferred => {
+                        executor.unplace(next).await;
                         if let Some(team) = &team {
                             executor.put_back(next, team, &env);
                         }
                         executor.release(&runs, &env);
                     }
-                    Started::Refused => executor.release(&runs, &env),
+                    Started::Refused => {
+                        executor.unplace(next).await;
+                        executor.release(&runs, &env);
+                    }
                 }
             });
+        }
+    }
+
+    /// Asks Slurm for the allocation of run `id`'s next execution and waits while the job is
+    /// pending. `None`: withdrawn (`dequeue`, `shutdown`). `Some(placement)`: start the run
+    /// there, or, with `None` inside, start it to fail it with what Slurm said (kept in
+    /// `placed` for its `launch`).
+    async fn place(&self, id: RunId, env: &Environment) -> Option<Option<Placement>> {
+        let slurm = env.slurm.as_ref()?;
+        let (withdraw, withdrawn) = tokio::sync::oneshot::channel();
+        {
+            let mut state = self.state();
+            if state.shutting_down {
+                return None;
+            }
+            state.placing.insert(id, withdraw);
+        }
+        let allocated = self
+            .supervision
+            .cluster
+            .allocate(env, slurm, id, self.supervision.grace, async {
+                let _ = withdrawn.await;
+            })
+            .await;
+        let still_wanted = self.state().placing.remove(&id).is_some();
+        match allocated {
+            Err(slurm::NotAllocated::Withdrawn) => None,
+            Ok(allocation) if !still_wanted => {
+                // Withdrawn just as it was granted.
+                self.supervision.cluster.release(allocation.job_id).await;
+                None
+            }
+            Ok(allocation) => {
+                let placement = allocation.placement();
+                self.state().placed.insert(id, Ok(allocation));
+                Some(Some(placement))
+            }
+            Err(slurm::NotAllocated::Refused(status)) => {
+                tracing::warn!(run_id = %id, reason = %status.message, "Slurm did not allocate the run's execution");
+                self.state().placed.insert(id, Err(status));
+                Some(None)
+            }
+        }
+    }
+
+    /// Releases the allocation of a run whose start was refused.
+    async fn unplace(&self, id: RunId) {
+        let placed = self.state().placed.remove(&id);
+        if let Some(Ok(allocation)) = placed {
+            self.supervision.cluster.release(allocation.job_id).await;
         }
     }
 
@@ -545,6 +654,9 @@ impl Executor {
             for live in state.live.values() {
                 let _ = live.control.send(Control::Stop);
             }
+            for (_, withdraw) in state.placing.drain() {
+                let _ = withdraw.send(());
+            }
             state.live.len()
         };
         tracing::info!(executions = stopped, "stopping the running agents");
@@ -593,12 +705,18 @@ impl Executor {
         // The agent gets the run's real credentials; the run as recorded holds `***`.
         let mut run = run.clone();
         let unsealed = self.supervision.credentials.restore(&mut run).err();
+        let (allocation, not_allocated) = match self.state().placed.remove(&run.id) {
+            Some(Ok(allocation)) => (Some(allocation), None),
+            Some(Err(status)) => (None, Some(status)),
+            None => (None, None),
+        };
         let assignment = Assignment {
             run,
             execution,
             followups,
             resumed_by,
             environment: environment.clone(),
+            allocation,
         };
         let runs = runs.clone();
         let executor = self.clone();
@@ -629,6 +747,18 @@ impl Executor {
                             ),
                             error_code: Some("resource_not_found".into()),
                             retryable: Some(false),
+                        })),
+                        None,
+                    ),
+                    // Slurm refused the allocation: the execution fails with what it said.
+                    _ if not_allocated.is_some() => (not_allocated.clone().map(Err), None),
+                    _ if environment.slurm.is_some() && assignment.allocation.is_none() => (
+                        Some(Err(StatusMessage {
+                            message: "the run's execution has no Slurm allocation (it was \
+                                      started without one)"
+                                .into(),
+                            error_code: Some("internal_error".into()),
+                            retryable: Some(true),
                         })),
                         None,
                     ),
@@ -681,7 +811,27 @@ impl Executor {
                     state.live.remove(&id);
                 }
             }
+            // On Slurm, the job's record has the last word on how the execution ended (`srun`
+            // exits 0 after a node failure); then the allocation is given back.
+            let mut lost = None;
+            let mut outcome = outcome;
+            if let Some(allocation) = &assignment.allocation {
+                let cluster = &executor.supervision.cluster;
+                if outcome.is_some() {
+                    let memory = environment.limits.memory_mb;
+                    match cluster
+                        .verdict(allocation.job_id, memory, slurm::NODE_SETTLE)
+                        .await
+                    {
+                        slurm::Verdict::Stands => {}
+                        slurm::Verdict::Failed(status) => outcome = Some(Err(status)),
+                        slurm::Verdict::Lost(status) => lost = Some(status),
+                    }
+                }
+                cluster.release(allocation.job_id).await;
+            }
             let outcome = match outcome {
+                _ if lost.is_some() => None,
                 Some(Ok(())) => Some(Ok(())),
                 // However it ended during a shutdown (stopped by it, or killed by a supervisor
                 // that signalled the agent's process group too), the shutdown ended it. A run
@@ -694,9 +844,21 @@ impl Executor {
             if let Some(usage) = usage {
                 runs.record_usage(id, execution, usage).await;
             }
-            // `None`: the agent was stopped (the run is already cancelled).
+            // `None`: the agent was stopped (the run is already cancelled), or lost.
             if let Some(outcome) = outcome {
                 runs.finish(id, execution, outcome).await;
+            }
+            if let Some(status) = lost {
+                let requeue = environment
+                    .slurm
+                    .as_ref()
+                    .is_some_and(|s| s.on_node_failure == crate::harness::OnNodeFailure::Requeue);
+                tracing::warn!(run_id = %id, execution, requeue, reason = %status.message, "execution lost with its node");
+                if requeue {
+                    runs.lose(id, execution, status).await;
+                } else {
+                    runs.finish(id, execution, Err(status)).await;
+                }
             }
             executor.release(&runs, &environment);
         });

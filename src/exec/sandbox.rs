@@ -126,7 +126,24 @@ pub struct Bubblewrap {
 }
 
 impl Bubblewrap {
-    fn args(&self, plan: &Plan) -> Vec<std::ffi::OsString> {
+    /// The bwrap program found at start-up (the same path is expected on Slurm nodes).
+    pub fn program(&self) -> &Path {
+        &self.program
+    }
+
+    /// A bwrap at its usual path that hides nothing and keeps the user: for tests of what
+    /// wraps it.
+    #[cfg(test)]
+    pub fn for_tests() -> Bubblewrap {
+        Bubblewrap {
+            program: PathBuf::from("/usr/bin/bwrap"),
+            hidden: Vec::new(),
+            user: None,
+        }
+    }
+
+    /// bwrap's arguments for `plan`, after the program.
+    pub fn args(&self, plan: &Plan) -> Vec<std::ffi::OsString> {
         let mut args: Vec<std::ffi::OsString> = Vec::new();
         let mut push = |parts: &[&std::ffi::OsStr]| {
             args.extend(parts.iter().map(|p| p.to_os_string()));
@@ -435,6 +452,11 @@ impl Sandboxes {
             unconfined: Arc::new(Unconfined { user: None }),
             user: None,
         }
+    }
+
+    /// The bubblewrap launcher, when an environment asked for it at start-up.
+    pub fn bubblewrap(&self) -> Option<&Arc<Bubblewrap>> {
+        self.bwrap.as_ref()
     }
 
     /// The launcher of an environment's processes; `None` if its sandbox was not prepared.
