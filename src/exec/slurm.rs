@@ -95,6 +95,9 @@ pub struct JobRecord {
     pub reason: String,
     pub nodes: String,
     pub exit_code: String,
+    /// The status of the job's last finished step (`show job -d`), `code:signal`; Slurm
+    /// records a step killed for memory with signal 125.
+    pub derived_exit_code: String,
 }
 
 impl JobRecord {
@@ -111,6 +114,7 @@ impl JobRecord {
                 "Reason" => record.reason = value.to_string(),
                 "NodeList" => record.nodes = value.to_string(),
                 "ExitCode" => record.exit_code = value.to_string(),
+                "DerivedExitCode" => record.derived_exit_code = value.to_string(),
                 _ => {}
             }
         }
@@ -144,16 +148,24 @@ pub fn verdict(job: u64, record: &JobRecord, memory_mb: Option<u64>) -> Verdict 
             retryable: Some(retryable),
         })
     };
-    match record.state.as_str() {
-        "NODE_FAIL" | "BOOT_FAIL" => lost(&format!("{node} failed")),
-        "PREEMPTED" => lost(&format!("Slurm preempted the job on {node}")),
-        "OUT_OF_MEMORY" => failed(
+    // Slurm's signal for a step its cgroup killed for memory (SIG_OOM & 0x7f); the job itself
+    // stays RUNNING, its allocation held.
+    let step_oom = record.derived_exit_code.split_once(':').map(|(_, s)| s) == Some("125");
+    let out_of_memory = || {
+        failed(
             format!(
-                "the memory limit ({}) was exceeded: Slurm killed the job {job} on {node}",
+                "the memory limit ({}) was exceeded: Slurm's cgroup killed the agent on {node} \
+                 (job {job})",
                 memory_mb.map_or("the job's".to_string(), |mb| format!("memory_mb = {mb}"))
             ),
             false,
-        ),
+        )
+    };
+    match record.state.as_str() {
+        "NODE_FAIL" | "BOOT_FAIL" => lost(&format!("{node} failed")),
+        "OUT_OF_MEMORY" => out_of_memory(),
+        _ if step_oom => out_of_memory(),
+        "PREEMPTED" => lost(&format!("Slurm preempted the job on {node}")),
         "TIMEOUT" | "DEADLINE" => failed(
             format!("Slurm ended job {job} at its time limit ({})", record.state),
             false,
@@ -396,7 +408,7 @@ impl Cluster {
     /// Slurm's record of job `job`.
     pub async fn record(&self, job: u64) -> Result<JobRecord, String> {
         let id = job.to_string();
-        let out = query("scontrol", &["show", "job", "-o", &id]).await?;
+        let out = query("scontrol", &["show", "job", "-d", "-o", &id]).await?;
         Ok(JobRecord::parse(out.lines().next().unwrap_or_default()))
     }
 
@@ -699,6 +711,8 @@ impl Launcher for StepLauncher {
                 "--ntasks=1",
                 "--overlap",
                 "--quiet",
+                // Output as the agent writes it, not held until its line ends.
+                "--unbuffered",
                 "--export=NONE",
             ])
             .arg(format!("--cpus-per-task={}", self.cpus))
@@ -725,12 +739,13 @@ mod tests {
             reason: reason.into(),
             nodes: "n2".into(),
             exit_code: "0:0".into(),
+            derived_exit_code: "0:0".into(),
         }
     }
 
     #[test]
     fn a_record_line_is_read_by_its_keys() {
-        let line = "JobId=7 JobName=runledger.i.r UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) Command=(null) WorkDir=/tmp/with space ExitCode=0:0 NodeList=n2 BatchHost=n2";
+        let line = "JobId=7 JobName=runledger.i.r UserId=root(0) JobState=NODE_FAIL Reason=NodeDown Dependency=(null) Command=(null) WorkDir=/tmp/with space ExitCode=0:0 DerivedExitCode=0:125 NodeList=n2 BatchHost=n2";
         assert_eq!(
             JobRecord::parse(line),
             JobRecord {
@@ -738,6 +753,7 @@ mod tests {
                 reason: "NodeDown".into(),
                 nodes: "n2".into(),
                 exit_code: "0:0".into(),
+                derived_exit_code: "0:125".into(),
             }
         );
     }
@@ -767,6 +783,15 @@ mod tests {
             panic!("not failed")
         };
         assert!(oom.message.contains("memory_mb = 64"), "{}", oom.message);
+        // A step killed for memory leaves the job running, with signal 125 as its last step's.
+        let mut step_oom = record("RUNNING", "None");
+        step_oom.derived_exit_code = "0:125".into();
+        let Verdict::Failed(oom) = verdict(7, &step_oom, Some(64)) else {
+            panic!("not failed")
+        };
+        assert!(oom.message.contains("memory_mb = 64"), "{}", oom.message);
+        step_oom.derived_exit_code = "0:9".into();
+        assert_eq!(verdict(7, &step_oom, Some(64)), Verdict::Stands);
         let Verdict::Failed(timeout) = verdict(7, &record("TIMEOUT", "TimeLimit"), None) else {
             panic!("not failed")
         };

@@ -1,0 +1,378 @@
+//! Execution on Slurm against a real cluster: Debian's slurmctld, slurmd and munge, a
+//! controller and three nodes on loopback (`tests/slurm/cluster.sh`), each test with a cluster
+//! of its own, torn down afterwards. The real binary runs its agents as Slurm job steps in the
+//! default sandbox (bubblewrap on the node, as the agent user). The tests share the host's
+//! cgroup tree for node names `n1`..`n3`, so nextest runs them one at a time
+//! (`.config/nextest.toml`). `RUNLEDGER_SLURM_LONG=1` runs the long form (200 runs instead of
+//! 50).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use common::{agent_visible_dir, processes_of, script, Server};
+use serde_json::{json, Value};
+
+/// A cluster of `tests/slurm/cluster.sh`, stopped when dropped.
+struct Cluster {
+    dir: tempfile::TempDir,
+    conf: String,
+}
+
+impl Cluster {
+    fn start(nodes: usize) -> Cluster {
+        let dir = tempfile::Builder::new()
+            .prefix("runledger-slurm-")
+            .tempdir()
+            .expect("tempdir");
+        let out = Command::new("bash")
+            .arg(script_path())
+            .arg("start")
+            .arg(dir.path())
+            .arg(nodes.to_string())
+            .output()
+            .expect("run cluster.sh");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "the test cluster did not start: {stdout}\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let conf = stdout
+            .lines()
+            .find_map(|l| l.strip_prefix("SLURM_CONF="))
+            .expect("SLURM_CONF")
+            .to_string();
+        Cluster { dir, conf }
+    }
+
+    fn env(&self) -> Vec<(&'static str, String)> {
+        vec![("SLURM_CONF", self.conf.clone())]
+    }
+
+    /// Runs a Slurm command against this cluster; its stdout.
+    fn run(&self, program: &str, args: &[&str]) -> String {
+        let out = Command::new(program)
+            .args(args)
+            .env("SLURM_CONF", &self.conf)
+            .output()
+            .expect("run a Slurm command");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Every job the controller holds: `(id, name, state)`.
+    fn jobs(&self) -> Vec<(u64, String, String)> {
+        self.run("squeue", &["-h", "-o", "%i|%j|%T"])
+            .lines()
+            .filter_map(|l| {
+                let mut f = l.split('|');
+                Some((
+                    f.next()?.trim().parse().ok()?,
+                    f.next()?.to_string(),
+                    f.next()?.trim().to_string(),
+                ))
+            })
+            .collect()
+    }
+
+    fn node_state(&self, node: &str) -> String {
+        self.run("sinfo", &["-h", "-N", "-n", node, "-o", "%T"])
+            .trim()
+            .to_string()
+    }
+
+    /// Kills a node as if its machine died: its slurmd and every step running on it.
+    fn kill_node(&self, node: &str) {
+        let out = Command::new("bash")
+            .arg(script_path())
+            .args(["kill-node"])
+            .arg(self.dir.path())
+            .arg(node)
+            .output()
+            .expect("cluster.sh kill-node");
+        assert!(
+            out.status.success(),
+            "kill-node: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Everything the cluster's daemons wrote: state, spool and logs.
+    fn files_contain(&self, needle: &str) -> Vec<PathBuf> {
+        let mut hits = Vec::new();
+        let mut stack = vec![self.dir.path().to_path_buf()];
+        while let Some(dir) = stack.pop() {
+            let Ok(entries) = std::fs::read_dir(&dir) else {
+                continue;
+            };
+            for entry in entries.flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    stack.push(path);
+                } else if std::fs::read(&path)
+                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+                {
+                    hits.push(path);
+                }
+            }
+        }
+        hits
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        let _ = Command::new("bash")
+            .arg(script_path())
+            .arg("stop")
+            .arg(self.dir.path())
+            .output();
+    }
+}
+
+fn script_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/slurm/cluster.sh")
+}
+
+/// An environment on Slurm: the agent is `agent` (a path the agent user can read), its
+/// workspaces under `workspaces`.
+fn environment(id: &str, agent: &Path, workspaces: &Path, extra: &str, slurm: &str) -> String {
+    format!(
+        r#"
+[[environments]]
+id = "{id}"
+harness = "command"
+command = ["{agent}"]
+workspace_root = "{workspaces}"
+runs_on = "slurm"
+max_concurrent = 64
+max_runtime_secs = 120
+secrets = ["DEPLOY_TOKEN"]
+{extra}
+[environments.slurm]
+partition = "agents"
+{slurm}
+"#,
+        agent = agent.display(),
+        workspaces = workspaces.display()
+    )
+}
+
+const SECRET: &str = "tok-7f3e9a1c5b2d4e6f8a0b";
+
+/// The server's configuration: `[secrets]` and the environments.
+fn config(dir: &Path, environments: &str) -> String {
+    let secret = dir.join("deploy-token");
+    std::fs::write(&secret, SECRET).expect("write the secret");
+    format!(
+        r#"
+[server]
+bind = "127.0.0.1:0"
+stop_grace_secs = 3
+
+[secrets]
+DEPLOY_TOKEN = {{ file = "{}" }}
+{environments}"#,
+        secret.display()
+    )
+}
+
+/// The node a run's execution `execution` was placed on, from its `Started` event.
+async fn node_of(server: &Server, id: &str, execution: u64) -> String {
+    let events = server.events(id).await;
+    let started = events
+        .iter()
+        .find(|e| e["type"] == "Started" && e["data"]["execution"] == execution)
+        .unwrap_or_else(|| panic!("no Started {execution} in {events:?}"));
+    assert_eq!(started["data"]["placement"]["scheduler"], "slurm", "{started}");
+    assert!(started["data"]["placement"]["job_id"].as_u64().is_some(), "{started}");
+    started["data"]["placement"]["node"]
+        .as_str()
+        .expect("node")
+        .to_string()
+}
+
+async fn create(server: &Server, env: &str, prompt: &str) -> String {
+    server
+        .create(json!({"prompt": prompt, "config": {"environment_id": env}}))
+        .await
+}
+
+/// Polls a run until `pred` holds, for up to `secs`.
+async fn wait_for(server: &Server, id: &str, secs: u64, pred: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        let run = server.run(id).await;
+        if pred(&run) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "run {id} stuck: {run}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn terminal(run: &Value) -> bool {
+    matches!(
+        run["state"].as_str(),
+        Some("SUCCEEDED" | "FAILED" | "CANCELLED")
+    )
+}
+
+#[actix_rt::test]
+async fn runs_spread_over_the_nodes_all_succeed_with_their_prompt_and_secret_and_nothing_leaks() {
+    let cluster = Cluster::start(3);
+    let agents = agent_visible_dir();
+    let agent = agents.path().join("agent.sh");
+    // Proves the prompt (60 KB for some runs) and the secret arrived whole, and works a while.
+    script(
+        &agent,
+        r#"printf 'prompt %s %s\n' "${#RUNLEDGER_PROMPT}" "$(printf %s "$RUNLEDGER_PROMPT" | sha256sum | cut -c1-16)"
+[ "$DEPLOY_TOKEN" = "tok-7f3e9a1c5b2d4e6f8a0b" ] && echo "secret ok"
+env | grep -c '^SLURM' | sed 's/^/slurm variables /'
+echo "token $DEPLOY_TOKEN"
+sleep 1
+echo done"#,
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let workspaces = tmp.path().join("ws");
+    let server = Server::start_with(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            &environment("hpc", &agent, &workspaces, "", ""),
+        ),
+        &cluster.env(),
+    );
+    let long = std::env::var("RUNLEDGER_SLURM_LONG").is_ok();
+    let n = if long { 200 } else { 50 };
+    let big = "é€ prompt line with some words\n".repeat(60 * 1024 / 34);
+    let mut runs = Vec::new();
+    for i in 0..n {
+        let prompt = if i % 10 == 0 {
+            big.clone()
+        } else {
+            format!("task {i}")
+        };
+        runs.push((create(&server, "hpc", &prompt).await, prompt));
+    }
+    let mut nodes = std::collections::BTreeSet::new();
+    for (id, prompt) in &runs {
+        let run = wait_for(&server, id, 300, terminal).await;
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        let text = server.transcript_text(id).await;
+        use sha2::{Digest, Sha256};
+        let digest: String = Sha256::digest(prompt.as_bytes())
+            .iter()
+            .take(8)
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        assert!(
+            text.contains(&format!("prompt {} {digest}", prompt.chars().count())),
+            "{text}"
+        );
+        assert!(text.contains("secret ok"), "{text}");
+        // Slurm's own variables stay out of the agent's environment, and the secret is
+        // redacted from the transcript as on the server's host.
+        assert!(text.contains("slurm variables 0"), "{text}");
+        assert!(!text.contains(SECRET), "{text}");
+        nodes.insert(node_of(&server, id, 1).await);
+    }
+    assert_eq!(
+        nodes.into_iter().collect::<Vec<_>>(),
+        ["n1", "n2", "n3"],
+        "the runs did not spread over the nodes"
+    );
+    // Every allocation was given back, and nothing of the secret reached Slurm's files, logs
+    // or state, nor any step file left on the shared filesystem.
+    common::eventually(20, "every job released", || cluster.jobs().is_empty()).await;
+    assert_eq!(cluster.files_contain(SECRET), Vec::<PathBuf>::new());
+    let leftovers: Vec<_> = walk(&workspaces)
+        .into_iter()
+        .filter(|p| p.to_string_lossy().contains("step-"))
+        .collect();
+    assert!(leftovers.is_empty(), "{leftovers:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            let p = entry.path();
+            if p.is_dir() {
+                stack.push(p.clone());
+            }
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[actix_rt::test]
+async fn a_followup_reaches_a_slurm_agent_and_cancel_stops_its_whole_tree_on_the_node() {
+    let cluster = Cluster::start(3);
+    let agents = agent_visible_dir();
+    let agent = agents.path().join("agent.sh");
+    // Leaves a background child and one that left the session behind, then echoes its input.
+    script(
+        &agent,
+        r#"sleep 1000 &
+setsid sleep 1001 &
+echo ready
+while read -r line; do echo "got: $line"; done"#,
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let server = Server::start_with(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            &environment("hpc", &agent, &tmp.path().join("ws"), "", ""),
+        ),
+        &cluster.env(),
+    );
+    let id = create(&server, "hpc", "wait for input").await;
+    wait_for(&server, &id, 60, |r| r["state"] == "INPROGRESS").await;
+    until(30, "the agent's ready", || async {
+        server.transcript_text(&id).await.contains("ready")
+    })
+    .await;
+    let (status, body) = server
+        .followup(&id, json!({"message": "a follow-up over Slurm"}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    until(30, "the follow-up reached the agent", || async {
+        let text = server.transcript_text(&id).await;
+        text.contains("got: ") && text.contains("a follow-up over Slurm")
+    })
+    .await;
+    let node = node_of(&server, &id, 1).await;
+    assert!(node.starts_with('n'), "{node}");
+    // The agent, its two children, the sandbox around them.
+    assert!(processes_of(&id).len() >= 3, "{:?}", processes_of(&id));
+    let (status, body) = server
+        .post(&server.key, &format!("/agent/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // The grace (3 s) and Slurm's round trips.
+    common::eventually(15, "the agent's tree gone from the node", || {
+        processes_of(&id).is_empty()
+    })
+    .await;
+    assert_eq!(server.run(&id).await["state"], "CANCELLED");
+    common::eventually(15, "the job released", || cluster.jobs().is_empty()).await;
+}
+
+/// Polls `f` until it holds, or panics with `what` after `secs` seconds.
+async fn until<F, Fut>(secs: u64, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
