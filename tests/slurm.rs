@@ -149,6 +149,7 @@ workspace_root = "{workspaces}"
 runs_on = "slurm"
 max_concurrent = 64
 max_runtime_secs = 120
+memory_mb = 256
 secrets = ["DEPLOY_TOKEN"]
 {extra}
 [environments.slurm]
@@ -186,8 +187,14 @@ async fn node_of(server: &Server, id: &str, execution: u64) -> String {
         .iter()
         .find(|e| e["type"] == "Started" && e["data"]["execution"] == execution)
         .unwrap_or_else(|| panic!("no Started {execution} in {events:?}"));
-    assert_eq!(started["data"]["placement"]["scheduler"], "slurm", "{started}");
-    assert!(started["data"]["placement"]["job_id"].as_u64().is_some(), "{started}");
+    assert_eq!(
+        started["data"]["placement"]["scheduler"], "slurm",
+        "{started}"
+    );
+    assert!(
+        started["data"]["placement"]["job_id"].as_u64().is_some(),
+        "{started}"
+    );
     started["data"]["placement"]["node"]
         .as_str()
         .expect("node")
@@ -239,10 +246,7 @@ echo done"#,
     let workspaces = tmp.path().join("ws");
     let server = Server::start_with(
         tmp.path(),
-        &config(
-            tmp.path(),
-            &environment("hpc", &agent, &workspaces, "", ""),
-        ),
+        &config(tmp.path(), &environment("hpc", &agent, &workspaces, "", "")),
         &cluster.env(),
     );
     let long = std::env::var("RUNLEDGER_SLURM_LONG").is_ok();
@@ -374,5 +378,128 @@ where
     while !f().await {
         assert!(Instant::now() < deadline, "timed out waiting for {what}");
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// An agent that works until the file `release` appears next to it, and holds an exclusive
+/// lock on a file of its run while it works: a second execution of the same run working at the
+/// same time would find the lock taken and say so.
+fn waiting_agent(dir: &Path) -> PathBuf {
+    let agent = dir.join("agent.sh");
+    script(
+        &agent,
+        &format!(
+            r#"exec 9>>.run.lock
+if ! flock -n 9; then echo "TWO EXECUTIONS AT ONCE"; exit 3; fi
+echo "execution $RUNLEDGER_EXECUTION working"
+while [ ! -e {release} ]; do sleep 0.2; done
+echo "execution $RUNLEDGER_EXECUTION done""#,
+            release = dir.join("release").display()
+        ),
+    );
+    agent
+}
+
+#[actix_rt::test]
+async fn a_dead_node_ends_its_runs_as_lost_or_requeues_them_and_the_other_nodes_finish() {
+    let cluster = Cluster::start(3);
+    let agents = agent_visible_dir();
+    let agent = waiting_agent(agents.path());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let server = Server::start_with(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            &format!(
+                "{}{}",
+                environment("fail", &agent, &ws, "", ""),
+                environment("requeue", &agent, &ws, "on_node_failure = \"requeue\"", "")
+            ),
+        ),
+        &cluster.env(),
+    );
+    // Two slots per node: six runs fill the cluster, so each node has some of each.
+    let mut runs = Vec::new();
+    for i in 0..6 {
+        let env = if i % 2 == 0 { "fail" } else { "requeue" };
+        runs.push((create(&server, env, "work").await, env));
+    }
+    let mut placed = Vec::new();
+    for (id, env) in &runs {
+        wait_for(&server, id, 60, |r| r["state"] == "INPROGRESS").await;
+        until(30, "the agent working", || async {
+            server.transcript_text(id).await.contains("working")
+        })
+        .await;
+        placed.push((id.clone(), *env, node_of(&server, id, 1).await));
+    }
+    let victim = placed[0].2.clone();
+    let on_victim: Vec<_> = placed.iter().filter(|p| p.2 == victim).cloned().collect();
+    let elsewhere: Vec<_> = placed.iter().filter(|p| p.2 != victim).cloned().collect();
+    assert!(!elsewhere.is_empty(), "{placed:?}");
+    let killed = Instant::now();
+    cluster.kill_node(&victim);
+    // Slurm's node timeout (SlurmdTimeout) plus 5 s.
+    let timeout: u64 = cluster
+        .run("scontrol", &["show", "config"])
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            (k.trim() == "SlurmdTimeout").then(|| v.trim().split(' ').next()?.parse().ok())?
+        })
+        .expect("SlurmdTimeout");
+    for (id, env, _) in &on_victim {
+        // What records the loss: the run's `Failed`, or the `Lost` that queues it again.
+        let kind = if *env == "fail" { "Failed" } else { "Lost" };
+        let deadline = killed + Duration::from_secs(timeout + 5);
+        let event = loop {
+            let events = server.events(id).await;
+            if let Some(e) = events.iter().find(|e| e["type"] == kind) {
+                break e.clone();
+            }
+            assert!(
+                Instant::now() < deadline,
+                "run {id} ({env}) not ended within {timeout} + 5 s of its node's death: {events:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        let status = &event["data"]["status_message"];
+        assert_eq!(status["error_code"], "internal_error", "{event}");
+        assert_eq!(status["retryable"], true, "{event}");
+        assert!(
+            status["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(&victim) && m.contains("failed")),
+            "{event}"
+        );
+    }
+    assert!(
+        cluster.node_state(&victim).starts_with("down"),
+        "{}",
+        cluster.node_state(&victim)
+    );
+    // The other nodes' runs, and the requeued ones (on a live node now), finish.
+    std::fs::write(agents.path().join("release"), "").expect("release");
+    for (id, env, node) in &placed {
+        let run = wait_for(&server, id, 90, terminal).await;
+        let events = server.events(id).await;
+        if *node != victim {
+            assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        } else if *env == "fail" {
+            assert_eq!(run["state"], "FAILED", "{run}");
+            assert!(
+                !events.iter().any(|e| e["type"] == "Succeeded"),
+                "{events:?}"
+            );
+        } else {
+            assert_eq!(run["state"], "SUCCEEDED", "{run}");
+            assert!(events.iter().any(|e| e["type"] == "Lost"), "{events:?}");
+            let second = node_of(&server, id, 2).await;
+            assert_ne!(second, victim);
+            let text = server.transcript_text(id).await;
+            assert!(text.contains("execution 2 done"), "{text}");
+            assert!(!text.contains("TWO EXECUTIONS AT ONCE"), "{text}");
+        }
     }
 }
