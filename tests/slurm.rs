@@ -503,3 +503,231 @@ async fn a_dead_node_ends_its_runs_as_lost_or_requeues_them_and_the_other_nodes_
         }
     }
 }
+
+#[actix_rt::test]
+async fn a_server_killed_and_restarted_leaves_no_orphaned_job_and_runs_nothing_twice() {
+    let cluster = Cluster::start(3);
+    let agents = agent_visible_dir();
+    let agent = waiting_agent(agents.path());
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let config = config(
+        tmp.path(),
+        &format!(
+            "{}{}",
+            environment("fail", &agent, &ws, "", ""),
+            environment("requeue", &agent, &ws, "on_node_failure = \"requeue\"", "")
+        ),
+    );
+    let mut server = Server::start_with(tmp.path(), &config, &cluster.env());
+    let key = server.key.clone();
+    let mut runs = Vec::new();
+    for i in 0..4 {
+        let env = if i % 2 == 0 { "fail" } else { "requeue" };
+        runs.push((create(&server, env, "work").await, env));
+    }
+    // Beyond the six slots of the cluster: one run stays pending in Slurm, still QUEUED.
+    let mut pending = Vec::new();
+    for _ in 0..3 {
+        pending.push(create(&server, "fail", "work").await);
+    }
+    let mut jobs = Vec::new();
+    for (id, _) in &runs {
+        wait_for(&server, id, 60, |r| r["state"] == "INPROGRESS").await;
+        until(30, "the agent working", || async {
+            server.transcript_text(id).await.contains("working")
+        })
+        .await;
+        let events = server.events(id).await;
+        let started = events
+            .iter()
+            .find(|e| e["type"] == "Started")
+            .expect("started");
+        jobs.push(
+            started["data"]["placement"]["job_id"]
+                .as_u64()
+                .expect("job"),
+        );
+    }
+    // Those of them still waiting in Slurm (one at least: the cluster has six slots).
+    let mut waiting = Vec::new();
+    for id in &pending {
+        if server.run(id).await["state"] == "QUEUED" {
+            waiting.push(id.clone());
+        }
+    }
+    assert!(!waiting.is_empty());
+    server.kill();
+    // Slurm still runs them: nothing reads them now.
+    let held: Vec<u64> = cluster.jobs().iter().map(|j| j.0).collect();
+    assert!(jobs.iter().all(|j| held.contains(j)), "{jobs:?} {held:?}");
+
+    let mut server = Server::start_with(tmp.path(), &config, &cluster.env());
+    server.key = key;
+    server.wait_ready().await;
+    // The earlier executions' jobs are gone, and their agents with them.
+    let now: Vec<u64> = cluster.jobs().iter().map(|j| j.0).collect();
+    assert!(jobs.iter().all(|j| !now.contains(j)), "{jobs:?} {now:?}");
+    for (id, env) in &runs {
+        let processes: Vec<i32> = processes_of(id)
+            .into_iter()
+            .filter(|pid| {
+                std::fs::read(format!("/proc/{pid}/environ"))
+                    .is_ok_and(|e| e.split(|b| *b == 0).any(|v| v == b"RUNLEDGER_EXECUTION=1"))
+            })
+            .collect();
+        assert!(
+            processes.is_empty(),
+            "execution 1 of {id} ({env}) lives on: {processes:?}"
+        );
+    }
+    std::fs::write(agents.path().join("release"), "").expect("release");
+    for (id, env) in &runs {
+        let run = wait_for(&server, id, 90, terminal).await;
+        let text = server.transcript_text(id).await;
+        assert!(!text.contains("TWO EXECUTIONS AT ONCE"), "{text}");
+        if *env == "fail" {
+            assert_eq!(run["state"], "FAILED", "{run}");
+            assert_eq!(run["status_message"]["error_code"], "internal_error");
+            assert!(!text.contains("execution 2"), "{text}");
+        } else {
+            assert_eq!(run["state"], "SUCCEEDED", "{run}");
+            assert!(text.contains("execution 2 done"), "{text}");
+            assert!(!text.contains("execution 1 done"), "{text}");
+            let events = server.events(id).await;
+            assert!(events.iter().any(|e| e["type"] == "Lost"), "{events:?}");
+        }
+    }
+    // The runs that were waiting in Slurm are allocated anew and run once.
+    for id in &waiting {
+        let run = wait_for(&server, id, 90, terminal).await;
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        let events = server.events(id).await;
+        assert_eq!(
+            events.iter().filter(|e| e["type"] == "Started").count(),
+            1,
+            "{events:?}"
+        );
+    }
+    until(20, "every job released", || async {
+        cluster.jobs().is_empty()
+    })
+    .await;
+}
+
+#[actix_rt::test]
+async fn a_constraint_is_honoured_and_slurm_limits_fail_runs_naming_them() {
+    let cluster = Cluster::start(3);
+    let agents = agent_visible_dir();
+    let agent = agents.path().join("agent.sh");
+    script(&agent, "echo on the node; sleep 0.5");
+    let hungry = agents.path().join("hungry.sh");
+    // Takes far more memory than its environment's 64 MB.
+    script(
+        &hungry,
+        "python3 -c 'b = bytearray(400 * 1024 * 1024); print(len(b))'; echo after",
+    );
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let ws = tmp.path().join("ws");
+    let server = Server::start_with(
+        tmp.path(),
+        &config(
+            tmp.path(),
+            &format!(
+                "{}{}{}",
+                environment("zone-a", &agent, &ws, "", "constraint = \"zone-a\""),
+                environment("nowhere", &agent, &ws, "", "constraint = \"zone-x\""),
+                environment("hungry", &hungry, &ws, "", "")
+                    .replace("memory_mb = 256", "memory_mb = 64")
+            ),
+        ),
+        &cluster.env(),
+    );
+    let mut runs = Vec::new();
+    for _ in 0..8 {
+        runs.push(create(&server, "zone-a", "here").await);
+    }
+    for id in &runs {
+        let run = wait_for(&server, id, 120, terminal).await;
+        assert_eq!(run["state"], "SUCCEEDED", "{run}");
+        assert_eq!(node_of(&server, id, 1).await, "n1");
+    }
+    // A constraint no node has: Slurm refuses the allocation, and the run fails saying so.
+    let id = create(&server, "nowhere", "nowhere").await;
+    let run = wait_for(&server, &id, 60, terminal).await;
+    assert_eq!(run["state"], "FAILED", "{run}");
+    assert!(
+        run["status_message"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Slurm did not allocate")),
+        "{run}"
+    );
+    // Killed by Slurm's cgroup for memory: FAILED, naming the limit.
+    let id = create(&server, "hungry", "eat").await;
+    let run = wait_for(&server, &id, 60, terminal).await;
+    assert_eq!(run["state"], "FAILED", "{run}");
+    assert!(
+        run["status_message"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("memory_mb = 64")),
+        "{run}"
+    );
+}
+
+#[actix_rt::test]
+async fn start_up_stops_with_a_clear_message_without_slurm_or_its_partition() {
+    let cluster = Cluster::start(1);
+    let agents = agent_visible_dir();
+    let agent = agents.path().join("agent.sh");
+    script(&agent, "true");
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let config_path = tmp.path().join("runledger.toml");
+    std::fs::write(
+        &config_path,
+        config(
+            tmp.path(),
+            &environment("hpc", &agent, &tmp.path().join("ws"), "", "")
+                .replace("partition = \"agents\"", "partition = \"gpus\""),
+        ),
+    )
+    .expect("config");
+    let out = Command::new(common::BIN)
+        .args(["serve", "--config"])
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(tmp.path().join("data"))
+        .env("SLURM_CONF", &cluster.conf)
+        .output()
+        .expect("serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("\"hpc\"") && stderr.contains("partition \"gpus\""),
+        "{stderr}"
+    );
+    // No Slurm commands at all: a PATH with only the sandbox's programs.
+    let bin = tmp.path().join("bin");
+    std::fs::create_dir(&bin).expect("bin");
+    for program in ["bwrap", "setpriv"] {
+        let found = ["/usr/bin", "/bin", "/usr/sbin", "/sbin"]
+            .iter()
+            .map(|d| Path::new(d).join(program))
+            .find(|p| p.exists())
+            .expect("installed");
+        std::os::unix::fs::symlink(found, bin.join(program)).expect("symlink");
+    }
+    let out = Command::new(common::BIN)
+        .args(["serve", "--config"])
+        .arg(&config_path)
+        .arg("--data-dir")
+        .arg(tmp.path().join("data"))
+        .env("PATH", &bin)
+        .output()
+        .expect("serve");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("salloc") && stderr.contains("runs on Slurm"),
+        "{stderr}"
+    );
+}

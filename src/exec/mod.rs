@@ -216,6 +216,11 @@ impl State {
     /// Adds a run to its environment's queue (at the back, or the front for one put back);
     /// false if it was there already.
     fn push(&mut self, env: &str, id: RunId, team: &Arc<str>, front: bool) -> bool {
+        // A run whose Slurm allocation is being asked for has left the queue, but is still
+        // waiting to start: queueing it again would ask for a second allocation.
+        if self.placing.contains_key(&id) {
+            return false;
+        }
         let slot = self.envs.entry(env.to_string()).or_default();
         if slot.queued.contains_key(&id) {
             return false;
@@ -567,7 +572,7 @@ impl Executor {
         let (withdraw, withdrawn) = tokio::sync::oneshot::channel();
         {
             let mut state = self.state();
-            if state.shutting_down {
+            if state.shutting_down || state.placing.contains_key(&id) {
                 return None;
             }
             state.placing.insert(id, withdraw);
@@ -580,6 +585,7 @@ impl Executor {
             })
             .await;
         let still_wanted = self.state().placing.remove(&id).is_some();
+        tracing::debug!(run_id = %id, ?allocated, still_wanted, "Slurm allocation");
         match allocated {
             Err(slurm::NotAllocated::Withdrawn) => None,
             Ok(allocation) if !still_wanted => {
