@@ -26,7 +26,7 @@
 # names, never share a job's cgroup.
 #
 # Node failure is detected fast: a node whose slurmd stops answering is DOWN, and its jobs
-# NODE_FAIL, SlurmdTimeout (6 s) + 1 to 4 s after it died (measured: 6.7 to 10.1 s). The
+# NODE_FAIL, SlurmdTimeout (6 s) + 1 to 5 s after it died (measured: 6.7 to 10.5 s). The
 # controller pings every SlurmdTimeout/3 s, one ping cycle at a time, and retries a refused
 # connection once a second for MessageTimeout, so MessageTimeout=1 keeps a cycle short; with the
 # defaults (10 s) it took 28 s. SLURMD_TIMEOUT and MESSAGE_TIMEOUT override both. The node
