@@ -319,11 +319,13 @@ async fn a_followup_reaches_a_slurm_agent_and_cancel_stops_its_whole_tree_on_the
     let cluster = Cluster::start(3);
     let agents = agent_visible_dir();
     let agent = agents.path().join("agent.sh");
-    // Leaves a background child and one that left the session behind, then echoes its input.
+    // Leaves a background child, one that left the session and one deaf to SIGTERM behind,
+    // then echoes its input.
     script(
         &agent,
         r#"sleep 1000 &
 setsid sleep 1001 &
+(trap '' TERM; exec sleep 1002) &
 echo ready
 while read -r line; do echo "got: $line"; done"#,
     );
@@ -353,8 +355,8 @@ while read -r line; do echo "got: $line"; done"#,
     .await;
     let node = node_of(&server, &id, 1).await;
     assert!(node.starts_with('n'), "{node}");
-    // The agent, its two children, the sandbox around them.
-    assert!(processes_of(&id).len() >= 3, "{:?}", processes_of(&id));
+    // The agent, its three children, the sandbox around them.
+    assert!(processes_of(&id).len() >= 4, "{:?}", processes_of(&id));
     let (status, body) = server
         .post(&server.key, &format!("/agent/runs/{id}/cancel"), json!({}))
         .await;

@@ -455,8 +455,11 @@ impl Cluster {
         }
     }
 
-    /// Stops every step of job `job`: SIGTERM (with SIGCONT) to their processes, SIGKILL to
-    /// what is left after `grace`; returns once no step is left, or soon after the SIGKILL.
+    /// Stops every step of job `job`: SIGTERM (with SIGCONT) to every process of the job's
+    /// steps (Slurm finds them by cgroup, those that left the tree too), SIGKILL to the steps
+    /// left after `grace`; returns once no step is left, or soon after the SIGKILL. (`scancel
+    /// --signal=KILL` of the whole job waits for Slurm's `KillWait`; a step's own `scancel`
+    /// kills at once.)
     pub async fn stop_steps(&self, job: u64, grace: Duration) {
         let id = job.to_string();
         for signal in ["TERM", "CONT"] {
@@ -464,28 +467,31 @@ impl Cluster {
                 tracing::debug!(job, error = %e, "scancel --signal");
             }
         }
-        if self.steps_gone(job, grace).await {
+        let left = self.steps_left(job, grace).await;
+        if left.is_empty() {
             return;
         }
-        if let Err(e) = query("scancel", &["--signal=KILL", &id]).await {
-            tracing::warn!(job, error = %e, "cannot kill the job's steps");
+        for step in &left {
+            if let Err(e) = query("scancel", &["--signal=KILL", step]).await {
+                tracing::warn!(job, step, error = %e, "cannot kill the job's step");
+            }
         }
-        self.steps_gone(job, Duration::from_secs(10)).await;
+        self.steps_left(job, Duration::from_secs(10)).await;
     }
 
-    /// Waits up to `limit` until job `job` has no step left.
-    async fn steps_gone(&self, job: u64, limit: Duration) -> bool {
+    /// Waits up to `limit` until job `job` has no step left; the steps left then (`J.S`).
+    async fn steps_left(&self, job: u64, limit: Duration) -> Vec<String> {
         let deadline = tokio::time::Instant::now() + limit;
         let id = job.to_string();
         loop {
-            match query("squeue", &["-h", "-s", "-j", &id, "-o", "%i"]).await {
-                Ok(out) if out.trim().is_empty() => return true,
-                // A job that is gone has no steps either.
-                Err(_) => return true,
-                Ok(_) => {}
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return false;
+            let steps: Vec<String> =
+                match query("squeue", &["-h", "-s", "-j", &id, "-o", "%i"]).await {
+                    Ok(out) => out.split_whitespace().map(str::to_string).collect(),
+                    // A job that is gone has no steps either.
+                    Err(_) => Vec::new(),
+                };
+            if steps.is_empty() || tokio::time::Instant::now() >= deadline {
+                return steps;
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
