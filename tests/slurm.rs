@@ -615,6 +615,25 @@ async fn a_server_killed_and_restarted_leaves_no_orphaned_job_and_runs_nothing_t
         cluster.jobs().is_empty()
     })
     .await;
+    // The audit trail names the job and node of every execution, and replays as recorded.
+    server
+        .stop_with(nix::sys::signal::Signal::SIGTERM, 30)
+        .await;
+    let data = server.data_dir.to_string_lossy().into_owned();
+    let (id, _) = &runs[1];
+    let (ok, out, err) = common::cli(&["--data-dir", &data, "events", id], &[]);
+    assert!(ok, "{err}");
+    let started: Vec<&str> = out.lines().filter(|l| l.contains("Started")).collect();
+    assert_eq!(started.len(), 2, "{out}");
+    assert!(
+        started
+            .iter()
+            .all(|l| l.contains("\"scheduler\":\"slurm\"") && l.contains("\"node\":\"n")),
+        "{out}"
+    );
+    assert!(out.lines().any(|l| l.contains("Lost")), "{out}");
+    let (ok, out, err) = common::cli(&["--data-dir", &data, "replay", "--verify"], &[]);
+    assert!(ok, "{out}{err}");
 }
 
 #[actix_rt::test]
@@ -629,6 +648,8 @@ async fn a_constraint_is_honoured_and_slurm_limits_fail_runs_naming_them() {
         &hungry,
         "python3 -c 'b = bytearray(400 * 1024 * 1024); print(len(b))'; echo after",
     );
+    let slow = agents.path().join("slow.sh");
+    script(&slow, "sleep 1000 &\nsetsid sleep 1001 &\nsleep 1002");
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
     let server = Server::start_with(
@@ -636,11 +657,13 @@ async fn a_constraint_is_honoured_and_slurm_limits_fail_runs_naming_them() {
         &config(
             tmp.path(),
             &format!(
-                "{}{}{}",
+                "{}{}{}{}",
                 environment("zone-a", &agent, &ws, "", "constraint = \"zone-a\""),
                 environment("nowhere", &agent, &ws, "", "constraint = \"zone-x\""),
                 environment("hungry", &hungry, &ws, "", "")
-                    .replace("memory_mb = 256", "memory_mb = 64")
+                    .replace("memory_mb = 256", "memory_mb = 64"),
+                environment("slow", &slow, &ws, "", "")
+                    .replace("max_runtime_secs = 120", "max_runtime_secs = 3")
             ),
         ),
         &cluster.env(),
@@ -664,6 +687,20 @@ async fn a_constraint_is_honoured_and_slurm_limits_fail_runs_naming_them() {
             .is_some_and(|m| m.contains("Slurm did not allocate")),
         "{run}"
     );
+    // The time limit stops the agent's whole tree on its node and fails the run.
+    let id = create(&server, "slow", "too long").await;
+    let run = wait_for(&server, &id, 60, terminal).await;
+    assert_eq!(run["state"], "FAILED", "{run}");
+    assert!(
+        run["status_message"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("max_runtime_secs")),
+        "{run}"
+    );
+    until(15, "the slow agent's tree gone", || async {
+        processes_of(&id).is_empty()
+    })
+    .await;
     // Killed by Slurm's cgroup for memory: FAILED, naming the limit.
     let id = create(&server, "hungry", "eat").await;
     let run = wait_for(&server, &id, 60, terminal).await;
