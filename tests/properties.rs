@@ -38,6 +38,10 @@ struct RunSpec {
 #[derive(Debug, Clone, Copy)]
 enum Step {
     Start,
+    /// A start at a place a cluster scheduler gave it (a Slurm job on node `n % 3`).
+    StartOn(u8),
+    /// The execution in progress is lost with its node and the run queued again.
+    Lose,
     Succeed,
     Fail,
     Cancel,
@@ -55,6 +59,8 @@ enum Step {
 fn step() -> impl Strategy<Value = Step> {
     prop_oneof![
         Just(Step::Start),
+        any::<u8>().prop_map(Step::StartOn),
+        Just(Step::Lose),
         Just(Step::Succeed),
         Just(Step::Fail),
         Just(Step::Cancel),
@@ -147,6 +153,20 @@ fn created(spec: &RunSpec) -> RunCreated {
 fn command(step: Step, run: &Run) -> Command {
     match step {
         Step::Start => Command::Start { placement: None },
+        Step::StartOn(n) => Command::Start {
+            placement: Some(runledger::domain::Placement::Slurm {
+                job_id: 1000 + u64::from(n),
+                node: format!("n{}", n % 3),
+            }),
+        },
+        Step::Lose => Command::Lose {
+            execution: run.executions,
+            status: StatusMessage {
+                message: "node lost".into(),
+                error_code: Some("internal_error".into()),
+                retryable: Some(true),
+            },
+        },
         Step::Succeed => Command::Finish {
             execution: run.executions,
             outcome: Ok(()),
