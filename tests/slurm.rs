@@ -277,6 +277,8 @@ echo done"#,
             "{text}"
         );
         assert!(text.contains("secret ok"), "{text}");
+        // The transcript says where the execution runs.
+        assert!(text.contains("execution 1 starts (Slurm job "), "{text}");
         // Slurm's own variables stay out of the agent's environment, and the secret is
         // redacted from the transcript as on the server's host.
         assert!(text.contains("slurm variables 0"), "{text}");

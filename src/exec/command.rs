@@ -1520,7 +1520,14 @@ async fn start(
     if let Some(id) = &session {
         x.system(format!("resuming the CLI's session {id}"));
     }
-    x.system(format!("execution {} starts: {program}", x.job.execution));
+    let place = match &x.steps {
+        Some(steps) => format!(" ({})", steps.allocation.placement()),
+        None => String::new(),
+    };
+    x.system(format!(
+        "execution {} starts{place}: {program}",
+        x.job.execution
+    ));
     // Inside a sandbox a missing program would only show as the launcher's failure; looked
     // up here, it is a setup failure that says so, whatever the launcher.
     if !findable(
