@@ -180,6 +180,11 @@ DEPLOY_TOKEN = {{ file = "{}" }}
     )
 }
 
+/// A server on `dir` whose configuration holds `environments`, talking to `cluster`.
+fn serve(cluster: &Cluster, dir: &Path, environments: &str) -> Server {
+    Server::start_with(dir, &config(dir, environments), &cluster.env())
+}
+
 /// The node a run's execution `execution` was placed on, from its `Started` event.
 async fn node_of(server: &Server, id: &str, execution: u64) -> String {
     let events = server.events(id).await;
@@ -244,10 +249,10 @@ echo done"#,
     );
     let tmp = tempfile::tempdir().expect("tempdir");
     let workspaces = tmp.path().join("ws");
-    let server = Server::start_with(
+    let server = serve(
+        &cluster,
         tmp.path(),
-        &config(tmp.path(), &environment("hpc", &agent, &workspaces, "", "")),
-        &cluster.env(),
+        &environment("hpc", &agent, &workspaces, "", ""),
     );
     let long = std::env::var("RUNLEDGER_SLURM_LONG").is_ok();
     let n = if long { 200 } else { 50 };
@@ -332,13 +337,10 @@ echo ready
 while read -r line; do echo "got: $line"; done"#,
     );
     let tmp = tempfile::tempdir().expect("tempdir");
-    let server = Server::start_with(
+    let server = serve(
+        &cluster,
         tmp.path(),
-        &config(
-            tmp.path(),
-            &environment("hpc", &agent, &tmp.path().join("ws"), "", ""),
-        ),
-        &cluster.env(),
+        &environment("hpc", &agent, &tmp.path().join("ws"), "", ""),
     );
     let id = create(&server, "hpc", "wait for input").await;
     wait_for(&server, &id, 60, |r| r["state"] == "INPROGRESS").await;
@@ -411,17 +413,14 @@ async fn a_dead_node_ends_its_runs_as_lost_or_requeues_them_and_the_other_nodes_
     let agent = waiting_agent(agents.path());
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
-    let server = Server::start_with(
+    let server = serve(
+        &cluster,
         tmp.path(),
-        &config(
-            tmp.path(),
-            &format!(
-                "{}{}",
-                environment("fail", &agent, &ws, "", ""),
-                environment("requeue", &agent, &ws, "on_node_failure = \"requeue\"", "")
-            ),
+        &format!(
+            "{}{}",
+            environment("fail", &agent, &ws, "", ""),
+            environment("requeue", &agent, &ws, "on_node_failure = \"requeue\"", "")
         ),
-        &cluster.env(),
     );
     // Two slots per node: six runs fill the cluster, so each node has some of each.
     let mut runs = Vec::new();
@@ -654,21 +653,18 @@ async fn a_constraint_is_honoured_and_slurm_limits_fail_runs_naming_them() {
     script(&slow, "sleep 1000 &\nsetsid sleep 1001 &\nsleep 1002");
     let tmp = tempfile::tempdir().expect("tempdir");
     let ws = tmp.path().join("ws");
-    let server = Server::start_with(
+    let server = serve(
+        &cluster,
         tmp.path(),
-        &config(
-            tmp.path(),
-            &format!(
-                "{}{}{}{}",
-                environment("zone-a", &agent, &ws, "", "constraint = \"zone-a\""),
-                environment("nowhere", &agent, &ws, "", "constraint = \"zone-x\""),
-                environment("hungry", &hungry, &ws, "", "")
-                    .replace("memory_mb = 256", "memory_mb = 64"),
-                environment("slow", &slow, &ws, "", "")
-                    .replace("max_runtime_secs = 120", "max_runtime_secs = 3")
-            ),
+        &format!(
+            "{}{}{}{}",
+            environment("zone-a", &agent, &ws, "", "constraint = \"zone-a\""),
+            environment("nowhere", &agent, &ws, "", "constraint = \"zone-x\""),
+            environment("hungry", &hungry, &ws, "", "")
+                .replace("memory_mb = 256", "memory_mb = 64"),
+            environment("slow", &slow, &ws, "", "")
+                .replace("max_runtime_secs = 120", "max_runtime_secs = 3")
         ),
-        &cluster.env(),
     );
     let mut runs = Vec::new();
     for _ in 0..8 {
