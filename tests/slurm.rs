@@ -243,6 +243,8 @@ async fn runs_spread_over_the_nodes_all_succeed_with_their_prompt_and_secret_and
         r#"printf 'prompt %s %s\n' "${#RUNLEDGER_PROMPT}" "$(printf %s "$RUNLEDGER_PROMPT" | sha256sum | cut -c1-16)"
 [ "$DEPLOY_TOKEN" = "tok-7f3e9a1c5b2d4e6f8a0b" ] && echo "secret ok"
 env | grep -c '^SLURM' | sed 's/^/slurm variables /'
+echo "beside me: $(ls -A .. | sort | tr '\n' ' ')"
+echo "files: $(ls -A ../.runledger-files | tr '\n' ' ')"
 echo "token $DEPLOY_TOKEN"
 sleep 1
 echo done"#,
@@ -282,6 +284,12 @@ echo done"#,
             "{text}"
         );
         assert!(text.contains("secret ok"), "{text}");
+        // Other runs' workspaces and files on the shared filesystem are out of its sight.
+        assert!(
+            text.contains(&format!("beside me: .runledger-files {id} \n"))
+                && text.contains("cannot open directory '../.runledger-files': Permission denied"),
+            "{text}"
+        );
         // The transcript says where the execution runs.
         assert!(text.contains("execution 1 starts (Slurm job "), "{text}");
         // Slurm's own variables stay out of the agent's environment, and the secret is

@@ -1198,7 +1198,7 @@ fn prepare<'a>(
     let (leaf, steps) = match &job.allocation {
         // Slurm limits the job itself, on its node.
         Some(allocation) => {
-            let bwrap = sup.sandboxes.bubblewrap().cloned().ok_or_else(|| {
+            let bwrap = sup.sandboxes.node_bubblewrap().cloned().ok_or_else(|| {
                 internal(format!(
                     "environment {:?} runs on Slurm, whose steps run in bubblewrap, which was \
                      not prepared at start-up",

@@ -343,6 +343,11 @@ impl Launcher for Bubblewrap {
 #[derive(Clone)]
 pub struct Sandboxes {
     bwrap: Option<Arc<Bubblewrap>>,
+    /// The same bubblewrap for Slurm's nodes: it hides only the Slurm environments'
+    /// workspace roots, the shared filesystem every node has. The server's own paths (its data
+    /// directory, configuration and secret files) are not on the nodes, and bubblewrap cannot
+    /// mount over a path that is not there (`docs/slurm.md`).
+    node_bwrap: Option<Arc<Bubblewrap>>,
     unconfined: Arc<Unconfined>,
     user: Option<AgentUser>,
 }
@@ -438,8 +443,24 @@ impl Sandboxes {
                 );
             }
         }
+        let node_bwrap = bwrap.as_ref().map(|b| {
+            let mut roots: Vec<PathBuf> = config
+                .environments
+                .iter()
+                .filter(|e| e.slurm.is_some())
+                .filter_map(|e| e.workspace_root.clone())
+                .collect();
+            roots.sort();
+            roots.dedup();
+            Arc::new(Bubblewrap {
+                program: b.program.clone(),
+                hidden: roots,
+                user: b.user.clone(),
+            })
+        });
         Ok(Sandboxes {
             bwrap,
+            node_bwrap,
             unconfined,
             user,
         })
@@ -449,14 +470,16 @@ impl Sandboxes {
     pub fn unconfined() -> Sandboxes {
         Sandboxes {
             bwrap: None,
+            node_bwrap: None,
             unconfined: Arc::new(Unconfined { user: None }),
             user: None,
         }
     }
 
-    /// The bubblewrap launcher, when an environment asked for it at start-up.
-    pub fn bubblewrap(&self) -> Option<&Arc<Bubblewrap>> {
-        self.bwrap.as_ref()
+    /// The bubblewrap of Slurm's job steps (`node_bwrap`), when an environment asked for
+    /// bubblewrap at start-up.
+    pub fn node_bubblewrap(&self) -> Option<&Arc<Bubblewrap>> {
+        self.node_bwrap.as_ref()
     }
 
     /// The launcher of an environment's processes; `None` if its sandbox was not prepared.

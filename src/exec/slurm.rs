@@ -42,7 +42,8 @@ use crate::harness::Slurm;
 const QUERY_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the verdict on an execution waits for Slurm to decide about a node that stopped
-/// answering (its `SlurmdTimeout` and a margin; the test cluster's is 10 s).
+/// answering: beyond a usual `SlurmdTimeout` and the controller's ping cycle (the test
+/// cluster's timeout is 6 s).
 pub const NODE_SETTLE: Duration = Duration::from_secs(60);
 
 /// The cluster, as the server reaches it: the prefix of its jobs' names.
@@ -395,8 +396,12 @@ impl Cluster {
                     Err(e) => e.to_string(),
                 };
                 // "Job submit/allocate failed" is Slurm refusing the request itself (a
-                // constraint no node has, an unknown account): trying again changes nothing.
-                let retryable = !text.contains("submit/allocate failed");
+                // constraint no node has, an unknown account): trying again changes nothing,
+                // unless the controller could not be reached, which salloc words the same way.
+                let unreachable = ["Unable to contact", "timed out", "Connection refused"]
+                    .iter()
+                    .any(|t| text.contains(t));
+                let retryable = unreachable || !text.contains("submit/allocate failed");
                 Err(refused(
                     format!("Slurm did not allocate the execution (salloc {how}): {text}"),
                     retryable,
