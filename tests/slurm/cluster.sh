@@ -15,7 +15,8 @@
 #   tests/slurm/cluster.sh restart-node DIR NAME   start NAME's slurmd again (it returns to service)
 #
 # Node nI has the feature `zone-a` when I is 1 and `zone-b` otherwise (for `--constraint`),
-# 2 CPUs and 2000 MB of memory as Slurm sees them. Without accounting storage (no slurmdbd),
+# 2 CPUs and 2000 MB of memory as Slurm sees them (NODE_CPUS and NODE_MEMORY_MB change both; a
+# node then declares what its slurmd is told, not what the machine has: config_overrides). Without accounting storage (no slurmdbd),
 # finished jobs are read with `scontrol show job`, which keeps them for MinJobAge (1 h).
 #
 # Memory is enforced: proctrack/cgroup and task/cgroup on cgroup v1 (DIR/cgroup.conf), so `--mem`
@@ -156,10 +157,14 @@ start() {
         echo "MessageTimeout=${MESSAGE_TIMEOUT:-1}"
         echo "AccountingStorageType=accounting_storage/none"
         echo "MpiDefault=none"
+        if [[ -n "${NODE_CPUS:-}${NODE_MEMORY_MB:-}" ]]; then
+            # A node declaring more than the machine has is drained otherwise (INVAL, "Low CPUs").
+            echo "SlurmdParameters=config_overrides"
+        fi
         for i in $(seq 1 "$nodes"); do
             feature=zone-b
             [[ $i == 1 ]] && feature=zone-a
-            echo "NodeName=n$i NodeHostname=localhost Port=${ports[$((i + 1))]} CPUs=2 RealMemory=2000 Features=$feature State=UNKNOWN"
+            echo "NodeName=n$i NodeHostname=localhost Port=${ports[$((i + 1))]} CPUs=${NODE_CPUS:-2} RealMemory=${NODE_MEMORY_MB:-2000} Features=$feature State=UNKNOWN"
         done
         echo "PartitionName=agents Nodes=n[1-$nodes] Default=YES MaxTime=INFINITE State=UP"
     } >"$dir/slurm.conf"
