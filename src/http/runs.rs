@@ -453,14 +453,7 @@ pub async fn transcript(
         entries: slice
             .entries
             .iter()
-            .map(|(offset, e)| TranscriptEntry {
-                offset: *offset,
-                at: format_time(e.at),
-                execution: e.execution,
-                stream: &e.stream,
-                text: &e.text,
-                continued: e.continued,
-            })
+            .map(|(offset, e)| TranscriptEntry::of(*offset, e))
             .collect(),
         next_offset: slice.next_offset,
         // A finished run's transcript does not grow; a trailing cut line (left by a crash) is

@@ -161,18 +161,7 @@ fn reencode(out: &mut Vec<u8>, offset: u64, line: &[u8]) -> bool {
     let Ok(e) = serde_json::from_slice::<Entry>(line) else {
         return false;
     };
-    serde_json::to_writer(
-        out,
-        &TranscriptEntry {
-            offset,
-            at: format_time(e.at),
-            execution: e.execution,
-            stream: &e.stream,
-            text: &e.text,
-            continued: e.continued,
-        },
-    )
-    .is_ok()
+    serde_json::to_writer(out, &TranscriptEntry::of(offset, &e)).is_ok()
 }
 
 impl Drop for Tail {
@@ -308,15 +297,7 @@ mod tests {
 
     /// What the page writes for the entry at `offset`.
     fn page_json(offset: u64, e: &Entry) -> String {
-        serde_json::to_string(&TranscriptEntry {
-            offset,
-            at: format_time(e.at),
-            execution: e.execution,
-            stream: &e.stream,
-            text: &e.text,
-            continued: e.continued,
-        })
-        .expect("json")
+        serde_json::to_string(&TranscriptEntry::of(offset, e)).expect("json")
     }
 
     fn sse(offset: u64, line: &[u8]) -> String {

@@ -264,6 +264,20 @@ pub struct TranscriptEntry<'a> {
     pub continued: bool,
 }
 
+impl<'a> TranscriptEntry<'a> {
+    /// The stored entry at byte `offset`, as the page and the stream write it.
+    pub fn of(offset: u64, e: &'a crate::exec::transcript::Entry) -> TranscriptEntry<'a> {
+        TranscriptEntry {
+            offset,
+            at: format_time(e.at),
+            execution: e.execution,
+            stream: &e.stream,
+            text: &e.text,
+            continued: e.continued,
+        }
+    }
+}
+
 /// One page of a run's transcript.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct TranscriptPage<'a> {
