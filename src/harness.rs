@@ -71,6 +71,13 @@ pub struct Slurm {
     pub on_node_failure: OnNodeFailure,
 }
 
+impl Slurm {
+    /// Whether a lost execution is queued again rather than failed.
+    pub fn requeues_lost(&self) -> bool {
+        self.on_node_failure == OnNodeFailure::Requeue
+    }
+}
+
 /// What becomes of an execution lost with its node (`on_node_failure`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 #[serde(rename_all = "lowercase")]

@@ -101,24 +101,14 @@ impl Cluster {
 
     /// Everything the cluster's daemons wrote: state, spool and logs.
     fn files_contain(&self, needle: &str) -> Vec<PathBuf> {
-        let mut hits = Vec::new();
-        let mut stack = vec![self.dir.path().to_path_buf()];
-        while let Some(dir) = stack.pop() {
-            let Ok(entries) = std::fs::read_dir(&dir) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    stack.push(path);
-                } else if std::fs::read(&path)
-                    .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
-                {
-                    hits.push(path);
-                }
-            }
-        }
-        hits
+        walk(self.dir.path())
+            .into_iter()
+            .filter(|path| {
+                !path.is_dir()
+                    && std::fs::read(path)
+                        .is_ok_and(|b| b.windows(needle.len()).any(|w| w == needle.as_bytes()))
+            })
+            .collect()
     }
 }
 
@@ -314,6 +304,7 @@ echo done"#,
     assert!(leftovers.is_empty(), "{leftovers:?}");
 }
 
+/// Every path under `dir`, directories included.
 fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];

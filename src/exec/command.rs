@@ -1205,17 +1205,14 @@ fn prepare<'a>(
                     env.id
                 ))
             })?;
-            // The markers stay with the local `srun` (the server's stop and orphan scan find
-            // it); processes on a node are Slurm's to stop, so the agent does not carry them.
+            // The markers go with the local `srun` (the server's stop and orphan scan find
+            // it); processes on a node are Slurm's to stop, so the agent does not carry the
+            // instance's.
             let markers = [INSTANCE_VAR, RUN_VAR, EXECUTION_VAR]
                 .into_iter()
-                .filter_map(|k| vars.remove(k).map(|v| (k.to_string(), v)))
+                .filter_map(|k| vars.get(k).map(|v| (k.to_string(), v.clone())))
                 .collect::<BTreeMap<_, _>>();
-            for k in [RUN_VAR, EXECUTION_VAR] {
-                if let Some(v) = markers.get(k) {
-                    vars.insert(k.to_string(), v.clone());
-                }
-            }
+            vars.remove(INSTANCE_VAR);
             let steps = super::slurm::StepLauncher::new(
                 bwrap,
                 allocation.clone(),

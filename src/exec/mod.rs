@@ -383,7 +383,7 @@ impl Executor {
     pub fn requeues_lost(&self, run: &Run) -> bool {
         self.configured_environment(run)
             .and_then(|e| e.slurm.as_ref())
-            .is_some_and(|s| s.on_node_failure == crate::harness::OnNodeFailure::Requeue)
+            .is_some_and(crate::harness::Slurm::requeues_lost)
     }
 
     /// The instance's credential key (`crate::credentials`).
@@ -858,7 +858,7 @@ impl Executor {
                 let requeue = environment
                     .slurm
                     .as_ref()
-                    .is_some_and(|s| s.on_node_failure == crate::harness::OnNodeFailure::Requeue);
+                    .is_some_and(crate::harness::Slurm::requeues_lost);
                 tracing::warn!(run_id = %id, execution, requeue, reason = %status.message, "execution lost with its node");
                 if requeue {
                     runs.lose(id, execution, status).await;

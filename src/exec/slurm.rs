@@ -95,7 +95,6 @@ pub struct JobRecord {
     pub state: String,
     pub reason: String,
     pub nodes: String,
-    pub exit_code: String,
     /// The status of the job's last finished step (`show job -d`), `code:signal`; Slurm
     /// records a step killed for memory with signal 125.
     pub derived_exit_code: String,
@@ -114,7 +113,6 @@ impl JobRecord {
                 "JobState" => record.state = value.to_string(),
                 "Reason" => record.reason = value.to_string(),
                 "NodeList" => record.nodes = value.to_string(),
-                "ExitCode" => record.exit_code = value.to_string(),
                 "DerivedExitCode" => record.derived_exit_code = value.to_string(),
                 _ => {}
             }
@@ -749,7 +747,6 @@ mod tests {
             state: state.into(),
             reason: reason.into(),
             nodes: "n2".into(),
-            exit_code: "0:0".into(),
             derived_exit_code: "0:0".into(),
         }
     }
@@ -763,7 +760,6 @@ mod tests {
                 state: "NODE_FAIL".into(),
                 reason: "NodeDown".into(),
                 nodes: "n2".into(),
-                exit_code: "0:0".into(),
                 derived_exit_code: "0:125".into(),
             }
         );
