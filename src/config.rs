@@ -1238,8 +1238,12 @@ fn slurm(
             )));
         }
         let name = arg.split('=').next().unwrap_or(arg);
-        let short = name.len() > 2 && !name.starts_with("--");
-        let name = if short { &name[..2] } else { name };
+        // A short option with its value attached (`-c4`) is named by its first two bytes; a
+        // first character beyond ASCII names no option of ours (and is no char boundary).
+        let name = match name.get(..2) {
+            Some(short) if !name.starts_with("--") => short,
+            _ => name,
+        };
         if SLURM_OPTIONS_OF_OURS.contains(&name) {
             return Err(Error::Invalid(format!(
                 "{at}.slurm.extra_args[{i}]: {arg:?} is set by runledger itself (from the \
@@ -1766,6 +1770,19 @@ mod tests {
             load_text("[[environments]]\nid = \"l\"\nharness = \"command\"\ncommand = [\"a\"]\n")
                 .expect("valid");
         assert_eq!(local.environment("l").and_then(|e| e.slurm.clone()), None);
+    }
+
+    #[test]
+    fn an_extra_arg_beyond_ascii_is_read_without_panicking() {
+        let config = load_text(&format!(
+            "{SLURM_ENV}[environments.slurm]\npartition = \"agents\"\nextra_args = [\"-é\", \"-€x\"]\n"
+        ))
+        .expect("valid");
+        let slurm = config.environment("hpc").and_then(|e| e.slurm.clone());
+        assert_eq!(
+            slurm.map(|s| s.extra_args),
+            Some(vec!["-é".into(), "-€x".into()])
+        );
     }
 
     #[test]
