@@ -359,9 +359,6 @@ impl Output {
         stream: &'static str,
         piece: Piece,
     ) -> std::io::Result<()> {
-        if stream == "stderr" {
-            self.stderr_tail.push(&piece);
-        }
         let mut readable = Vec::new();
         if let Some(observer) = self.observer.as_mut() {
             if stream == "stdout" {
@@ -383,6 +380,14 @@ impl Output {
                 cut -= 1;
             }
             *held = text.split_off(cut);
+        }
+        if stream == "stderr" {
+            // What a failure's message quotes is what the transcript holds: redacted, with a
+            // value cut between two pieces whole (see `held`), before the tail cuts lines.
+            self.stderr_tail.push(&Piece {
+                text: writer.redactor().apply(&text).into_owned(),
+                continued: piece.continued,
+            });
         }
         if !text.is_empty() || !piece.continued {
             writer.append(&Entry {
@@ -1185,6 +1190,7 @@ fn prepare<'a>(
         sup.content.clone(),
         &job.run.artifacts,
     )
+    .map(|r| r.redacting(redactor.clone()))
     .and_then(|r| sup.sandboxes.hand_over(&report_path).map(|()| r));
     let reports = match reports {
         Ok(r) => r,
@@ -1551,7 +1557,10 @@ async fn start(
     } else {
         Stdio::null()
     });
-    let observer = env.harness.is_preset().then(|| Observer::new(env.harness));
+    let observer = env
+        .harness
+        .is_preset()
+        .then(|| Observer::new(env.harness).redacting(x.redactor.clone()));
     let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {

@@ -3,10 +3,15 @@
 //! structured, its stderr. From whole output lines it keeps the CLI's session id, the tools it
 //! was denied, its error results, its token usage and cost, and decides how an execution ended.
 //!
+//! Everything it keeps from the CLI's output (error text, stderr lines, denied tools, the model
+//! name) is redacted with the execution's `Redactor` as it is taken, before it is cut to a
+//! message's length; a session id that holds a secret is not kept at all.
+//!
 //! Pure: it is handed whole, reassembled lines (never a piece of one cut by `lines.rs`) and an
 //! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
 //! except the error text the CLI itself marks as its error.
 
+use super::transcript::Redactor;
 use crate::domain::StatusMessage;
 use crate::harness::Harness;
 
@@ -112,6 +117,7 @@ pub struct Observer {
     results: u32,
     /// Whether the last turn ended in an error result.
     last_result_failed: bool,
+    redactor: Redactor,
 }
 
 impl Observer {
@@ -127,7 +133,18 @@ impl Observer {
             echoed: 0,
             results: 0,
             last_result_failed: false,
+            redactor: Redactor::default(),
         }
+    }
+
+    /// The same observer, redacting with `redactor` everything it keeps.
+    pub fn redacting(self, redactor: Redactor) -> Observer {
+        Observer { redactor, ..self }
+    }
+
+    /// A text of the CLI's output, redacted.
+    fn redact(&self, text: &str) -> String {
+        self.redactor.apply(text).into_owned()
     }
 
     /// How many user messages written to Claude Code's stdin it has taken (echoed back).
@@ -172,7 +189,7 @@ impl Observer {
 
     /// One whole line of the CLI's stderr.
     pub fn stderr_line(&mut self, line: &str) {
-        let clean = one_line(line);
+        let clean = one_line(&self.redact(line));
         // What the CLIs print on every start says nothing about a failure.
         if clean.is_empty() || NOISE.iter().any(|n| clean.starts_with(n)) {
             return;
@@ -191,7 +208,10 @@ impl Observer {
     }
 
     fn set_session(&mut self, id: Option<&str>) {
-        if let Some(id) = id.filter(|id| is_session_id(id)) {
+        // A session id is passed back to the CLI as it is: one that holds a secret cannot be
+        // redacted, so it is not kept (a follow-up then starts a new session).
+        let clean = |id: &&str| matches!(self.redactor.apply(id), std::borrow::Cow::Borrowed(_));
+        if let Some(id) = id.filter(|id| is_session_id(id) && clean(id)) {
             if self.session.is_none() {
                 self.session = Some(id.to_string());
             }
@@ -199,7 +219,7 @@ impl Observer {
     }
 
     fn report(&mut self, message: &str, status: Option<u64>) {
-        let message = one_line(message);
+        let message = one_line(&self.redact(message));
         if message.is_empty() {
             return;
         }
@@ -226,6 +246,7 @@ impl Observer {
                             .or_else(|| input["command"].as_str())
                             .map(|w| format!("{tool} ({w})"))
                             .unwrap_or_else(|| tool.to_string());
+                        let what = self.redact(&what);
                         self.denials.push(what);
                     }
                 }
@@ -323,6 +344,7 @@ impl Observer {
                 .map(|w| format!("{tool} ({w})"))
                 .unwrap_or_else(|| tool.to_string());
             let id = e["tool_id"].as_str().unwrap_or_default().to_string();
+            let what = self.redact(&what);
             self.calls.push_back((id, what));
         }
         // Plan mode (read-only) answers a write with a policy violation; the turn goes on and
@@ -380,11 +402,12 @@ impl Observer {
     }
 
     fn set_model(&mut self, model: Option<&str>) {
+        let model = model.map(|m| self.redact(m));
         // A model id is short and printable; anything else is not one to price by.
         if let Some(m) = model
             .filter(|m| !m.is_empty() && m.len() <= 200 && m.chars().all(|c| c.is_ascii_graphic()))
         {
-            self.usage.model = Some(m.to_string());
+            self.usage.model = Some(m);
         }
     }
 
@@ -664,6 +687,86 @@ mod tests {
             o.stderr_line(l);
         }
         o
+    }
+
+    #[test]
+    fn what_is_kept_from_a_cli_is_redacted_before_it_is_cut() {
+        const SECRET: &str = "sk-0123456789abcdef";
+        let observe_redacted = |harness: Harness, stdout: &[String], stderr: &[String]| {
+            let mut o = Observer::new(harness).redacting(Redactor::new([("KEY", SECRET)]));
+            for l in stdout {
+                let _ = o.stdout_line(l);
+            }
+            for l in stderr {
+                o.stderr_line(l);
+            }
+            o
+        };
+        let line = |v: serde_json::Value| v.to_string();
+        // The secret straddles the message's cut: redacted first, no piece of it is left.
+        let long = format!("{}{SECRET} tail", "x".repeat(560));
+        let claude = observe_redacted(
+            Harness::Claude,
+            &[
+                line(serde_json::json!({"type": "system", "subtype": "init",
+                    "session_id": SECRET, "model": format!("m-{SECRET}")})),
+                line(
+                    serde_json::json!({"type": "result", "is_error": true, "result": long,
+                    "permission_denials": [{"tool_name": "Bash",
+                        "tool_input": {"command": format!("echo {SECRET}")}}]}),
+                ),
+            ],
+            &[],
+        );
+        assert_eq!(claude.session(), None);
+        assert_eq!(claude.usage().model.as_deref(), Some("m-[secret:KEY]"));
+        let message = claude
+            .verdict(Some(1), "exit code 1")
+            .expect_err("failed")
+            .message;
+        assert!(!message.contains("sk-01"), "{message}");
+        assert!(message.ends_with('…'), "{message}");
+        let denied = observe_redacted(
+            Harness::Claude,
+            &[line(serde_json::json!({"type": "result",
+                "permission_denials": [{"tool_name": "Bash",
+                    "tool_input": {"command": format!("echo {SECRET}")}}]}))],
+            &[],
+        );
+        let message = denied
+            .verdict(Some(0), "exit code 0")
+            .expect_err("denied")
+            .message;
+        assert!(message.contains("Bash (echo [secret:KEY])"), "{message}");
+        let codex = observe_redacted(
+            Harness::Codex,
+            &[line(serde_json::json!({"type": "turn.failed",
+                "error": {"message": format!("bad key {SECRET}")}}))],
+            &[],
+        );
+        let message = codex
+            .verdict(Some(1), "exit code 1")
+            .expect_err("failed")
+            .message;
+        assert!(message.ends_with("bad key [secret:KEY]"), "{message}");
+        let gemini = observe_redacted(
+            Harness::Gemini,
+            &[line(
+                serde_json::json!({"type": "init", "session_id": "ok-session",
+                "model": SECRET}),
+            )],
+            &[format!("Error: key {SECRET} refused")],
+        );
+        assert_eq!(gemini.session(), Some("ok-session"));
+        assert_eq!(gemini.usage().model.as_deref(), Some("[secret:KEY]"));
+        let message = gemini
+            .verdict(Some(1), "exit code 1")
+            .expect_err("failed")
+            .message;
+        assert!(
+            message.ends_with("Error: key [secret:KEY] refused"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -9,6 +9,11 @@
 //! the artifacts to record and, for every line it refuses, the reason. A refused line is never
 //! fatal; it is noted in the transcript and nothing is recorded for it.
 //!
+//! Every string of a line (keys included) is redacted with the execution's `Redactor` as soon
+//! as the line is parsed, before it is validated or looked at: a field added to `Line` later
+//! is redacted without anyone remembering to. A path that names a secret is then looked for
+//! under its redacted name, and refused when no such file exists.
+//!
 //! Files are opened beneath the workspace with `openat2(RESOLVE_BENEATH)`: a path with `..`
 //! or a symbolic link that leaves the workspace is refused by the kernel, so no check can be
 //! raced by an agent that swaps a link between a check and the open. Everything here is
@@ -20,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::transcript::Redactor;
 use crate::config::ArtifactLimits;
 use crate::domain::{Artifact, ArtifactKind, ReportedArtifact, MAX_ARTIFACTS};
 use crate::store::content::{self, ContentStore};
@@ -94,6 +100,8 @@ pub struct Reports {
     /// Lines refused so far; at `MAX_REFUSED` the file is closed for good.
     refused: usize,
     closed: bool,
+    /// Applied to every string of a line before anything else (see the module's comment).
+    redactor: Redactor,
 }
 
 impl Reports {
@@ -126,6 +134,7 @@ impl Reports {
             overlong: false,
             refused: 0,
             closed: false,
+            redactor: Redactor::default(),
             count: earlier.len(),
             total: earlier
                 .iter()
@@ -133,6 +142,11 @@ impl Reports {
                 .map(|c| c.size)
                 .sum(),
         })
+    }
+
+    /// The same reports, with every string of every line redacted by `redactor`.
+    pub fn redacting(self, redactor: Redactor) -> Reports {
+        Reports { redactor, ..self }
     }
 
     pub fn path(&self) -> &Path {
@@ -245,8 +259,10 @@ impl Reports {
 
     /// Validates one line and stores what it names.
     fn handle(&mut self, line: &[u8]) -> Result<Artifact, String> {
-        let line: Line =
+        let mut value: serde_json::Value =
             serde_json::from_slice(line).map_err(|e| format!("not a report object: {e}"))?;
+        redact_strings(&mut value, &self.redactor);
+        let line = Line::deserialize(value).map_err(|e| format!("not a report object: {e}"))?;
         if self.count >= MAX_ARTIFACTS {
             return Err(format!(
                 "the run already has {MAX_ARTIFACTS} artifacts, the most one run may hold"
@@ -395,6 +411,31 @@ impl Reports {
         }
         self.within_total(size)?;
         Ok((relative, file))
+    }
+}
+
+/// Redacts every string in `value`, object keys included, whatever its shape.
+fn redact_strings(value: &mut serde_json::Value, redactor: &Redactor) {
+    use serde_json::Value;
+    match value {
+        Value::String(text) => {
+            if let std::borrow::Cow::Owned(redacted) = redactor.apply(text) {
+                *text = redacted;
+            }
+        }
+        Value::Array(items) => items
+            .iter_mut()
+            .for_each(|item| redact_strings(item, redactor)),
+        Value::Object(fields) => {
+            *fields = std::mem::take(fields)
+                .into_iter()
+                .map(|(key, mut field)| {
+                    redact_strings(&mut field, redactor);
+                    (redactor.apply(&key).into_owned(), field)
+                })
+                .collect();
+        }
+        Value::Null | Value::Bool(_) | Value::Number(_) => {}
     }
 }
 
@@ -677,6 +718,101 @@ mod tests {
                 .is_err_and(|r| r.contains("not a regular file")),
             "{out:?}"
         );
+    }
+
+    #[test]
+    fn every_string_of_every_line_is_redacted_before_it_is_checked() {
+        const SECRET: &str = "s3cr3t-value-42";
+        let mut f = fixture(ArtifactLimits::default());
+        f.reports = f
+            .reports
+            .redacting(Redactor::new([("KEY", SECRET), ("OTHER", "other-token-9")]));
+        std::fs::write(f.ws().join("notes.txt"), b"n").expect("write");
+        std::fs::write(f.ws().join("shot.png"), b"\x89PNG\r\n\x1a\nrest").expect("write");
+        std::fs::write(f.ws().join(format!("{SECRET}.txt")), b"n").expect("write");
+        let encoded = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, SECRET);
+        let lines = [
+            serde_json::json!({"type": "pull_request", "url": format!("https://x.test/{SECRET}"),
+                "branch": format!("b-{encoded}"), "title": format!("t {SECRET}"),
+                SECRET: SECRET}),
+            serde_json::json!({"type": "plan", "title": format!("p {SECRET}"),
+                "markdown": format!("# {SECRET}\nother-token-9")}),
+            serde_json::json!({"type": "file", "path": "notes.txt",
+                "description": format!("d {SECRET}")}),
+            serde_json::json!({"type": "screenshot", "path": "shot.png",
+                "description": format!("d {SECRET}")}),
+            // The file exists, but only under the secret's name: it is looked for redacted.
+            serde_json::json!({"type": "file", "path": format!("{SECRET}.txt")}),
+            serde_json::json!({"type": SECRET}),
+        ];
+        for line in &lines {
+            f.append(&format!("{line}\n"));
+        }
+        let out = f.reports.poll(true);
+        assert_eq!(out.len(), lines.len(), "{out:?}");
+        let shown = format!("{out:?}");
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains(&encoded), "{shown}");
+        let kinds: Vec<ArtifactKind> = out[..4]
+            .iter()
+            .map(|o| o.clone().expect("taken").kind)
+            .collect();
+        match &kinds[0] {
+            ArtifactKind::PullRequest { url, branch, title } => {
+                assert_eq!(url, "https://x.test/[secret:KEY]");
+                assert_eq!(branch, "b-[secret:KEY]");
+                assert_eq!(title.as_deref(), Some("t [secret:KEY]"));
+            }
+            other => panic!("{other:?}"),
+        }
+        match &kinds[1] {
+            ArtifactKind::Plan { title, content } => {
+                assert_eq!(title.as_deref(), Some("p [secret:KEY]"));
+                let stored = f.reports.content.read(content).expect("stored");
+                assert_eq!(stored, b"# [secret:KEY]\n[secret:OTHER]");
+            }
+            other => panic!("{other:?}"),
+        }
+        for kind in &kinds[2..4] {
+            let (ArtifactKind::File { description, .. }
+            | ArtifactKind::Screenshot { description, .. }) = kind
+            else {
+                panic!("{kind:?}")
+            };
+            assert_eq!(description.as_deref(), Some("d [secret:KEY]"));
+        }
+        assert!(
+            out[4]
+                .as_ref()
+                .is_err_and(|r| r.contains("[secret:KEY].txt")),
+            "{:?}",
+            out[4]
+        );
+        assert!(out[5].is_err());
+    }
+
+    #[test]
+    fn limits_are_checked_on_the_redacted_text() {
+        let secret = "x".repeat(200);
+        let mut f = fixture(ArtifactLimits::default());
+        f.reports = f
+            .reports
+            .redacting(Redactor::new([("LONG", secret.as_str())]));
+        // Over the branch limit as written, within it once redacted.
+        let branch = secret.repeat(2);
+        assert!(branch.len() > BRANCH_BYTES);
+        f.append(&format!(
+            "{}\n",
+            serde_json::json!({"type": "pull_request", "url": "https://x.test/1", "branch": branch})
+        ));
+        let out = f.reports.poll(true);
+        match &out[..] {
+            [Ok(Artifact {
+                kind: ArtifactKind::PullRequest { branch, .. },
+                ..
+            })] => assert_eq!(branch, "[secret:LONG][secret:LONG]"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]

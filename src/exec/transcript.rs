@@ -121,30 +121,72 @@ impl Drop for Writer {
 
 /// Replaces the values of an execution's secrets with `[secret:NAME]`. Applied to every entry
 /// before it is written, so no reader of the transcript (the API, the session page, an export)
-/// can show a value an agent printed. One pass over the text, leftmost-longest: a secret that
-/// contains another is replaced whole, and no replacement is rewritten by a later secret.
+/// can show a value an agent printed; applied as well to everything else an agent reports
+/// (report lines, the status messages, session ids and model names taken from a CLI's output).
+/// One pass over the text, leftmost-longest: a secret that contains another is replaced whole,
+/// and no replacement is rewritten by a later secret.
+///
+/// Each value is looked for as it is and in the encodings an agent is most likely to print it
+/// in: base64 (standard and URL-safe alphabets, padded or not) and hex (lower and upper case),
+/// of the value alone. An encoding of a value shorter than `ENCODED_MIN_BYTES` is not looked
+/// for: four hex digits or three base64 letters occur everywhere in ordinary output. Empty
+/// values are never looked for.
 #[derive(Debug, Clone, Default)]
 pub struct Redactor {
     /// `None` when the execution has no secrets.
     matcher: Option<std::sync::Arc<(aho_corasick::AhoCorasick, Vec<String>)>>,
-    /// The length in bytes of the longest value.
+    /// The length in bytes of the longest pattern (a value or one of its encodings).
     longest: usize,
+}
+
+/// The shortest value whose base64 and hex forms are redacted too.
+pub const ENCODED_MIN_BYTES: usize = 8;
+
+/// The forms of `value` that are redacted: itself, then its base64 and hex encodings (once
+/// each: a value without `+` or `/` in its base64 has one form for both alphabets).
+fn forms(value: &str) -> Vec<String> {
+    use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
+    use base64::Engine;
+    let mut out = vec![value.to_string()];
+    if value.len() >= ENCODED_MIN_BYTES {
+        let bytes = value.as_bytes();
+        let lower: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let upper = lower.to_ascii_uppercase();
+        for form in [
+            STANDARD.encode(bytes),
+            STANDARD_NO_PAD.encode(bytes),
+            URL_SAFE.encode(bytes),
+            URL_SAFE_NO_PAD.encode(bytes),
+            lower,
+            upper,
+        ] {
+            if !out.contains(&form) {
+                out.push(form);
+            }
+        }
+    }
+    out
 }
 
 impl Redactor {
     pub fn new<'a>(secrets: impl IntoIterator<Item = (&'a str, &'a str)>) -> Redactor {
-        let (values, replacements): (Vec<&str>, Vec<String>) = secrets
+        let (patterns, replacements): (Vec<String>, Vec<String>) = secrets
             .into_iter()
             .filter(|(_, value)| !value.is_empty())
-            .map(|(name, value)| (value, format!("[secret:{name}]")))
+            .flat_map(|(name, value)| {
+                let replacement = format!("[secret:{name}]");
+                forms(value)
+                    .into_iter()
+                    .map(move |form| (form, replacement.clone()))
+            })
             .unzip();
-        if values.is_empty() {
+        if patterns.is_empty() {
             return Redactor::default();
         }
-        let longest = values.iter().map(|v| v.len()).max().unwrap_or(0);
+        let longest = patterns.iter().map(String::len).max().unwrap_or(0);
         let matcher = aho_corasick::AhoCorasick::builder()
             .match_kind(aho_corasick::MatchKind::LeftmostLongest)
-            .build(&values);
+            .build(&patterns);
         match matcher {
             Ok(matcher) => Redactor {
                 matcher: Some(std::sync::Arc::new((matcher, replacements))),
@@ -161,7 +203,7 @@ impl Redactor {
     }
 
     /// How many bytes at the end of a text that goes on in the next entry can hold the start
-    /// of a value not yet complete: one less than the longest value (0 without secrets).
+    /// of a value not yet complete: one less than the longest pattern (0 without secrets).
     pub fn window(&self) -> usize {
         self.longest.saturating_sub(1)
     }
@@ -188,6 +230,11 @@ impl Writer {
     /// See `Redactor::window`.
     pub fn redaction_window(&self) -> usize {
         self.redactor.window()
+    }
+
+    /// What this transcript redacts with, for text kept elsewhere (a stderr tail).
+    pub fn redactor(&self) -> &Redactor {
+        &self.redactor
     }
 
     /// Appends one entry. Each entry is written whole with one `write`, so readers never see
@@ -441,7 +488,46 @@ mod tests {
         assert_eq!(r.apply("tok-123456 secret"), "[secret:TOKEN] [secret:S]");
         assert_eq!(Redactor::new([]).apply("x"), "x");
         assert_eq!(Redactor::new([]).window(), 0);
-        assert_eq!(r.window(), "tok-123456".len() - 1);
+        // The longest pattern is the value's hex form.
+        assert_eq!(r.window(), 2 * "tok-123456".len() - 1);
+    }
+
+    #[test]
+    fn base64_and_hex_forms_of_a_value_are_redacted_too() {
+        use base64::engine::general_purpose::{STANDARD, URL_SAFE, URL_SAFE_NO_PAD};
+        use base64::Engine;
+        // Bytes whose base64 holds `+` and `/` (standard) or `-` and `_` (URL-safe), and
+        // needs padding.
+        let value = "k>?~\u{fb}\u{ff}-secret-value!";
+        let r = Redactor::new([("KEY", value)]);
+        let hex: String = value.bytes().map(|b| format!("{b:02x}")).collect();
+        let std = STANDARD.encode(value);
+        let url = URL_SAFE_NO_PAD.encode(value);
+        assert!(std.contains(['+', '/']) && std.ends_with('='), "{std}");
+        assert!(url.contains(['-', '_']), "{url}");
+        for form in [
+            value.to_string(),
+            std.clone(),
+            std.trim_end_matches('=').to_string(),
+            URL_SAFE.encode(value),
+            url,
+            hex.clone(),
+            hex.to_ascii_uppercase(),
+        ] {
+            assert_eq!(
+                r.apply(&format!("a {form} b")),
+                "a [secret:KEY] b",
+                "{form}"
+            );
+        }
+        // Padding is taken with the value, not left behind.
+        assert_eq!(r.apply(&format!("{std}.")), "[secret:KEY].");
+        // Short values: the value itself only, never its encodings.
+        let short = Redactor::new([("PIN", "1234")]);
+        assert_eq!(
+            short.apply("1234 31323334 MTIzNA"),
+            "[secret:PIN] 31323334 MTIzNA"
+        );
     }
 
     #[test]
