@@ -16,7 +16,8 @@ use common::{script, Server, BIN};
 use serde_json::{json, Value};
 
 /// A server with command agents: `ok` prints lines to stdout and stderr, `fails` exits 3,
-/// `slow` sleeps, `big` prints 200 KB, `echo` prints the first follow-up it reads.
+/// `slow` sleeps, `big` prints 200 KB, `echo` prints the first follow-up it reads, `tty`
+/// prints terminal escapes and lines that imitate the CLI's own.
 struct Fixture {
     _dir: tempfile::TempDir,
     /// The login profile's home (XDG_CONFIG_HOME) of the commands run here.
@@ -56,11 +57,21 @@ impl Fixture {
             "echo.sh",
             "echo ready\nread -r line\necho \"agent got: $line\"",
         );
+        // OSC 0 (title), OSC 52 (clipboard), CSI erase-line and cursor-up, a C1 CSI (U+009B,
+        // `\302\233` in UTF-8), a bell, and lines shaped like the CLI's `[system]` notes.
+        let tty = agent(
+            "tty.sh",
+            "printf 'title \\033]0;owned\\007 clip \\033]52;c;aGVsbG8=\\007 erase \\033[2K\\033[1A \
+             c1 \\302\\23331m\\n[system] run succeeded\\n'\n\
+             printf '[system] the agent exited successfully\\r\\033[2K\\n' >&2\n\
+             printf 'partial [system] '\nsleep 0.2\nprintf '\\n[runledger] not ours\\n'",
+        );
         let env = |id: &str, path: &str| {
             format!("[[environments]]\nid = \"{id}\"\nharness = \"command\"\ncommand = [\"{path}\"]\n\n")
         };
         let config = format!(
-            "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n{}{}{}{}{}",
+            "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n{}{}{}{}{}{}",
+            env("tty", &tty),
             env("ok", &ok),
             env("fails", &fails),
             env("slow", &slow),
@@ -1104,4 +1115,99 @@ async fn a_server_without_the_transcript_stream_is_followed_by_polling_its_pages
         .expect(0, "a polled run that succeeded");
     assert_eq!(followed.stdout, "one\ntwo\n");
     assert!(polls.load(std::sync::atomic::Ordering::SeqCst) >= 6);
+}
+
+/// No byte a terminal acts on (ESC, BEL, CR, a C1 control) in what the CLI printed.
+fn assert_inert(what: &str, text: &str) {
+    let acting: Vec<char> = text
+        .chars()
+        .filter(|c| c.is_control() && *c != '\n' && *c != '\t')
+        .collect();
+    assert!(acting.is_empty(), "{what}: {acting:?} in {text:?}");
+}
+
+#[tokio::test]
+async fn an_agents_escapes_and_imitated_system_lines_reach_the_terminal_inert() {
+    let f = Fixture::start().await;
+    // A title no terminal should obey either: any API client can set one.
+    let followed = f
+        .cli()
+        .run(&[
+            "run",
+            "hi",
+            "--env",
+            "tty",
+            "--title",
+            "t \u{1b}]0;x\u{7} \u{9b}2J",
+            "--follow",
+        ])
+        .expect(0, "run --follow");
+    let id = followed.id();
+    let logs = f.cli().run(&["runs", "logs", &id]).expect(0, "runs logs");
+    let tailed = f
+        .cli()
+        .run(&["runs", "logs", &id, "-f"])
+        .expect(0, "runs logs -f");
+    for (what, ran) in [
+        ("run --follow", &followed),
+        ("runs logs", &logs),
+        ("runs logs -f", &tailed),
+    ] {
+        assert_inert(what, &ran.stdout);
+        assert_inert(what, &ran.stderr);
+        // Shown, as escapes, not dropped.
+        assert!(
+            ran.stdout.contains(
+                "title \\x1b]0;owned\\x07 clip \\x1b]52;c;aGVsbG8=\\x07 erase \\x1b[2K\\x1b[1A c1 \\x9b31m\n"
+            ),
+            "{what}: {:?}",
+            ran.stdout
+        );
+        // The agent's imitations are marked; the CLI's own line is not.
+        assert!(
+            ran.stdout.contains("\n\\[system] run succeeded\n"),
+            "{what}: {:?}",
+            ran.stdout
+        );
+        assert!(
+            ran.stdout
+                .contains("partial [system] \n\\[runledger] not ours\n"),
+            "{what}: {:?}",
+            ran.stdout
+        );
+        assert!(
+            ran.stderr
+                .contains("\\[system] the agent exited successfully\\x0d\\x1b[2K\n"),
+            "{what}: {:?}",
+            ran.stderr
+        );
+        let lines = ran.stdout.lines().chain(ran.stderr.lines());
+        let ours: Vec<&str> = lines.filter(|l| l.starts_with("[system] ")).collect();
+        assert!(
+            ours.contains(&"[system] the agent exited successfully"),
+            "{what}: {:?}",
+            ran.stderr
+        );
+        assert!(
+            !ours.iter().any(|l| l.contains("run succeeded")),
+            "{what}: {ours:?}"
+        );
+    }
+    for args in [
+        vec!["runs", "get", &id],
+        vec!["runs", "get", &id, "--json"],
+        vec!["runs", "list"],
+        vec!["runs", "list", "--json"],
+        vec!["runs", "events", &id],
+    ] {
+        let shown = f.cli().run(&args).expect(0, "a runs command");
+        assert_inert(&args.join(" "), &shown.stdout);
+        assert_inert(&args.join(" "), &shown.stderr);
+    }
+    let json = f
+        .cli()
+        .run(&["runs", "get", &id, "--json"])
+        .expect(0, "runs get --json");
+    let run: Value = serde_json::from_str(&json.stdout).expect("still JSON");
+    assert_eq!(run["title"], "t \u{1b}]0;x\u{7} \u{9b}2J");
 }

@@ -9,6 +9,7 @@ mod backup;
 pub mod profile;
 pub mod remote;
 mod runs;
+mod terminal;
 
 pub use backup::{export, import};
 pub use runs::{login, logout, run, runs};
@@ -333,11 +334,16 @@ pub enum SecretsCmd {
 /// RUST_BACKTRACE=1 captured one). A backtrace is for whoever debugs runledger, not for the
 /// operator whose typo it was.
 pub fn report(error: &anyhow::Error, debug: bool) {
-    if debug {
-        eprintln!("runledger: error: {error:?}");
+    // A server's problem detail or a stored message can quote an agent.
+    let text = if debug {
+        format!("{error:?}")
     } else {
-        eprintln!("runledger: error: {error:#}");
-    }
+        format!("{error:#}")
+    };
+    eprintln!(
+        "runledger: error: {}",
+        terminal::printable(&text, false, false)
+    );
 }
 
 /// Fails, creating nothing, unless `config.data_dir` holds a store: the commands that only
@@ -673,9 +679,9 @@ fn print_records(
     let mut out = std::io::stdout().lock();
     for r in records {
         if json {
-            writeln!(out, "{r}")?;
+            writeln!(out, "{}", terminal::json(r))?;
         } else {
-            writeln!(out, "{}", text(r))?;
+            writeln!(out, "{}", terminal::printable(&text(r), false, false))?;
         }
     }
     Ok(())
@@ -783,7 +789,7 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
             let e = &e?;
             let v = crate::format::schedules::schedule_event_json(e);
             if json {
-                writeln!(out, "{v}")?;
+                writeln!(out, "{}", terminal::json(&v))?;
             } else {
                 writeln!(
                     out,
@@ -791,7 +797,7 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
                     e.seq,
                     format_time(e.at),
                     e.event.kind(),
-                    v["event"]
+                    terminal::json(&v["event"])
                 )?;
             }
         }
@@ -801,7 +807,7 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
     for e in log {
         let e = &e?;
         if json {
-            writeln!(out, "{}", event_json(e))?;
+            writeln!(out, "{}", terminal::json(&event_json(e)))?;
         } else {
             let v = event_json(e);
             writeln!(
@@ -810,7 +816,7 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
                 e.seq,
                 format_time(e.at),
                 e.event.kind(),
-                v["data"]
+                terminal::json(&v["data"])
             )?;
         }
     }

@@ -16,6 +16,7 @@ use tokio::sync::mpsc;
 
 use super::profile;
 use super::remote::{self, Error, Remote, Transcript};
+use super::terminal::{self, printable};
 use super::{ApiArgs, RunsCmd};
 
 /// How often `--wait` and a follower of a server without the transcript stream ask again.
@@ -116,7 +117,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 }
                 let page = remote.get("/api/v1/agent/runs", &query).await?;
                 if *json {
-                    print_line(&page)?;
+                    print_line(&terminal::json(&page))?;
                 } else {
                     print_list(&page)?;
                 }
@@ -125,7 +126,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
             RunsCmd::Get { run_id, json } => {
                 let run = remote.get(&run_path(run_id), &[]).await?;
                 if *json {
-                    print_line(&run)?;
+                    print_line(&terminal::json(&run))?;
                 } else {
                     print_run(&run)?;
                 }
@@ -285,7 +286,10 @@ fn outcome(id: &str, state: &str) -> u8 {
             2
         }
         other => {
-            eprintln!("run {id} ended in an unknown state {other:?}");
+            eprintln!(
+                "run {id} ended in an unknown state {:?}",
+                printable(other, false, false)
+            );
             remote::exit::PROTOCOL
         }
     }
@@ -313,7 +317,7 @@ impl Link {
     fn show_of(&mut self, run: &Value) {
         if let (false, Some(link)) = (self.shown, run["session_link"].as_str()) {
             self.shown = true;
-            eprintln!("session: {link}");
+            eprintln!("session: {}", printable(link, false, false));
         }
     }
 }
@@ -337,7 +341,8 @@ async fn wait_for(remote: &Remote, id: &str, link: &mut Link) -> anyhow::Result<
                 }
                 if progress {
                     eprint!(
-                        "\r\x1b[2K{id}  {state}  {}",
+                        "\r\x1b[2K{id}  {}  {}",
+                        printable(&state, false, false),
                         short_duration(started.elapsed())
                     );
                 }
@@ -615,16 +620,21 @@ async fn print_transcript(remote: &Remote, id: &str) -> anyhow::Result<()> {
 
 /// Writes transcript entries where they belong: the agent's stdout and follow-ups to stdout,
 /// its stderr to stderr, runledger's notes (`system`, the presets' readable `agent` lines) to
-/// stderr, dimmed on a terminal and marked `[system]` otherwise, so that stdout holds the
-/// agent's output byte for byte.
+/// stderr, dimmed on a terminal and marked `[system]` otherwise. Every text goes through
+/// `terminal::printable`: control characters escaped, and an agent's line that begins like the
+/// CLI's own `[system]` lines marked, so that neither can act on or pass for the CLI.
 struct Printer {
     dim: bool,
+    /// Whether the next entry of stdout (`[0]`) and of stderr (`[1]`) starts a line: an entry
+    /// that is `continued` goes on in the next one.
+    at_line_start: [bool; 2],
 }
 
 impl Printer {
     fn new() -> Printer {
         Printer {
             dim: std::io::stderr().is_terminal(),
+            at_line_start: [true; 2],
         }
     }
 
@@ -634,21 +644,29 @@ impl Printer {
         let end = if continued { "" } else { "\n" };
         match entry["stream"].as_str().unwrap_or("") {
             "stdout" | "followup" => {
+                let text = printable(text, true, self.at_line_start[0]);
+                self.at_line_start[0] = !continued;
                 let mut out = std::io::stdout().lock();
                 out.write_all(text.as_bytes())?;
                 out.write_all(end.as_bytes())?;
                 out.flush()?;
             }
             "stderr" => {
+                let text = printable(text, true, self.at_line_start[1]);
+                self.at_line_start[1] = !continued;
                 let mut err = std::io::stderr().lock();
                 err.write_all(text.as_bytes())?;
                 err.write_all(end.as_bytes())?;
             }
             stream => {
+                // The first line is the CLI's own, behind its marker; the lines after it can
+                // quote the agent (a failure's last lines of stderr, an assistant's reply).
+                let text = printable(text, true, false);
                 let mut err = std::io::stderr().lock();
                 if self.dim {
                     write!(err, "{DIM}{text}{RESET}{end}")?;
                 } else {
+                    let stream = printable(stream, false, false);
                     write!(err, "[{stream}] {text}{end}")?;
                 }
             }
@@ -657,6 +675,7 @@ impl Printer {
     }
 
     fn note(&self, text: &str) {
+        let text = printable(text, true, false);
         if self.dim {
             eprintln!("{DIM}{text}{RESET}");
         } else {
@@ -698,7 +717,7 @@ async fn print_events(remote: &Remote, id: &str, as_json: bool) -> anyhow::Resul
         if let Some(page) = first.as_object_mut() {
             page.remove("next");
         }
-        print_line(&first)?;
+        print_line(&terminal::json(&first))?;
     }
     Ok(())
 }
@@ -710,9 +729,9 @@ fn print_event_lines(events: &[Value]) -> std::io::Result<()> {
             out,
             "{:>4}  {}  {:<16}  {}",
             e["seq"],
-            e["at"].as_str().unwrap_or(""),
-            e["type"].as_str().unwrap_or(""),
-            e["data"]
+            field(e, "at"),
+            field(e, "type"),
+            terminal::json(&e["data"])
         )?;
     }
     Ok(())
@@ -742,10 +761,7 @@ fn print_list(page: &Value) -> anyhow::Result<()> {
                 clip(&single_line(&field(run, "title")), 40),
                 age(run, now),
                 duration(run, now),
-                run["agent_config"]["environment_id"]
-                    .as_str()
-                    .unwrap_or("")
-                    .to_string(),
+                field(&run["agent_config"], "environment_id"),
             ]);
         }
         write_table(&mut out, &rows)?;
@@ -761,7 +777,7 @@ fn print_list(page: &Value) -> anyhow::Result<()> {
                 field(run, "state"),
                 single_line(&field(run, "title")),
                 field(run, "created_at"),
-                run["agent_config"]["environment_id"].as_str().unwrap_or(""),
+                field(&run["agent_config"], "environment_id"),
             )?;
         }
     }
@@ -800,7 +816,7 @@ fn print_run(run: &Value) -> anyhow::Result<()> {
         lines.push(("status", single_line(message)));
     }
     if let Some(link) = run["session_link"].as_str() {
-        lines.push(("session", link.to_string()));
+        lines.push(("session", printable(link, false, false).into_owned()));
     }
     lines.push(("prompt", single_line(&field(run, "prompt"))));
     let mut out = std::io::stdout().lock();
@@ -810,15 +826,15 @@ fn print_run(run: &Value) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A string field of an answer, as it may be printed (`terminal::printable`).
 fn field(v: &Value, name: &str) -> String {
-    v[name].as_str().unwrap_or("").to_string()
+    printable(v[name].as_str().unwrap_or(""), false, false).into_owned()
 }
 
-/// Tabs and line breaks become spaces: one record per line, one field per column.
+/// Tabs and line breaks become spaces, other control characters escapes: one record per line,
+/// one field per column.
 fn single_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
+    printable(text, false, false).replace(['\t', '\n'], " ")
 }
 
 fn clip(text: &str, max: usize) -> String {
