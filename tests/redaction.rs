@@ -359,4 +359,10 @@ async fn no_secret_an_agent_reports_is_recorded_anywhere() {
     for (path, bytes) in &stored {
         assert_absent(&path.display().to_string(), bytes, &needles);
     }
+    // The server's own file there: the session id a CLI reported, kept for a follow-up, is not
+    // kept when it holds a secret.
+    for id in &ids {
+        let session = s.data_dir.join("agent-files").join(id).join("session");
+        assert!(!session.exists(), "{} was kept", session.display());
+    }
 }
