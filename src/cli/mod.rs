@@ -342,7 +342,7 @@ pub fn report(error: &anyhow::Error, debug: bool) {
     };
     eprintln!(
         "runledger: error: {}",
-        terminal::printable(&text, false, false)
+        terminal::printable(&text, terminal::Origin::Field)
     );
 }
 
@@ -681,7 +681,11 @@ fn print_records(
         if json {
             writeln!(out, "{}", terminal::json(r))?;
         } else {
-            writeln!(out, "{}", terminal::printable(&text(r), false, false))?;
+            writeln!(
+                out,
+                "{}",
+                terminal::printable(&text(r), terminal::Origin::Field)
+            )?;
         }
     }
     Ok(())

@@ -16,7 +16,7 @@ use tokio::sync::mpsc;
 
 use super::profile;
 use super::remote::{self, Error, Remote, Transcript};
-use super::terminal::{self, printable};
+use super::terminal::{self, printable, Origin};
 use super::{ApiArgs, RunsCmd};
 
 /// How often `--wait` and a follower of a server without the transcript stream ask again.
@@ -288,7 +288,7 @@ fn outcome(id: &str, state: &str) -> u8 {
         other => {
             eprintln!(
                 "run {id} ended in an unknown state {:?}",
-                printable(other, false, false)
+                printable(other, Origin::Field)
             );
             remote::exit::PROTOCOL
         }
@@ -317,7 +317,7 @@ impl Link {
     fn show_of(&mut self, run: &Value) {
         if let (false, Some(link)) = (self.shown, run["session_link"].as_str()) {
             self.shown = true;
-            eprintln!("session: {}", printable(link, false, false));
+            eprintln!("session: {}", printable(link, Origin::Field));
         }
     }
 }
@@ -342,7 +342,7 @@ async fn wait_for(remote: &Remote, id: &str, link: &mut Link) -> anyhow::Result<
                 if progress {
                     eprint!(
                         "\r\x1b[2K{id}  {}  {}",
-                        printable(&state, false, false),
+                        printable(&state, Origin::Field),
                         short_duration(started.elapsed())
                     );
                 }
@@ -644,7 +644,7 @@ impl Printer {
         let end = if continued { "" } else { "\n" };
         match entry["stream"].as_str().unwrap_or("") {
             "stdout" | "followup" => {
-                let text = printable(text, true, self.at_line_start[0]);
+                let text = printable(text, agent_origin(self.at_line_start[0]));
                 self.at_line_start[0] = !continued;
                 let mut out = std::io::stdout().lock();
                 out.write_all(text.as_bytes())?;
@@ -652,7 +652,7 @@ impl Printer {
                 out.flush()?;
             }
             "stderr" => {
-                let text = printable(text, true, self.at_line_start[1]);
+                let text = printable(text, agent_origin(self.at_line_start[1]));
                 self.at_line_start[1] = !continued;
                 let mut err = std::io::stderr().lock();
                 err.write_all(text.as_bytes())?;
@@ -661,12 +661,12 @@ impl Printer {
             stream => {
                 // The first line is the CLI's own, behind its marker; the lines after it can
                 // quote the agent (a failure's last lines of stderr, an assistant's reply).
-                let text = printable(text, true, false);
+                let text = printable(text, Origin::AgentRest);
                 let mut err = std::io::stderr().lock();
                 if self.dim {
                     write!(err, "{DIM}{text}{RESET}{end}")?;
                 } else {
-                    let stream = printable(stream, false, false);
+                    let stream = printable(stream, Origin::Field);
                     write!(err, "[{stream}] {text}{end}")?;
                 }
             }
@@ -675,12 +675,21 @@ impl Printer {
     }
 
     fn note(&self, text: &str) {
-        let text = printable(text, true, false);
+        let text = printable(text, Origin::AgentRest);
         if self.dim {
             eprintln!("{DIM}{text}{RESET}");
         } else {
             eprintln!("[runledger] {text}");
         }
+    }
+}
+
+/// How an agent's entry is printed: from the start of a line, or going on with one.
+fn agent_origin(at_line_start: bool) -> Origin {
+    if at_line_start {
+        Origin::AgentLine
+    } else {
+        Origin::AgentRest
     }
 }
 
@@ -816,7 +825,7 @@ fn print_run(run: &Value) -> anyhow::Result<()> {
         lines.push(("status", single_line(message)));
     }
     if let Some(link) = run["session_link"].as_str() {
-        lines.push(("session", printable(link, false, false).into_owned()));
+        lines.push(("session", printable(link, Origin::Field).into_owned()));
     }
     lines.push(("prompt", single_line(&field(run, "prompt"))));
     let mut out = std::io::stdout().lock();
@@ -828,13 +837,13 @@ fn print_run(run: &Value) -> anyhow::Result<()> {
 
 /// A string field of an answer, as it may be printed (`terminal::printable`).
 fn field(v: &Value, name: &str) -> String {
-    printable(v[name].as_str().unwrap_or(""), false, false).into_owned()
+    printable(v[name].as_str().unwrap_or(""), Origin::Field).into_owned()
 }
 
 /// Tabs and line breaks become spaces, other control characters escapes: one record per line,
 /// one field per column.
 fn single_line(text: &str) -> String {
-    printable(text, false, false).replace(['\t', '\n'], " ")
+    printable(text, Origin::Field).replace(['\t', '\n'], " ")
 }
 
 fn clip(text: &str, max: usize) -> String {

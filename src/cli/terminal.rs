@@ -20,13 +20,27 @@ fn acts(c: char) -> bool {
     c.is_control() && c != '\t' && c != '\n'
 }
 
-/// `text` with every control character but tab and newline escaped (`\x1b`), and, when
-/// `agent` is set, every line that starts in it (the first one too when `at_line_start`) that
-/// begins like one of the CLI's own lines (`[word]`) marked with a backslash (`\[system]`), so
-/// that an agent's output cannot pass for the CLI's. Borrowed when nothing needed a change.
-pub fn printable(text: &str, agent: bool, at_line_start: bool) -> Cow<'_, str> {
+/// Where a text printed comes from, which says whether its lines are marked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// A field of an answer or a note: escaped only (the CLI puts it after a label or marker
+    /// of its own).
+    Field,
+    /// An agent's text that starts a line.
+    AgentLine,
+    /// An agent's text that goes on a line already begun: only the lines after its first
+    /// newline start there.
+    AgentRest,
+}
+
+/// `text` with every control character but tab and newline escaped (`\x1b`), and, for an
+/// agent's text, every line that starts in it and begins like one of the CLI's own lines
+/// (`[word]`) marked with a backslash (`\[system]`), so that an agent's output cannot pass for
+/// the CLI's. Borrowed when nothing needed a change.
+pub fn printable(text: &str, origin: Origin) -> Cow<'_, str> {
+    let agent = origin != Origin::Field;
     let mark = |line_start: usize| agent && looks_like_ours(&text[line_start..]);
-    let first = agent && at_line_start && mark(0);
+    let first = origin == Origin::AgentLine && mark(0);
     let needs_change = first
         || text.chars().any(acts)
         || (agent && text.match_indices('\n').any(|(i, _)| mark(i + 1)));
@@ -93,18 +107,21 @@ mod tests {
     fn control_characters_but_tab_and_newline_are_escaped() {
         let hostile = "a\x1b]0;title\x07b\x1b]52;c;aGk=\x07c\x1b[2K\x1b[1Ad\u{9b}31me\r\x7f\0";
         assert_eq!(
-            printable(hostile, false, true),
+            printable(hostile, Origin::Field),
             "a\\x1b]0;title\\x07b\\x1b]52;c;aGk=\\x07c\\x1b[2K\\x1b[1Ad\\x9b31me\\x0d\\x7f\\x00"
         );
-        assert_eq!(printable("tab\there\nnext", false, true), "tab\there\nnext");
+        assert_eq!(
+            printable("tab\there\nnext", Origin::Field),
+            "tab\there\nnext"
+        );
         assert!(matches!(
-            printable("plain [system] text", true, true),
+            printable("plain [system] text", Origin::AgentLine),
             Cow::Borrowed(_)
         ));
         // Characters past C1 are text, not controls.
-        assert_eq!(printable("é ␛ \u{a0}", true, true), "é ␛ \u{a0}");
+        assert_eq!(printable("é ␛ \u{a0}", Origin::AgentLine), "é ␛ \u{a0}");
         for c in (0u32..=0x9f).filter_map(char::from_u32) {
-            let shown = printable(&c.to_string(), true, false).into_owned();
+            let shown = printable(&c.to_string(), Origin::AgentRest).into_owned();
             let safe = shown
                 .chars()
                 .all(|s| !s.is_control() || s == '\t' || s == '\n');
@@ -115,25 +132,28 @@ mod tests {
     #[test]
     fn an_agent_line_that_looks_like_the_clis_own_is_marked() {
         assert_eq!(
-            printable("[system] run succeeded", true, true),
+            printable("[system] run succeeded", Origin::AgentLine),
             "\\[system] run succeeded"
         );
         assert_eq!(
-            printable("out\n[runledger] note\n[x] [y]\n", true, true),
+            printable("out\n[runledger] note\n[x] [y]\n", Origin::AgentLine),
             "out\n\\[runledger] note\n\\[x] [y]\n"
         );
         // The rest of a line already begun is not a line start.
-        assert_eq!(printable("[system] more", true, false), "[system] more");
-        // The CLI's own lines (agent = false) are not marked.
-        assert_eq!(printable("[system] ok", false, true), "[system] ok");
+        assert_eq!(
+            printable("[system] more", Origin::AgentRest),
+            "[system] more"
+        );
+        // A field of the CLI's is not marked.
+        assert_eq!(printable("[system] ok", Origin::Field), "[system] ok");
         // Lines that are not `[word]` keep their form: JSON arrays, links, empty brackets.
         for line in ["[1, 2]", "[] empty", "[a b] c", "[unclosed", "x [system]"] {
-            assert_eq!(printable(line, true, true), line);
+            assert_eq!(printable(line, Origin::AgentLine), line);
         }
         // An escape cannot hide the mark: the `[` after an escaped ESC is not a line start,
         // and a carriage return is shown, not obeyed.
         assert_eq!(
-            printable("x\r[system] done", true, true),
+            printable("x\r[system] done", Origin::AgentLine),
             "x\\x0d[system] done"
         );
     }
