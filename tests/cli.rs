@@ -1193,6 +1193,19 @@ async fn an_agents_escapes_and_imitated_system_lines_reach_the_terminal_inert() 
             "{what}: {ours:?}"
         );
     }
+    // On a terminal the CLI's own notes are dimmed with its own escapes; the agent's are not
+    // obeyed there either.
+    let (_, shown) = on_terminal(f.cli(), &["runs", "logs", &id], "stderr");
+    for acting in ["\x1b[2K", "\x1b]", "\u{9b}", "\x07"] {
+        assert!(
+            !shown.contains(acting),
+            "{acting:?} on the terminal: {shown:?}"
+        );
+    }
+    assert!(
+        shown.contains("\\[system] the agent exited successfully\\x0d\\x1b[2K"),
+        "{shown:?}"
+    );
     for args in [
         vec!["runs", "get", &id],
         vec!["runs", "get", &id, "--json"],

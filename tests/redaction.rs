@@ -192,6 +192,7 @@ async fn no_secret_an_agent_reports_is_recorded_anywhere() {
         &format!(
             "echo notes > notes.txt\nprintf '\\x89PNG\\r\\n\\x1a\\n0000' > shot.png\n{}\n\
              cat {d}/printed.txt\ncat {d}/report.jsonl >> \"$RUNLEDGER_REPORT\"\n\
+             printf '%0290d%s\\n' 0 {ALPHA} >&2\n\
              echo \"giving up: {ALPHA} {BETA} {MCP}\" >&2\nexit 1",
             touch.join("\n"),
             d = dir.path().display()
@@ -269,6 +270,13 @@ async fn no_secret_an_agent_reports_is_recorded_anywhere() {
         status.contains("giving up: [secret:ALPHA] [secret:BETA] [secret:mcp."),
         "{status}"
     );
+    // A stderr line cut to the tail's 300 characters inside a secret: redacted before the cut,
+    // so no part of the value is left.
+    assert!(
+        status.contains(&format!("{}[secret:", "0".repeat(290))),
+        "{status}"
+    );
+    assert!(!status.contains(&ALPHA[..6]), "{status}");
     let claude_run = s.run(&ids[1]).await;
     let status = claude_run["status_message"]["message"]
         .as_str()

@@ -126,7 +126,8 @@ impl Drop for Writer {
 /// One pass over the text, leftmost-longest: a secret that contains another is replaced whole,
 /// and no replacement is rewritten by a later secret.
 ///
-/// Each value is looked for as it is and in the encodings an agent is most likely to print it
+/// Each value is looked for as it is, as JSON writes it inside a string (quotes, backslashes
+/// and control characters escaped), and in the encodings an agent is most likely to print it
 /// in: base64 (standard and URL-safe alphabets, padded or not) and hex (lower and upper case),
 /// of the value alone. An encoding of a value shorter than `ENCODED_MIN_BYTES` is not looked
 /// for: four hex digits or three base64 letters occur everywhere in ordinary output. Empty
@@ -142,12 +143,21 @@ pub struct Redactor {
 /// The shortest value whose base64 and hex forms are redacted too.
 pub const ENCODED_MIN_BYTES: usize = 8;
 
-/// The forms of `value` that are redacted: itself, then its base64 and hex encodings (once
-/// each: a value without `+` or `/` in its base64 has one form for both alphabets).
+/// The forms of `value` that are redacted: itself, as it stands inside a JSON string (a
+/// preset CLI's output lines are JSON), then its base64 and hex encodings (once each: a value
+/// without `+` or `/` in its base64 has one form for both alphabets).
 fn forms(value: &str) -> Vec<String> {
     use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
     use base64::Engine;
     let mut out = vec![value.to_string()];
+    let quoted = serde_json::Value::from(value).to_string();
+    let in_json = quoted
+        .strip_prefix('"')
+        .and_then(|q| q.strip_suffix('"'))
+        .unwrap_or(value);
+    if in_json != value {
+        out.push(in_json.to_string());
+    }
     if value.len() >= ENCODED_MIN_BYTES {
         let bytes = value.as_bytes();
         let lower: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
@@ -522,6 +532,12 @@ mod tests {
         }
         // Padding is taken with the value, not left behind.
         assert_eq!(r.apply(&format!("{std}.")), "[secret:KEY].");
+        // A value with a quote, as a CLI's JSON line holds it.
+        let quoted = Redactor::new([("Q", "say \"hi\" \\ now")]);
+        assert_eq!(
+            quoted.apply(r#"{"text":"say \"hi\" \\ now"}"#),
+            r#"{"text":"[secret:Q]"}"#
+        );
         // Short values: the value itself only, never its encodings.
         let short = Redactor::new([("PIN", "1234")]);
         assert_eq!(
