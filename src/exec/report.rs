@@ -414,7 +414,8 @@ impl Reports {
     }
 }
 
-/// Redacts every string in `value`, object keys included, whatever its shape.
+/// Redacts every string in `value`, object keys included, whatever its shape. The recursion is
+/// bounded: serde_json refuses a document nested deeper than 128 levels.
 fn redact_strings(value: &mut serde_json::Value, redactor: &Redactor) {
     use serde_json::Value;
     match value {
