@@ -7,7 +7,8 @@
 //!
 //! Pure: it is handed whole, reassembled lines (never a piece of one cut by `lines.rs`) and an
 //! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
-//! except the error text the CLI itself marks as its error.
+//! except the error text the CLI itself marks as its error and, in a read-only run, the
+//! kernel's refusal of a write in a failed tool call's output.
 
 use super::denied_writes;
 use crate::domain::StatusMessage;
