@@ -7,8 +7,8 @@
 //! Pure: it reads one parsed output event at a time and decides nothing from a tool's output
 //! except the kernel's own message for `EROFS`, and only for a tool call that failed (a command
 //! with a non-zero exit, a result marked as an error) where the CLI says so. Gemini CLI marks
-//! neither for a shell command, so there the message alone counts: a command that only prints
-//! the words fails the run, the safe side of the mistake.
+//! neither for a shell command, so for its shell tool the message alone counts: a command that
+//! only prints the words fails the run, the safe side of the mistake.
 
 /// How `strerror(EROFS)` reads in every tool's error: the C library's "Read-only file system",
 /// Node's "EROFS: read-only file system", Python's "[Errno 30] Read-only file system".
@@ -19,13 +19,36 @@ fn refused(text: &str) -> bool {
     text.to_lowercase().contains(EROFS_TEXT)
 }
 
-/// A tool call as a denial names it: the tool and the file or command it was given.
-pub fn call(tool: &str, input: &serde_json::Value) -> String {
-    input["file_path"]
-        .as_str()
-        .or_else(|| input["command"].as_str())
-        .map(|w| format!("{tool} ({w})"))
-        .unwrap_or_else(|| tool.to_string())
+/// Gemini CLI's shell tool, whose result carries no exit status.
+const GEMINI_SHELL: &str = "run_shell_command";
+
+/// A tool call the CLI announced, kept until its result arrives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    pub id: String,
+    pub tool: String,
+    /// How a denial names it: the tool and the file or command it was given.
+    pub what: String,
+}
+
+impl Call {
+    pub fn new(id: &str, tool: &str, input: &serde_json::Value) -> Call {
+        let what = input["file_path"]
+            .as_str()
+            .or_else(|| input["command"].as_str())
+            .map(|w| format!("{tool} ({w})"))
+            .unwrap_or_else(|| tool.to_string());
+        Call {
+            id: id.to_string(),
+            tool: tool.to_string(),
+            what,
+        }
+    }
+}
+
+/// The call with `id` among those remembered.
+pub fn find<'a>(calls: &'a std::collections::VecDeque<Call>, id: &str) -> Option<&'a Call> {
+    calls.iter().find(|call| call.id == id)
 }
 
 /// What a denied write is called in the run's status message.
@@ -79,8 +102,8 @@ pub fn claude_refused_calls(event: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// Claude Code: the tool calls of an `assistant` line, by id.
-pub fn claude_calls(event: &serde_json::Value) -> Vec<(String, String)> {
+/// Claude Code: the tool calls of an `assistant` line.
+pub fn claude_calls(event: &serde_json::Value) -> Vec<Call> {
     if event["type"] != "assistant" {
         return Vec::new();
     }
@@ -88,15 +111,19 @@ pub fn claude_calls(event: &serde_json::Value) -> Vec<(String, String)> {
     blocks
         .filter(|b| b["type"] == "tool_use")
         .map(|b| {
-            let id = b["id"].as_str().unwrap_or_default().to_string();
-            let tool = b["name"].as_str().unwrap_or("a tool");
-            (id, call(tool, &b["input"]))
+            let id = b["id"].as_str().unwrap_or_default();
+            Call::new(id, b["name"].as_str().unwrap_or("a tool"), &b["input"])
         })
         .collect()
 }
 
-/// Gemini CLI: the id of a `tool_result` that carries the refusal, in its output or its error.
-pub fn gemini_refused_call(event: &serde_json::Value) -> Option<String> {
+/// Gemini CLI: the call (among `calls`) of a `tool_result` that carries the refusal in its
+/// output or its error: a result marked as an error, or one of the shell tool, whose result
+/// is never marked. A reading tool's successful result that quotes the words is no denial.
+pub fn gemini_refused_call(
+    event: &serde_json::Value,
+    calls: &std::collections::VecDeque<Call>,
+) -> Option<String> {
     if event["type"] != "tool_result" {
         return None;
     }
@@ -105,17 +132,17 @@ pub fn gemini_refused_call(event: &serde_json::Value) -> Option<String> {
         .filter_map(|v| v.as_str())
         .collect::<Vec<_>>()
         .join("\n");
-    refused(&text).then(|| event["tool_id"].as_str().unwrap_or_default().to_string())
+    if !refused(&text) {
+        return None;
+    }
+    let call = find(calls, event["tool_id"].as_str().unwrap_or_default());
+    let shell = call.is_some_and(|c| c.tool == GEMINI_SHELL);
+    (event["status"] == "error" || shell).then(|| named(call))
 }
 
-/// The denial of a call found among those remembered (`calls`, by id).
-pub fn named(calls: &std::collections::VecDeque<(String, String)>, id: &str) -> String {
-    let what = calls
-        .iter()
-        .find(|(call, _)| call == id)
-        .map(|(_, what)| what.as_str())
-        .unwrap_or("a tool");
-    denial(what)
+/// The denial of a call, if it was remembered.
+pub fn named(call: Option<&Call>) -> String {
+    denial(call.map_or("a tool", |c| c.what.as_str()))
 }
 
 /// A tool result's text: a string, or the text parts of a list.
@@ -189,33 +216,51 @@ mod tests {
         let calls = claude_calls(&json(
             r#"{"type":"assistant","message":{"content":[{"type":"text","text":"ok"},{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"touch t"}},{"type":"tool_use","id":"t2","name":"Write","input":{"file_path":"/w/h.txt"}}]}}"#,
         ));
+        let named_as: Vec<(&str, &str)> = calls
+            .iter()
+            .map(|c| (c.id.as_str(), c.what.as_str()))
+            .collect();
         assert_eq!(
-            calls,
-            [
-                ("t1".to_string(), "Bash (touch t)".to_string()),
-                ("t2".to_string(), "Write (/w/h.txt)".to_string())
-            ]
+            named_as,
+            [("t1", "Bash (touch t)"), ("t2", "Write (/w/h.txt)")]
         );
         let results = json(
             r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"Exit code 1\ntouch: cannot touch 't': Read-only file system","is_error":true,"tool_use_id":"t1"},{"type":"tool_result","content":[{"type":"text","text":"EROFS: read-only file system, open '/w/h.txt'"}],"is_error":true,"tool_use_id":"t2"},{"type":"tool_result","content":"Read-only file system","is_error":false,"tool_use_id":"t3"}]}}"#,
         );
         assert_eq!(claude_refused_calls(&results), ["t1", "t2"]);
         let remembered = calls.into_iter().collect();
-        assert!(named(&remembered, "t1").starts_with("Bash (touch t): "));
-        assert!(named(&remembered, "zz").starts_with("a tool: "));
+        assert!(named(find(&remembered, "t1")).starts_with("Bash (touch t): "));
+        assert!(named(find(&remembered, "zz")).starts_with("a tool: "));
     }
 
     #[test]
-    fn gemini_results_with_the_refusal_in_output_or_error_count() {
+    fn gemini_shell_results_and_error_results_with_the_refusal_count() {
+        let calls: std::collections::VecDeque<Call> = [
+            Call::new("s1", "run_shell_command", &json(r#"{"command":"touch t"}"#)),
+            Call::new("w1", "write_file", &json(r#"{"file_path":"h.txt"}"#)),
+            Call::new("r1", "read_file", &json(r#"{"file_path":"notes.md"}"#)),
+        ]
+        .into_iter()
+        .collect();
         let shell = json(
             r#"{"type":"tool_result","tool_id":"s1","status":"success","output":"touch: cannot touch 't': Read-only file system"}"#,
         );
-        assert_eq!(gemini_refused_call(&shell).as_deref(), Some("s1"));
+        let denied = gemini_refused_call(&shell, &calls).expect("the shell's refusal");
+        assert!(
+            denied.starts_with("run_shell_command (touch t): "),
+            "{denied}"
+        );
         let write = json(
             r#"{"type":"tool_result","tool_id":"w1","status":"error","error":{"type":"file_write_failure","message":"EROFS: read-only file system, open '/w/h.txt'"}}"#,
         );
-        assert_eq!(gemini_refused_call(&write).as_deref(), Some("w1"));
-        let fine = json(r#"{"type":"tool_result","tool_id":"r1","status":"success","output":"a"}"#);
-        assert_eq!(gemini_refused_call(&fine), None);
+        let denied = gemini_refused_call(&write, &calls).expect("the write's refusal");
+        assert!(denied.starts_with("write_file (h.txt): "), "{denied}");
+        // A file that only mentions the refusal, read with the file tool, is no denial.
+        let read = json(
+            r#"{"type":"tool_result","tool_id":"r1","status":"success","output":"EROFS: read-only file system"}"#,
+        );
+        assert_eq!(gemini_refused_call(&read, &calls), None);
+        let fine = json(r#"{"type":"tool_result","tool_id":"s1","status":"success","output":"a"}"#);
+        assert_eq!(gemini_refused_call(&fine, &calls), None);
     }
 }

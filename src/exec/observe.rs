@@ -110,7 +110,7 @@ pub struct Observer {
     last_stderr: std::collections::VecDeque<String>,
     /// Claude Code's and Gemini CLI's recent tool calls by id, to name the one a denial
     /// refers to.
-    calls: std::collections::VecDeque<(String, String)>,
+    calls: std::collections::VecDeque<denied_writes::Call>,
     /// A read-only run: a write the kernel refused is a denial (`denied_writes`).
     read_only: bool,
     /// Claude Code with streaming input: the user messages it echoed back as it took them
@@ -197,11 +197,10 @@ impl Observer {
                 }
                 denied_writes::claude_refused_calls(event)
                     .iter()
-                    .map(|id| denied_writes::named(&self.calls, id))
+                    .map(|id| denied_writes::named(denied_writes::find(&self.calls, id)))
                     .collect()
             }
-            Harness::Gemini => denied_writes::gemini_refused_call(event)
-                .map(|id| denied_writes::named(&self.calls, &id))
+            Harness::Gemini => denied_writes::gemini_refused_call(event, &self.calls)
                 .into_iter()
                 .collect(),
             Harness::Command | Harness::Demo => Vec::new(),
@@ -215,7 +214,7 @@ impl Observer {
 
     /// Keeps a tool call until its result names a denial; a call without a result is dropped
     /// with the oldest once there are many.
-    fn remember(&mut self, call: (String, String)) {
+    fn remember(&mut self, call: denied_writes::Call) {
         if self.calls.len() == CALLS_KEPT {
             self.calls.pop_front();
         }
@@ -363,20 +362,15 @@ impl Observer {
         self.set_session(e["session_id"].as_str());
         if e["type"] == "tool_use" {
             let tool = e["tool_name"].as_str().unwrap_or("a tool");
-            let what = denied_writes::call(tool, &e["parameters"]);
-            let id = e["tool_id"].as_str().unwrap_or_default().to_string();
-            self.remember((id, what));
+            let id = e["tool_id"].as_str().unwrap_or_default();
+            self.remember(denied_writes::Call::new(id, tool, &e["parameters"]));
         }
         // Plan mode (read-only) answers a write with a policy violation; the turn goes on and
         // the CLI exits 0.
         if e["type"] == "tool_result" && e["error"]["type"] == "policy_violation" {
             let id = e["tool_id"].as_str().unwrap_or_default();
-            let what = self
-                .calls
-                .iter()
-                .find(|(call, _)| call == id)
-                .map(|(_, what)| what.clone())
-                .unwrap_or_else(|| "a tool".into());
+            let what = denied_writes::find(&self.calls, id)
+                .map_or_else(|| "a tool".to_string(), |call| call.what.clone());
             self.denials.push(what);
         }
         if e["type"] == "result" {
