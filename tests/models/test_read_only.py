@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLIS, MODELS
+from conftest import BIN_DIR, CLIS, MODELS
 from test_clis import tool_results, user_prompts
 from test_runledger import KEYS, RUN_TIMEOUT, Runledger, endpoint
 
@@ -33,7 +33,10 @@ def config(placement):
     def text(root, model_url):
         lines = ['[server]\nbind = "127.0.0.1:0"\n', "[limits]\nrate_limit = false\n", "[secrets]"]
         lines += [f'{KEYS[c]} = {{ env = "RL_TEST_{KEYS[c]}" }}' for c in CLIS]
-        env = 'CLAUDE_CODE_MAX_RETRIES = "0"'
+        # The agents' PATH said outright: the CLIs and node, wherever the server's own PATH points.
+        node = shutil.which("node")
+        path = f"{BIN_DIR}:{Path(node).parent if node else '/usr/bin'}:/usr/local/bin:/usr/bin:/bin"
+        env = f'CLAUDE_CODE_MAX_RETRIES = "0", PATH = "{path}"'
         place = ""
         if placement == "tmp":
             env += ', TMPDIR = "/tmp"'
