@@ -28,7 +28,7 @@ use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
 use super::{Artifacts, Assignment, Control, Deliveries, Supervision};
 use crate::domain::{ExecutionUsage, Followup, StatusMessage};
-use crate::harness::{Harness, Sandbox};
+use crate::harness::{AgentPermissions, Harness, Sandbox};
 
 /// The most bytes a preset's prompt argument gets: below Linux's 128 KiB limit of one argument
 /// (`MAX_ARG_STRLEN`), with room for an option name in front.
@@ -221,12 +221,19 @@ fn mcp_json(job: &Assignment) -> serde_json::Value {
     serde_json::json!({ "mcpServers": servers })
 }
 
-/// The command for one process of the execution, from its launcher.
-fn command(x: &Execution<'_>, program: &str, args: &[String]) -> Command {
+/// The command for one process of the execution, from its launcher. `read_only_workspace`: the
+/// agent of a read-only preset run (`presets::read_only_workspace`); setup always writes.
+fn command(
+    x: &Execution<'_>,
+    program: &str,
+    args: &[String],
+    read_only_workspace: bool,
+) -> Command {
     let plan = Plan {
         program: program.to_string(),
         args: args.to_vec(),
         cwd: x.workspace.clone(),
+        read_only_workspace,
         env: x.vars.clone(),
         writable: vec![x.home.clone(), x.report_path.clone()],
         readable: vec![x.mcp_path.clone()],
@@ -1426,7 +1433,7 @@ async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
     let env = &x.job.environment;
     for (i, line) in env.setup.iter().enumerate() {
         x.system(format!("setup {}/{}: {line}", i + 1, env.setup.len()));
-        let mut cmd = command(x, "sh", &["-c".into(), line.clone()]);
+        let mut cmd = command(x, "sh", &["-c".into(), line.clone()], false);
         cmd.stdin(Stdio::null());
         let process = match Process::spawn(cmd, None) {
             Ok(p) => p,
@@ -1547,7 +1554,8 @@ async fn start(
             retryable: Some(false),
         });
     }
-    let mut cmd = command(x, program, args);
+    let read_only = presets::read_only_workspace(env.harness, &turn);
+    let mut cmd = command(x, program, args, read_only);
     // The command harness takes follow-ups on stdin, and so does Claude Code with streaming
     // input (its prompt too). Codex and Gemini CLI read a piped stdin as part of their prompt
     // and wait for it to close, so theirs is empty.
@@ -1560,7 +1568,13 @@ async fn start(
     let observer = env
         .harness
         .is_preset()
-        .then(|| Observer::new(env.harness).redacting(x.redactor.clone()));
+        .then(|| {
+            let observer = Observer::new(env.harness).redacting(x.redactor.clone());
+            match env.agent_permissions {
+                AgentPermissions::ReadOnly => observer.read_only(),
+                AgentPermissions::Edit => observer,
+            }
+        });
     let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {

@@ -15,6 +15,7 @@ pub mod attachments;
 pub mod cgroup;
 mod command;
 mod demo;
+mod denied_writes;
 pub mod lines;
 pub mod observe;
 pub mod presets;

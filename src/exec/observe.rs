@@ -1,7 +1,9 @@
 //! Reads what a preset's agent CLI reports about its own work: its structured output (Claude
 //! Code's and Gemini CLI's stream-json, Codex's `--json` events) and, where a CLI says nothing
 //! structured, its stderr. From whole output lines it keeps the CLI's session id, the tools it
-//! was denied, its error results, its token usage and cost, and decides how an execution ended.
+//! was denied (by its own permission mode, or by the read-only workspace of a read-only run:
+//! `denied_writes.rs`), its error results, its token usage and cost, and decides how an
+//! execution ended.
 //!
 //! Everything it keeps from the CLI's output (error text, stderr lines, denied tools, the model
 //! name) is redacted with the execution's `Redactor` as it is taken, before it is cut to a
@@ -9,8 +11,10 @@
 //!
 //! Pure: it is handed whole, reassembled lines (never a piece of one cut by `lines.rs`) and an
 //! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
-//! except the error text the CLI itself marks as its error.
+//! except the error text the CLI itself marks as its error and, in a read-only run, the
+//! kernel's refusal of a write in a failed tool call's output.
 
+use super::denied_writes;
 use super::transcript::Redactor;
 use crate::domain::StatusMessage;
 use crate::harness::Harness;
@@ -109,8 +113,11 @@ pub struct Observer {
     /// The last stderr lines that say something, for a CLI that fails without JSON (its
     /// message can span lines: Gemini CLI's missing-key message is two).
     last_stderr: std::collections::VecDeque<String>,
-    /// Gemini CLI's recent tool calls by id, to name the one a denial refers to.
-    calls: std::collections::VecDeque<(String, String)>,
+    /// Claude Code's and Gemini CLI's recent tool calls by id, to name the one a denial
+    /// refers to.
+    calls: std::collections::VecDeque<denied_writes::Call>,
+    /// A read-only run: a write the kernel refused is a denial (`denied_writes`).
+    read_only: bool,
     /// Claude Code with streaming input: the user messages it echoed back as it took them
     /// (`--replay-user-messages`), and the turns it ended (`result` lines).
     echoed: u32,
@@ -134,6 +141,7 @@ impl Observer {
             results: 0,
             last_result_failed: false,
             redactor: Redactor::default(),
+            read_only: false,
         }
     }
 
@@ -145,6 +153,12 @@ impl Observer {
     /// A text of the CLI's output, redacted.
     fn redact(&self, text: &str) -> String {
         self.redactor.apply(text).into_owned()
+    }
+
+    /// An observer of a read-only run, where a write the kernel refused fails the execution.
+    pub fn read_only(mut self) -> Observer {
+        self.read_only = true;
+        self
     }
 
     /// How many user messages written to Claude Code's stdin it has taken (echoed back).
@@ -184,7 +198,48 @@ impl Observer {
             Harness::Gemini => self.gemini(&event),
             Harness::Command | Harness::Demo => {}
         }
+        if self.read_only {
+            self.refused_writes(&event);
+        }
         readable(self.harness, &event)
+    }
+
+    /// The writes the read-only workspace refused, as the CLI reported their failure.
+    fn refused_writes(&mut self, event: &serde_json::Value) {
+        let found: Vec<String> = match self.harness {
+            Harness::Codex => denied_writes::codex(event),
+            Harness::Claude => {
+                for call in denied_writes::claude_calls(event) {
+                    self.remember(call);
+                }
+                denied_writes::claude_refused_calls(event)
+                    .iter()
+                    .map(|id| denied_writes::named(denied_writes::find(&self.calls, id)))
+                    .collect()
+            }
+            Harness::Gemini => denied_writes::gemini_refused_call(event, &self.calls)
+                .into_iter()
+                .collect(),
+            Harness::Command | Harness::Demo => Vec::new(),
+        };
+        for denial in found {
+            // Codex's denials name its command straight from the event; the others' come from
+            // remembered calls, already redacted.
+            let denial = self.redact(&denial);
+            if !self.denials.contains(&denial) {
+                self.denials.push(denial);
+            }
+        }
+    }
+
+    /// Keeps a tool call until its result names a denial; a call without a result is dropped
+    /// with the oldest once there are many.
+    fn remember(&mut self, mut call: denied_writes::Call) {
+        call.what = self.redact(&call.what);
+        if self.calls.len() == CALLS_KEPT {
+            self.calls.pop_front();
+        }
+        self.calls.push_back(call);
     }
 
     /// One whole line of the CLI's stderr.
@@ -331,32 +386,16 @@ impl Observer {
     fn gemini(&mut self, e: &serde_json::Value) {
         self.set_session(e["session_id"].as_str());
         if e["type"] == "tool_use" {
-            // Kept until its result names a denial; a tool call without a result is dropped
-            // with the oldest once there are many.
-            if self.calls.len() == CALLS_KEPT {
-                self.calls.pop_front();
-            }
             let tool = e["tool_name"].as_str().unwrap_or("a tool");
-            let input = &e["parameters"];
-            let what = input["file_path"]
-                .as_str()
-                .or_else(|| input["command"].as_str())
-                .map(|w| format!("{tool} ({w})"))
-                .unwrap_or_else(|| tool.to_string());
-            let id = e["tool_id"].as_str().unwrap_or_default().to_string();
-            let what = self.redact(&what);
-            self.calls.push_back((id, what));
+            let id = e["tool_id"].as_str().unwrap_or_default();
+            self.remember(denied_writes::Call::new(id, tool, &e["parameters"]));
         }
         // Plan mode (read-only) answers a write with a policy violation; the turn goes on and
         // the CLI exits 0.
         if e["type"] == "tool_result" && e["error"]["type"] == "policy_violation" {
             let id = e["tool_id"].as_str().unwrap_or_default();
-            let what = self
-                .calls
-                .iter()
-                .find(|(call, _)| call == id)
-                .map(|(_, what)| what.clone())
-                .unwrap_or_else(|| "a tool".into());
+            let what = denied_writes::find(&self.calls, id)
+                .map_or_else(|| "a tool".to_string(), |call| call.what.clone());
             self.denials.push(what);
         }
         if e["type"] == "result" {
@@ -849,6 +888,54 @@ mod tests {
         assert_eq!(o.usage().output_tokens, 4);
         let err = o.verdict(Some(0), "exit code 0").expect_err("denied");
         assert!(err.message.contains("read-only sandbox"), "{}", err.message);
+    }
+
+    #[test]
+    fn a_write_the_read_only_workspace_refused_fails_only_a_read_only_run() {
+        let lines = [
+            r#"{"type":"item.completed","item":{"type":"command_execution","command":"bash -lc 'echo x > f'","aggregated_output":"bash: line 1: f: Read-only file system\n","exit_code":1,"status":"failed"}}"#,
+            r#"{"type":"turn.completed","usage":{"input_tokens":3,"output_tokens":4}}"#,
+        ];
+        let mut o = Observer::new(Harness::Codex).read_only();
+        for l in lines {
+            let _ = o.stdout_line(l);
+        }
+        let err = o.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(
+            err.message.contains("command (bash -lc 'echo x > f')")
+                && err.message.contains("denied"),
+            "{}",
+            err.message
+        );
+        assert_eq!(err.error_code.as_deref(), Some("not_authorized"));
+        // In an edit run the agent saw the error and may have worked around it.
+        assert!(observe(Harness::Codex, &lines, &[])
+            .verdict(Some(0), "exit code 0")
+            .is_ok());
+        let mut claude = Observer::new(Harness::Claude).read_only();
+        for l in [
+            r#"{"type":"assistant","message":{"content":[{"type":"tool_use","id":"t1","name":"Write","input":{"file_path":"/w/h.txt"}}]}}"#,
+            r#"{"type":"user","message":{"content":[{"type":"tool_result","content":"EROFS: read-only file system, open '/w/h.txt'","is_error":true,"tool_use_id":"t1"}]}}"#,
+            r#"{"type":"result","subtype":"success","is_error":false,"result":"ok"}"#,
+        ] {
+            let _ = claude.stdout_line(l);
+        }
+        let err = claude.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(err.message.contains("Write (/w/h.txt)"), "{}", err.message);
+        let mut gemini = Observer::new(Harness::Gemini).read_only();
+        for l in [
+            r#"{"type":"tool_use","tool_name":"run_shell_command","tool_id":"s1","parameters":{"command":"touch t"}}"#,
+            r#"{"type":"tool_result","tool_id":"s1","status":"success","output":"touch: cannot touch 't': Read-only file system"}"#,
+            r#"{"type":"result","status":"success","stats":{"input_tokens":2,"output_tokens":1}}"#,
+        ] {
+            let _ = gemini.stdout_line(l);
+        }
+        let err = gemini.verdict(Some(0), "exit code 0").expect_err("denied");
+        assert!(
+            err.message.contains("run_shell_command (touch t)"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]

@@ -51,25 +51,36 @@ pub struct Turn<'a> {
 }
 
 /// The permission flag value of each CLI: full access inside runledger's sandbox, the CLI's own
-/// workspace-write mode without it, read-only for plan and review runs.
+/// workspace-write mode without it, its own read-only mode for plan and review runs without it.
+/// A read-only run inside the sandbox gets full access too: its workspace is mounted read-only
+/// (`read_only_workspace`), so every command that only reads runs and the kernel refuses every
+/// write, whatever the CLI's own idea of a safe command (`docs/decisions/0030-read-only-runs.md`).
 fn mode(harness: Harness, turn: &Turn<'_>) -> &'static str {
     use AgentPermissions::{Edit, ReadOnly};
     match (harness, turn.permissions, turn.contained) {
-        (Harness::Claude, Edit, true) => "bypassPermissions",
+        (Harness::Claude, _, true) => "bypassPermissions",
         // Edits in the workspace, no other shell commands.
         (Harness::Claude, Edit, false) => "acceptEdits",
         // Print mode's default mode denies every write and records the denial.
-        (Harness::Claude, ReadOnly, _) => "default",
-        (Harness::Codex, Edit, true) => "danger-full-access",
+        (Harness::Claude, ReadOnly, false) => "default",
+        (Harness::Codex, _, true) => "danger-full-access",
         (Harness::Codex, Edit, false) => "workspace-write",
-        (Harness::Codex, ReadOnly, _) => "read-only",
-        (Harness::Gemini, Edit, true) => "yolo",
+        (Harness::Codex, ReadOnly, false) => "read-only",
+        (Harness::Gemini, _, true) => "yolo",
         // Offers file edits but no shell tool.
         (Harness::Gemini, Edit, false) => "auto_edit",
         // Gemini CLI's own read-only mode.
-        (Harness::Gemini, ReadOnly, _) => "plan",
+        (Harness::Gemini, ReadOnly, false) => "plan",
         (Harness::Command | Harness::Demo, _, _) => "",
     }
+}
+
+/// Whether the agent of this turn gets its workspace mounted read-only: a preset's read-only
+/// run inside runledger's sandbox, where the CLI itself is given full access (`mode`). A
+/// `command` agent only learns the setting (`RUNLEDGER_AGENT_PERMISSIONS`); setup commands
+/// always write.
+pub fn read_only_workspace(harness: Harness, turn: &Turn<'_>) -> bool {
+    harness.is_preset() && turn.permissions == AgentPermissions::ReadOnly && turn.contained
 }
 
 /// One user message of Claude Code's streaming JSON input (`--input-format stream-json`), as
@@ -413,29 +424,57 @@ mod tests {
             contained: false,
             ..EDIT
         };
+        let read_only_unconfined = Turn {
+            contained: false,
+            ..read_only
+        };
         let has =
             |h, t: &Turn<'_>, flag: &str| argv(h, &[], &values(), t).contains(&flag.to_string());
-        assert!(has(
-            Harness::Claude,
-            &read_only,
-            "--permission-mode=default"
-        ));
+        // Inside the sandbox a read-only run's CLI has full access: its workspace is read-only.
+        for (harness, full) in [
+            (Harness::Claude, "--permission-mode=bypassPermissions"),
+            (Harness::Codex, "--sandbox=danger-full-access"),
+            (Harness::Gemini, "--approval-mode=yolo"),
+        ] {
+            assert!(has(harness, &read_only, full), "{harness:?}");
+            assert!(has(harness, &EDIT, full), "{harness:?}");
+            assert!(read_only_workspace(harness, &read_only), "{harness:?}");
+            assert!(!read_only_workspace(harness, &EDIT), "{harness:?}");
+            assert!(
+                !read_only_workspace(harness, &read_only_unconfined),
+                "{harness:?}"
+            );
+        }
+        assert!(!read_only_workspace(Harness::Command, &read_only));
         assert!(has(
             Harness::Claude,
             &unconfined,
             "--permission-mode=acceptEdits"
         ));
-        assert!(has(Harness::Codex, &read_only, "--sandbox=read-only"));
+        assert!(has(
+            Harness::Claude,
+            &read_only_unconfined,
+            "--permission-mode=default"
+        ));
         assert!(has(
             Harness::Codex,
             &unconfined,
             "--sandbox=workspace-write"
         ));
-        assert!(has(Harness::Gemini, &read_only, "--approval-mode=plan"));
+        assert!(has(
+            Harness::Codex,
+            &read_only_unconfined,
+            "--sandbox=read-only"
+        ));
         assert!(has(
             Harness::Gemini,
             &unconfined,
             "--approval-mode=auto_edit"
+        ));
+        assert!(has(
+            Harness::Gemini,
+            &read_only_unconfined,
+            "--approval-mode=plan"
         ));
     }
 

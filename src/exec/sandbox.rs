@@ -27,8 +27,11 @@ use crate::harness::Sandbox;
 pub struct Plan {
     pub program: String,
     pub args: Vec<String>,
-    /// The workspace: the working directory, and writable.
+    /// The workspace: the working directory, writable unless `read_only_workspace`.
     pub cwd: PathBuf,
+    /// The workspace is mounted read-only (a read-only preset run's agent): the kernel, not the
+    /// CLI, refuses its writes there. Only bubblewrap can honour it.
+    pub read_only_workspace: bool,
     /// The complete environment; nothing of the server's is added.
     pub env: BTreeMap<String, String>,
     /// Further paths the process may write (its `HOME`).
@@ -246,7 +249,18 @@ impl Bubblewrap {
                 Err(_) => {}
             }
         }
-        for path in std::iter::once(&plan.cwd).chain(&plan.writable) {
+        layout.parents(&plan.cwd, push);
+        let workspace = if plan.read_only_workspace {
+            "--ro-bind"
+        } else {
+            "--bind"
+        };
+        push(&[
+            workspace.as_ref(),
+            plan.cwd.as_os_str(),
+            plan.cwd.as_os_str(),
+        ]);
+        for path in &plan.writable {
             layout.parents(path, push);
             push(&["--bind".as_ref(), path.as_os_str(), path.as_os_str()]);
         }
@@ -584,6 +598,7 @@ fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
         program: "true".into(),
         args: Vec::new(),
         cwd: PathBuf::from("/"),
+        read_only_workspace: false,
         env: BTreeMap::from([("PATH".into(), "/usr/local/bin:/usr/bin:/bin".into())]),
         writable: Vec::new(),
         readable: Vec::new(),
@@ -618,6 +633,7 @@ mod tests {
             program: "agent".into(),
             args: vec!["--x".into()],
             cwd: PathBuf::from("/data/workspaces/r1"),
+            read_only_workspace: false,
             env: BTreeMap::new(),
             writable: vec![PathBuf::from("/data/agent-files/r1/home")],
             readable: vec![PathBuf::from("/data/agent-files/r1/mcp.json")],
@@ -664,5 +680,27 @@ mod tests {
              --inh-caps=-all --bounding-set=-all --no-new-privs -- agent --x"
         ));
         assert!(!text(b.args(&plan(true))).contains("--unshare-net"));
+    }
+
+    #[test]
+    fn a_read_only_workspace_is_bound_read_only_and_the_home_stays_writable() {
+        let b = Bubblewrap::for_tests();
+        let read_only = Plan {
+            read_only_workspace: true,
+            ..plan(true)
+        };
+        let args = text(b.args(&read_only));
+        assert!(
+            args.contains("--ro-bind /data/workspaces/r1 /data/workspaces/r1"),
+            "{args}"
+        );
+        assert!(!args.contains("--bind /data/workspaces/r1 "), "{args}");
+        assert!(
+            args.contains("--bind /data/agent-files/r1/home /data/agent-files/r1/home"),
+            "{args}"
+        );
+        let edit = text(b.args(&plan(true)));
+        assert!(edit.contains("--bind /data/workspaces/r1 /data/workspaces/r1"));
+        assert!(!edit.contains("--ro-bind /data/workspaces/r1"), "{edit}");
     }
 }

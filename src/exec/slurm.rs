@@ -881,6 +881,7 @@ mod tests {
             program: "agent".into(),
             args: vec![],
             cwd: dir.path().to_path_buf(),
+            read_only_workspace: false,
             env: BTreeMap::from([("TOKEN".into(), "s3cr=t\nline".into())]),
             writable: vec![],
             readable: vec![],

@@ -82,23 +82,28 @@ def config_text(model_url):
 
 
 class Runledger:
-    def __init__(self, model_server):
+    """A runledger server in a root of its own under `base`; `config(root, model_url)` gives its
+    configuration file's text (default: `config_text`)."""
+
+    def __init__(self, model_server, base=RUNS_DIR, config=None):
         if not BIN.is_file():
             raise RuntimeError(f"no runledger binary at {BIN}; run `cargo build` or set RUNLEDGER_BIN")
-        RUNS_DIR.mkdir(parents=True, exist_ok=True)
-        self.root = Path(tempfile.mkdtemp(prefix="runledger-", dir=RUNS_DIR))
+        base.mkdir(parents=True, exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix="runledger-", dir=base))
         # The agents run as the unprivileged agent user, which reaches its home and MCP file by
         # their absolute paths: mkdtemp's 0700 would hide them.
         self.root.chmod(0o755)
         self.data = self.root / "data"
-        config = self.root / "runledger.toml"
-        config.write_text(config_text(model_server.url))
+        self.workspace_root = self.data / "workspaces"
+        config_file = self.root / "runledger.toml"
+        text = config(self.root, model_server.url) if config else config_text(model_server.url)
+        config_file.write_text(text)
         node = shutil.which("node")
         path = f"{BIN_DIR}:{Path(node).parent if node else '/usr/bin'}:/usr/local/bin:/usr/bin:/bin"
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNLEDGER_")}
         env.update({"PATH": path, "RUST_LOG": "warn"})
         env.update({f"RL_TEST_{KEYS[c]}": f"test-key-{c}" for c in CLIS})
-        self.argv = [str(BIN), "serve", "--config", str(config), "--data-dir", str(self.data)]
+        self.argv = [str(BIN), "serve", "--config", str(config_file), "--data-dir", str(self.data)]
         self.env = env
         self._start()
         # The first start on an empty data directory prints the admin key alone on stdout.
@@ -201,7 +206,7 @@ class Runledger:
             offset = page["next_offset"]
 
     def workspace(self, run_id):
-        return self.data / "workspaces" / run_id
+        return self.workspace_root / run_id
 
     def stop(self):
         if self.proc.poll() is None:
