@@ -21,6 +21,7 @@ pub mod presets;
 pub mod process;
 pub mod report;
 pub mod repos;
+pub mod safe_fs;
 pub mod sandbox;
 pub mod slurm;
 pub mod transcript;
