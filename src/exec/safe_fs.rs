@@ -293,8 +293,9 @@ impl Dir {
 
     /// A new file `name` (`O_EXCL`: never one that is there), with `mode` exactly and given to
     /// `owner`.
-    fn create_new(&self, name: &str, mode: u32, owner: Option<Owner>) -> Result<File> {
+    pub fn create_new(&self, name: &str, mode: u32, owner: Option<Owner>) -> Result<File> {
         let path = self.path.join(name);
+        one_name(name, &path)?;
         let mode = Mode::from_bits_truncate(mode);
         let fd = self.open_beneath(
             Path::new(name),
@@ -354,6 +355,51 @@ impl Dir {
         written
     }
 
+    /// Removes what is at `name` in this directory: a link or a file is unlinked (never
+    /// followed), a directory emptied from its descriptor and removed; nothing there is fine.
+    pub fn remove(&self, name: &str) -> Result<()> {
+        let path = self.path.join(name);
+        one_name(name, &path)?;
+        match unlinkat(&self.fd, name, UnlinkatFlags::NoRemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => return Ok(()),
+            Err(Errno::EISDIR | Errno::EPERM) => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+        let dir = self.open_dir(Path::new(name))?;
+        for entry in dir.names()? {
+            let entry = entry.to_str().ok_or_else(|| Error::Refused {
+                path: dir.path.join(&entry),
+                why: "its name is not UTF-8",
+            })?;
+            dir.remove(entry)?;
+        }
+        match unlinkat(&self.fd, name, UnlinkatFlags::RemoveDir) {
+            Ok(()) | Err(Errno::ENOENT) => Ok(()),
+            Err(e) => Err(Error::io(path, e)),
+        }
+    }
+
+    /// The names in this directory (`.` and `..` left out).
+    fn names(&self) -> Result<Vec<std::ffi::OsString>> {
+        let listing = self
+            .fd
+            .try_clone()
+            .and_then(|fd| nix::dir::Dir::from_fd(fd).map_err(std::io::Error::from))
+            .map_err(|source| Error::Io {
+                path: self.path.clone(),
+                source,
+            })?;
+        let mut names = Vec::new();
+        for entry in listing {
+            let entry = entry.map_err(|e| Error::io(self.path.clone(), e))?;
+            let name = OsStr::from_bytes(entry.file_name().to_bytes());
+            if name != "." && name != ".." {
+                names.push(name.to_os_string());
+            }
+        }
+        Ok(names)
+    }
+
     /// Gives this directory and everything beneath it to `owner`, without following a link:
     /// links themselves are given (`AT_SYMLINK_NOFOLLOW`), directories are opened without
     /// following one, and a file with other hard links keeps its owner (handing it over would
@@ -377,20 +423,8 @@ impl Dir {
                 dir.set_owner(Some(owner))?;
                 dir
             };
-            let listing = dir
-                .fd
-                .try_clone()
-                .and_then(|fd| nix::dir::Dir::from_fd(fd).map_err(std::io::Error::from))
-                .map_err(|source| Error::Io {
-                    path: dir.path.clone(),
-                    source,
-                })?;
-            for entry in listing {
-                let entry = entry.map_err(|e| Error::io(dir.path.clone(), e))?;
-                let name = OsStr::from_bytes(entry.file_name().to_bytes());
-                if name == "." || name == ".." {
-                    continue;
-                }
+            for name in dir.names()? {
+                let name = name.as_os_str();
                 let path = dir.path.join(name);
                 let stat = match fstatat(&dir.fd, name, AtFlags::AT_SYMLINK_NOFOLLOW) {
                     Ok(stat) => stat,
@@ -482,17 +516,17 @@ mod tests {
             std::process::id(),
             rand::random::<u64>()
         ));
-        std::fs::create_dir_all(base.join("inside")).unwrap();
-        std::fs::create_dir_all(base.join("outside")).unwrap();
-        std::fs::write(base.join("outside/secret"), b"secret").unwrap();
+        std::fs::create_dir_all(base.join("inside")).expect("test step");
+        std::fs::create_dir_all(base.join("outside")).expect("test step");
+        std::fs::write(base.join("outside/secret"), b"secret").expect("test step");
         let (inside, outside) = (base.join("inside"), base.join("outside"));
         (Scratch(base), inside, outside)
     }
 
     /// Every test runs with `openat2` and with the walk `openat2`'s absence falls back to.
     fn both(inside: &Path) -> [Dir; 2] {
-        let kernel = Dir::open(inside).unwrap();
-        let mut walk = Dir::open(inside).unwrap();
+        let kernel = Dir::open(inside).expect("test step");
+        let mut walk = Dir::open(inside).expect("test step");
         walk.resolve = Resolve::Walk;
         [kernel, walk]
     }
@@ -507,79 +541,94 @@ mod tests {
     #[test]
     fn a_file_link_is_never_read_or_written_through() {
         let (_s, inside, outside) = scratch("filelink");
-        std::os::unix::fs::symlink(outside.join("secret"), inside.join("settings.json")).unwrap();
+        std::os::unix::fs::symlink(outside.join("secret"), inside.join("settings.json"))
+            .expect("test step");
         for dir in both(&inside) {
             let message = refused(dir.read(Path::new("settings.json"), Links::Refused));
             assert!(message.contains("settings.json"), "{message}");
             assert!(message.contains("symbolic link"), "{message}");
         }
-        let dir = Dir::open(&inside).unwrap();
-        dir.replace("settings.json", b"{}", 0o600, None).unwrap();
-        assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
-        let meta = std::fs::symlink_metadata(inside.join("settings.json")).unwrap();
+        let dir = Dir::open(&inside).expect("test step");
+        dir.replace("settings.json", b"{}", 0o600, None)
+            .expect("test step");
+        assert_eq!(
+            std::fs::read(outside.join("secret")).expect("test step"),
+            b"secret"
+        );
+        let meta = std::fs::symlink_metadata(inside.join("settings.json")).expect("test step");
         assert!(meta.is_file());
         assert_eq!(meta.mode() & 0o777, 0o600);
-        assert_eq!(std::fs::read(inside.join("settings.json")).unwrap(), b"{}");
+        assert_eq!(
+            std::fs::read(inside.join("settings.json")).expect("test step"),
+            b"{}"
+        );
     }
 
     #[test]
     fn a_directory_link_on_the_way_is_refused_and_not_made_or_handed_over() {
         let (_s, inside, outside) = scratch("dirlink");
-        std::os::unix::fs::symlink(&outside, inside.join(".gemini")).unwrap();
+        std::os::unix::fs::symlink(&outside, inside.join(".gemini")).expect("test step");
         for dir in both(&inside) {
             refused(dir.read(Path::new(".gemini/secret"), Links::Refused));
             refused(dir.make_dir(".gemini", 0o700));
             refused(dir.open_dir(Path::new(".gemini")));
         }
-        let before = std::fs::metadata(&outside).unwrap();
-        let dir = Dir::open(&inside).unwrap();
+        let before = std::fs::metadata(&outside).expect("test step");
+        let dir = Dir::open(&inside).expect("test step");
         dir.hand_over_tree(Some(Owner {
             uid: nix::unistd::getuid().as_raw(),
             gid: nix::unistd::getgid().as_raw(),
         }))
-        .unwrap();
-        assert_eq!(std::fs::metadata(&outside).unwrap().mode(), before.mode());
+        .expect("test step");
+        assert_eq!(
+            std::fs::metadata(&outside).expect("test step").mode(),
+            before.mode()
+        );
     }
 
     #[test]
     fn a_hard_link_is_refused_where_the_agent_could_have_made_it() {
         let (_s, inside, outside) = scratch("hardlink");
-        std::fs::hard_link(outside.join("secret"), inside.join("config.toml")).unwrap();
+        std::fs::hard_link(outside.join("secret"), inside.join("config.toml")).expect("test step");
         for dir in both(&inside) {
             let message = refused(dir.read(Path::new("config.toml"), Links::Refused));
             assert!(message.contains("hard links"), "{message}");
             assert!(dir
                 .read(Path::new("config.toml"), Links::Allowed)
-                .unwrap()
+                .expect("test step")
                 .is_some());
         }
         Dir::open(&inside)
-            .unwrap()
+            .expect("test step")
             .replace("config.toml", b"x = 1", 0o600, None)
-            .unwrap();
-        assert_eq!(std::fs::read(outside.join("secret")).unwrap(), b"secret");
+            .expect("test step");
+        assert_eq!(
+            std::fs::read(outside.join("secret")).expect("test step"),
+            b"secret"
+        );
     }
 
     #[test]
     fn a_fifo_is_refused_without_blocking() {
         let (_s, inside, _) = scratch("fifo");
-        nix::unistd::mkfifo(&inside.join("session"), Mode::from_bits_truncate(0o600)).unwrap();
+        nix::unistd::mkfifo(&inside.join("session"), Mode::from_bits_truncate(0o600))
+            .expect("test step");
         for dir in both(&inside) {
             let message = refused(dir.read(Path::new("session"), Links::Allowed));
             assert!(message.contains("FIFO"), "{message}");
         }
-        let dir = Dir::open(&inside).unwrap();
-        let mut file = dir.create_file("session", 0o600, None).unwrap();
-        file.write_all(b"id").unwrap();
+        let dir = Dir::open(&inside).expect("test step");
+        let mut file = dir.create_file("session", 0o600, None).expect("test step");
+        file.write_all(b"id").expect("test step");
         assert!(std::fs::symlink_metadata(inside.join("session"))
-            .unwrap()
+            .expect("test step")
             .is_file());
     }
 
     #[test]
     fn dot_dot_and_absolute_paths_never_leave_the_directory() {
         let (_s, inside, outside) = scratch("escape");
-        std::fs::create_dir(inside.join("d")).unwrap();
+        std::fs::create_dir(inside.join("d")).expect("test step");
         for dir in both(&inside) {
             refused(dir.read(Path::new("../outside/secret"), Links::Allowed));
             refused(dir.read(Path::new("d/../../outside/secret"), Links::Allowed));
@@ -587,43 +636,50 @@ mod tests {
             refused(dir.make_dir("..", 0o700));
             refused(dir.replace("../x", b"", 0o600, None));
         }
-        assert!(!inside.parent().unwrap().join("x").exists());
+        assert!(!inside.parent().expect("test step").join("x").exists());
     }
 
     #[test]
     fn a_regular_file_and_a_nested_directory_are_read_and_made() {
         let (_s, inside, _) = scratch("plain");
         for dir in both(&inside) {
-            let sub = dir.make_dir(".codex", 0o700).unwrap();
+            let sub = dir.make_dir(".codex", 0o700).expect("test step");
             assert_eq!(sub.path(), inside.join(".codex"));
-            sub.replace("config.toml", b"a = 1", 0o600, None).unwrap();
+            sub.replace("config.toml", b"a = 1", 0o600, None)
+                .expect("test step");
             assert_eq!(
                 dir.read(Path::new(".codex/config.toml"), Links::Refused)
-                    .unwrap(),
+                    .expect("test step"),
                 Some(b"a = 1".to_vec())
             );
             assert_eq!(
-                dir.read(Path::new("missing"), Links::Refused).unwrap(),
+                dir.read(Path::new("missing"), Links::Refused)
+                    .expect("test step"),
                 None
             );
         }
         let mode = std::fs::metadata(inside.join(".codex"))
-            .unwrap()
+            .expect("test step")
             .permissions()
             .mode();
         assert_eq!(mode & 0o777, 0o700);
         // Nothing of the replaced files' temporaries is left.
-        assert_eq!(std::fs::read_dir(inside.join(".codex")).unwrap().count(), 1);
+        assert_eq!(
+            std::fs::read_dir(inside.join(".codex"))
+                .expect("test step")
+                .count(),
+            1
+        );
     }
 
     #[test]
     fn a_file_too_large_is_refused() {
         let (_s, inside, _) = scratch("large");
-        let file = File::create(inside.join("big")).unwrap();
-        file.set_len(READ_LIMIT + 1).unwrap();
+        let file = File::create(inside.join("big")).expect("test step");
+        file.set_len(READ_LIMIT + 1).expect("test step");
         let message = refused(
             Dir::open(&inside)
-                .unwrap()
+                .expect("test step")
                 .read(Path::new("big"), Links::Allowed),
         );
         assert!(message.contains("4 MiB"), "{message}");
@@ -635,40 +691,48 @@ mod tests {
             return;
         }
         let (_s, inside, outside) = scratch("tree");
-        std::fs::create_dir_all(inside.join("a/b")).unwrap();
-        std::fs::write(inside.join("a/b/f"), b"f").unwrap();
-        std::os::unix::fs::symlink(&outside, inside.join("a/out")).unwrap();
-        std::os::unix::fs::symlink(outside.join("secret"), inside.join("a/b/s")).unwrap();
-        std::fs::hard_link(outside.join("secret"), inside.join("a/h")).unwrap();
+        std::fs::create_dir_all(inside.join("a/b")).expect("test step");
+        std::fs::write(inside.join("a/b/f"), b"f").expect("test step");
+        std::os::unix::fs::symlink(&outside, inside.join("a/out")).expect("test step");
+        std::os::unix::fs::symlink(outside.join("secret"), inside.join("a/b/s"))
+            .expect("test step");
+        std::fs::hard_link(outside.join("secret"), inside.join("a/h")).expect("test step");
         let owner = Owner {
             uid: 4242,
             gid: 4243,
         };
         Dir::open(&inside)
-            .unwrap()
+            .expect("test step")
             .hand_over_tree(Some(owner))
-            .unwrap();
+            .expect("test step");
         for p in ["", "a", "a/b", "a/b/f"] {
-            let meta = std::fs::symlink_metadata(inside.join(p)).unwrap();
+            let meta = std::fs::symlink_metadata(inside.join(p)).expect("test step");
             assert_eq!((meta.uid(), meta.gid()), (4242, 4243), "{p}");
         }
         for p in ["a/out", "a/b/s"] {
             assert_eq!(
-                std::fs::symlink_metadata(inside.join(p)).unwrap().uid(),
+                std::fs::symlink_metadata(inside.join(p))
+                    .expect("test step")
+                    .uid(),
                 4242
             );
         }
         for p in [outside.clone(), outside.join("secret")] {
-            assert_eq!(std::fs::metadata(&p).unwrap().uid(), 0, "{}", p.display());
+            assert_eq!(
+                std::fs::metadata(&p).expect("test step").uid(),
+                0,
+                "{}",
+                p.display()
+            );
         }
     }
 
     #[test]
     fn the_walk_is_chosen_once_openat2_is_missing() {
         let (_s, inside, _) = scratch("walk");
-        let mut dir = Dir::open(&inside).unwrap();
+        let mut dir = Dir::open(&inside).expect("test step");
         dir.resolve = Resolve::Walk;
-        let sub = dir.make_dir("x", 0o700).unwrap();
+        let sub = dir.make_dir("x", 0o700).expect("test step");
         assert_eq!(sub.resolve, Resolve::Walk);
     }
 }
