@@ -71,6 +71,15 @@ impl Error {
         }
     }
 
+    /// A not-found error, where the server itself had just made the entry, as a refusal:
+    /// something (the agent) removed it meanwhile.
+    fn vanished(self, why: &'static str) -> Error {
+        match self {
+            Error::Io { path, .. } if self.is_not_found() => Error::Refused { path, why },
+            other => other,
+        }
+    }
+
     fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
@@ -213,7 +222,9 @@ impl Dir {
             Ok(()) | Err(Errno::EEXIST) => {}
             Err(e) => return Err(Error::io(path, e)),
         }
+        // Removed between the two by something changing it: the agent's doing.
         self.open_dir(Path::new(name))
+            .map_err(|e| e.vanished("it was removed while it was made"))
     }
 
     /// Gives this directory to `owner` (nothing to do without one).
@@ -347,6 +358,7 @@ impl Dir {
                         },
                         e => Error::io(path.clone(), e),
                     }
+                    .vanished("it was changed while it was written")
                 })
             });
         if written.is_err() {
@@ -419,7 +431,11 @@ impl Dir {
             let dir = if relative.as_os_str().is_empty() {
                 self.open_dir(Path::new("."))?
             } else {
-                let dir = self.open_dir(&relative)?;
+                let dir = match self.open_dir(&relative) {
+                    // Removed meanwhile: nothing to hand over.
+                    Err(e) if e.is_not_found() => continue,
+                    opened => opened?,
+                };
                 dir.set_owner(Some(owner))?;
                 dir
             };
