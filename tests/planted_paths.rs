@@ -164,7 +164,10 @@ impl Drop for Swap {
 async fn finished(s: &Server, id: &str, n: usize) -> Value {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
-        let events = s.events(id).await;
+        // A server blocked on a FIFO answers nothing: a failure, not a hang.
+        let events = tokio::time::timeout(std::time::Duration::from_secs(10), s.events(id))
+            .await
+            .unwrap_or_else(|_| panic!("the server stopped answering during run {id}"));
         let ended = events
             .iter()
             .filter(|e| e["type"] == "Succeeded" || e["type"] == "Failed")
