@@ -220,7 +220,9 @@ impl Dir {
         one_name(name, &path)?;
         match mkdirat(&self.fd, name, Mode::from_bits_truncate(mode)) {
             Ok(()) | Err(Errno::EEXIST) => {}
-            Err(e) => return Err(Error::io(path, e)),
+            Err(e) => {
+                return Err(Error::io(path, e).vanished("its directory was removed meanwhile"))
+            }
         }
         // Removed between the two by something changing it: the agent's doing.
         self.open_dir(Path::new(name))
@@ -308,11 +310,14 @@ impl Dir {
         let path = self.path.join(name);
         one_name(name, &path)?;
         let mode = Mode::from_bits_truncate(mode);
-        let fd = self.open_beneath(
-            Path::new(name),
-            OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
-            mode,
-        )?;
+        let fd = self
+            .open_beneath(
+                Path::new(name),
+                OFlag::O_WRONLY | OFlag::O_CREAT | OFlag::O_EXCL,
+                mode,
+            )
+            // Only a directory removed since it was opened has no room for a new name.
+            .map_err(|e| e.vanished("its directory was removed meanwhile"))?;
         // The umask may have taken bits away.
         fchmod(&fd, mode).map_err(|e| Error::io(path.clone(), e))?;
         if let Some(owner) = owner {
@@ -686,6 +691,28 @@ mod tests {
                 .count(),
             1
         );
+    }
+
+    #[test]
+    fn removing_a_tree_unlinks_its_links_and_never_enters_them() {
+        let (_s, inside, outside) = scratch("remove");
+        std::fs::create_dir_all(inside.join("t/d/e")).expect("test step");
+        std::fs::write(inside.join("t/d/e/f"), b"f").expect("test step");
+        std::os::unix::fs::symlink(&outside, inside.join("t/d/out")).expect("test step");
+        std::os::unix::fs::symlink(outside.join("secret"), inside.join("t/s")).expect("test step");
+        nix::unistd::mkfifo(&inside.join("t/p"), Mode::from_bits_truncate(0o600))
+            .expect("test step");
+        std::os::unix::fs::symlink(&outside, inside.join("l")).expect("test step");
+        let dir = Dir::open(&inside).expect("test step");
+        dir.remove("t").expect("test step");
+        dir.remove("l").expect("test step");
+        dir.remove("missing").expect("test step");
+        assert_eq!(std::fs::read_dir(&inside).expect("test step").count(), 0);
+        assert_eq!(
+            std::fs::read(outside.join("secret")).expect("test step"),
+            b"secret"
+        );
+        refused(dir.remove("../outside"));
     }
 
     #[test]
