@@ -518,18 +518,9 @@ impl Sandboxes {
         })
     }
 
-    /// Makes `path` the agent user's. Its last component is never followed (`lchown`), and
-    /// every directory above it must be one only the server can write: inside a directory an
-    /// agent can write, `safe_fs` hands things over instead.
-    pub fn hand_over(&self, path: &Path) -> std::io::Result<()> {
-        match &self.user {
-            Some(user) => std::os::unix::fs::lchown(path, Some(user.uid), Some(user.gid)),
-            None => Ok(()),
-        }
-    }
-
-    /// `hand_over` for the whole tree at `root` (a directory in one only the server can
-    /// write), walked by descriptors without following a link (`safe_fs::Dir::hand_over_tree`).
+    /// Makes the whole tree at `root` (a directory in one only the server can write) the agent
+    /// user's, walked by descriptors without following a link (`safe_fs::Dir::hand_over_tree`).
+    /// Nothing to do when agents run as the server's user.
     pub fn hand_over_tree(&self, root: &Path) -> Result<(), safe_fs::Error> {
         safe_fs::Dir::open(root)?.hand_over_tree(self.owner())
     }
