@@ -771,7 +771,7 @@ mod tests {
     }
 
     #[test]
-    fn the_walk_is_chosen_once_openat2_is_missing() {
+    fn a_directory_opened_from_one_without_openat2_walks_too() {
         let (_s, inside, _) = scratch("walk");
         let mut dir = Dir::open(&inside).expect("test step");
         dir.resolve = Resolve::Walk;
