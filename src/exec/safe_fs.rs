@@ -103,7 +103,7 @@ pub struct Owner {
 /// Whether a file read may have other hard links.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Links {
-    /// The file is the server's, in a directory the agent cannot write.
+    /// The file is in a directory the agent cannot add names to, or only its type is looked at.
     Allowed,
     /// The agent could have linked a host file here.
     Refused,
