@@ -58,6 +58,9 @@ async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror(
          echo \"lib=$(cat vendor/lib/a.txt) head=$(git -C vendor/lib rev-parse --abbrev-ref HEAD)\"\n\
          echo \"origin=$(git remote get-url origin)\"\n\
          echo \"setup=$(cat prepared)\"\n\
+         echo \"log=$(git log -1 --format=%s)\"\n\
+         git -c user.name=agent -c user.email=agent@example.com commit -q --allow-empty -m mine \
+           && echo committed\n\
          touch mine && echo writable",
     );
     let config = format!(
@@ -85,9 +88,26 @@ async fn runs_start_with_their_repositories_checked_out_from_a_refreshed_mirror(
         "lib=v1 head=HEAD",
         &format!("origin={url}"),
         "setup=v1",
+        "log=v1",
+        "committed",
         "writable",
     ] {
         assert!(text.contains(want), "missing {want:?}:\n{text}");
+    }
+    // The agent user reads and writes its clone's objects, and owns none of the mirror's.
+    if nix::unistd::geteuid().is_root() {
+        use std::os::unix::fs::MetadataExt;
+        let mut pending = vec![s.data_dir.join("repos")];
+        while let Some(dir) = pending.pop() {
+            for entry in std::fs::read_dir(&dir).expect("mirror") {
+                let path = entry.expect("entry").path();
+                let meta = std::fs::symlink_metadata(&path).expect("meta");
+                assert_eq!(meta.uid(), 0, "{} is not the server's", path.display());
+                if meta.is_dir() {
+                    pending.push(path);
+                }
+            }
+        }
     }
 
     // A new commit upstream: the next run fetches it into the same mirror.

@@ -3,16 +3,15 @@
 //! named to the agent by `RUNLEDGER_ATTACHMENTS_DIR`.
 //!
 //! Every execution puts back the attachments that are missing, and leaves a file the agent
-//! changed as it is (the workspace is the agent's from then on). The directories and files are
-//! checked without following symbolic links and created exclusively, so an agent that replaced
-//! them with links in an earlier execution cannot make the server write elsewhere; no agent
-//! process of the run is alive while this runs (the execution before was stopped whole).
+//! changed as it is (the workspace is the agent's from then on). Everything is reached from the
+//! workspace's descriptor through `safe_fs`: a link, a file or a FIFO the agent left where a
+//! directory or an attachment belongs is unlinked (never followed) and the real one made in
+//! its place, so an agent cannot make the server write, read or hand over anything elsewhere.
 
-use std::fs::OpenOptions;
 use std::io;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+use super::safe_fs::{self, Dir, Owner};
 use crate::domain::Run;
 use crate::store::content::ContentStore;
 
@@ -24,71 +23,73 @@ pub fn dir(workspace: &Path) -> PathBuf {
     DIR.iter().fold(workspace.to_path_buf(), |p, c| p.join(c))
 }
 
-/// A real directory at `path`: anything else there (a link, a file) is removed first.
-fn real_dir(path: &Path) -> io::Result<bool> {
-    match std::fs::symlink_metadata(path) {
-        Ok(m) if m.is_dir() => return Ok(false),
-        Ok(_) => std::fs::remove_file(path)?,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-        Err(e) => return Err(e),
-    }
-    std::fs::create_dir(path)?;
-    Ok(true)
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A path in the workspace could not be used (`safe_fs`).
+    #[error(transparent)]
+    Path(#[from] safe_fs::Error),
+    #[error("attachment {name:?} cannot be read from the content store: {reason}")]
+    Content { name: String, reason: String },
 }
 
-/// Copies the run's missing attachments into its workspace; `hand_over` gives what is
-/// created to the agent's user. Returns the names it wrote.
+/// The real directory `name` in `parent`, given to `owner`: anything else there (a link, a
+/// file) is unlinked first.
+fn real_dir(parent: &Dir, name: &str, owner: Option<Owner>) -> Result<Dir, safe_fs::Error> {
+    let dir = match parent.make_dir(name, 0o755) {
+        Err(safe_fs::Error::Refused { .. }) => {
+            parent.remove(name)?;
+            parent.make_dir(name, 0o755)?
+        }
+        made => made?,
+    };
+    dir.set_owner(owner)?;
+    Ok(dir)
+}
+
+/// Copies the run's missing attachments into its workspace, given to `owner` (the agent's
+/// user). Returns the names it wrote.
 pub fn place(
     run: &Run,
     workspace: &Path,
     content: &ContentStore,
-    hand_over: &dyn Fn(&Path) -> io::Result<()>,
-) -> Result<Vec<String>, String> {
+    owner: Option<Owner>,
+) -> Result<Vec<String>, Error> {
     if run.attachments.is_empty() {
         return Ok(Vec::new());
     }
-    let mut path = workspace.to_path_buf();
+    let mut dir = Dir::open(workspace)?;
     for part in DIR {
-        path.push(part);
-        let made = real_dir(&path)
-            .map_err(|e| format!("cannot make the directory {}: {e}", path.display()))?;
-        if made {
-            hand_over(&path).map_err(|e| format!("cannot hand over {}: {e}", path.display()))?;
-        }
+        dir = real_dir(&dir, part, owner)?;
     }
     let mut written = Vec::new();
     for attachment in &run.attachments {
-        let target = path.join(&attachment.file_name);
-        match std::fs::symlink_metadata(&target) {
-            // The agent's copy, changed or not, stays.
-            Ok(m) if m.is_file() => continue,
-            Ok(m) if m.is_dir() => std::fs::remove_dir_all(&target),
-            Ok(_) => std::fs::remove_file(&target),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-            Err(e) => Err(e),
+        let name = attachment.file_name.as_str();
+        match dir.open_file(Path::new(name), safe_fs::Links::Allowed) {
+            // The agent's copy, changed or not, stays: it is never read here.
+            Ok(_) => continue,
+            Err(e) if is_not_found(&e) => {}
+            Err(_) => dir.remove(name)?,
         }
-        .map_err(|e| format!("cannot clear {}: {e}", target.display()))?;
-        let mut source = content.open_content(&attachment.content).map_err(|e| {
-            format!(
-                "attachment {:?} cannot be read from the content store: {e}",
-                attachment.file_name
-            )
-        })?;
-        let mut copy = || -> io::Result<()> {
-            let mut file = OpenOptions::new()
-                .write(true)
-                .create_new(true)
-                .mode(0o644)
-                .custom_flags(nix::libc::O_NOFOLLOW)
-                .open(&target)?;
-            io::copy(&mut source, &mut file)?;
-            file.sync_all()?;
-            hand_over(&target)
-        };
-        copy().map_err(|e| format!("cannot write {}: {e}", target.display()))?;
-        written.push(attachment.file_name.clone());
+        let mut source = content
+            .open_content(&attachment.content)
+            .map_err(|e| Error::Content {
+                name: name.to_string(),
+                reason: e.to_string(),
+            })?;
+        let mut file = dir.create_file(name, 0o644, owner)?;
+        io::copy(&mut source, &mut file)
+            .and_then(|_| file.sync_all())
+            .map_err(|source| safe_fs::Error::Io {
+                path: dir.path().join(name),
+                source,
+            })?;
+        written.push(name.to_string());
     }
     Ok(written)
+}
+
+fn is_not_found(e: &safe_fs::Error) -> bool {
+    matches!(e, safe_fs::Error::Io { source, .. } if source.kind() == io::ErrorKind::NotFound)
 }
 
 #[cfg(test)]
@@ -123,15 +124,11 @@ mod tests {
         (base, content, run)
     }
 
-    fn no_hand_over(_: &Path) -> io::Result<()> {
-        Ok(())
-    }
-
     #[test]
     fn attachments_are_written_once_and_an_agents_change_is_kept() {
         let (base, content, run) = setup("once");
         let ws = base.join("ws");
-        let written = place(&run, &ws, &content, &no_hand_over).expect("placed");
+        let written = place(&run, &ws, &content, None).expect("placed");
         assert_eq!(written, ["notes é.md", "blob.bin"]);
         assert_eq!(
             std::fs::read(dir(&ws).join("blob.bin")).expect("read"),
@@ -139,7 +136,7 @@ mod tests {
         );
         std::fs::write(dir(&ws).join("notes é.md"), b"changed").expect("change");
         std::fs::remove_file(dir(&ws).join("blob.bin")).expect("remove");
-        let again = place(&run, &ws, &content, &no_hand_over).expect("placed again");
+        let again = place(&run, &ws, &content, None).expect("placed again");
         assert_eq!(again, ["blob.bin"]);
         assert_eq!(
             std::fs::read(dir(&ws).join("notes é.md")).expect("read"),
@@ -157,7 +154,7 @@ mod tests {
         // The whole directory replaced by a link to elsewhere.
         std::fs::create_dir_all(ws.join(".runledger")).expect("dir");
         std::os::unix::fs::symlink(&outside, dir(&ws)).expect("link");
-        place(&run, &ws, &content, &no_hand_over).expect("placed");
+        place(&run, &ws, &content, None).expect("placed");
         assert!(std::fs::symlink_metadata(dir(&ws)).expect("dir").is_dir());
         assert_eq!(std::fs::read_dir(&outside).expect("outside").count(), 0);
         // One file replaced by a link to a file elsewhere.
@@ -165,7 +162,7 @@ mod tests {
         std::fs::write(&victim, b"keep").expect("victim");
         std::fs::remove_file(dir(&ws).join("blob.bin")).expect("remove");
         std::os::unix::fs::symlink(&victim, dir(&ws).join("blob.bin")).expect("link");
-        place(&run, &ws, &content, &no_hand_over).expect("placed");
+        place(&run, &ws, &content, None).expect("placed");
         assert_eq!(std::fs::read(&victim).expect("victim"), b"keep");
         assert_eq!(
             std::fs::read(dir(&ws).join("blob.bin")).expect("read"),
@@ -179,8 +176,11 @@ mod tests {
         let (base, content, run) = setup("missing");
         std::fs::remove_file(content.path_of(&run.attachments[1].content.sha256))
             .expect("remove content");
-        let err = place(&run, &base.join("ws"), &content, &no_hand_over).expect_err("missing");
-        assert!(err.contains("\"blob.bin\" cannot be read"), "{err}");
+        let err = place(&run, &base.join("ws"), &content, None).expect_err("missing");
+        assert!(
+            err.to_string().contains("\"blob.bin\" cannot be read"),
+            "{err}"
+        );
         let _ = std::fs::remove_dir_all(&base);
     }
 }

@@ -24,6 +24,7 @@ use super::observe::{self, Observer};
 use super::presets::{self, Values};
 use super::process::{self, Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use super::report::{self, Reports};
+use super::safe_fs::{self, Links, Owner};
 use super::sandbox::{Launcher, Plan};
 use super::transcript::{Entry, Redactor, Writer};
 use super::{Artifacts, Assignment, Control, Deliveries, Supervision};
@@ -584,7 +585,7 @@ async fn supervise(
                     if let Some(id) = output.observer.as_ref().and_then(Observer::session) {
                         session_kept = true;
                         // `finish` tries again and says so in the transcript if it fails.
-                        let _ = write_private(w.session_path, id.as_bytes());
+                        let _ = write_private(w.session_path, id.as_bytes(), None);
                     }
                 }
                 if let (Some(st), Some(observer)) = (input.as_mut(), output.observer.as_ref()) {
@@ -676,17 +677,23 @@ async fn collect_reports(
     }
 }
 
-/// Writes a file only this user can read (MCP configs can hold credentials).
-fn write_private(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .create(true)
-        .write(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)?
-        .write_all(contents)
+/// Writes a file only its owner can read (MCP configs can hold credentials), given to
+/// `owner`: `path` is in the run's agent files, a directory only the server can write, and the
+/// file is replaced, never written through.
+fn write_private(path: &Path, contents: &[u8], owner: Option<Owner>) -> Result<(), safe_fs::Error> {
+    let (dir, name) = split(path)?;
+    safe_fs::Dir::open(dir)?.replace(name, contents, 0o600, owner)
+}
+
+/// The directory and the name of `path`, a file the server writes.
+fn split(path: &Path) -> Result<(&Path, &str), safe_fs::Error> {
+    match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        (Some(dir), Some(name)) => Ok((dir, name)),
+        _ => Err(safe_fs::Error::Refused {
+            path: path.to_path_buf(),
+            why: "it is not a file in a directory",
+        }),
+    }
 }
 
 fn private_dir(path: &Path) -> std::io::Result<()> {
@@ -695,18 +702,6 @@ fn private_dir(path: &Path) -> std::io::Result<()> {
         .recursive(true)
         .mode(0o700)
         .create(path)
-}
-
-/// Merges `ours` into the JSON object in `path` (a CLI's settings, which setup may have
-/// written), keeping everything else, and writes it back privately.
-fn merge_json(path: &Path, ours: &serde_json::Value) -> std::io::Result<()> {
-    let mut settings = std::fs::read(path)
-        .ok()
-        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-        .filter(serde_json::Value::is_object)
-        .unwrap_or_else(|| serde_json::json!({}));
-    merge(&mut settings, ours);
-    write_private(path, settings.to_string().as_bytes())
 }
 
 /// Objects are merged key by key; anything else in `ours` replaces what was there.
@@ -740,75 +735,42 @@ fn usable_mcp(job: &Assignment) -> (Vec<(&String, &crate::domain::McpServer)>, V
 /// setup command's own settings there are kept and extended) and never into the workspace:
 /// Codex's `config.toml` (model provider, MCP servers), Gemini CLI's `settings.json` (auth
 /// type, MCP servers). Claude Code gets its MCP servers with `--mcp-config`.
-fn write_cli_config(x: &Execution<'_>) -> std::io::Result<()> {
+///
+/// The home is the agent's, kept between executions: everything in it is reached through
+/// `safe_fs`, so a link, a FIFO or a hard link the agent left at these names is refused, never
+/// followed (`docs/security.md`, "Paths the agent controls").
+fn write_cli_config(x: &Execution<'_>) -> Result<(), safe_fs::Error> {
     let env = &x.job.environment;
     let (servers, _) = usable_mcp(x.job);
+    let owner = x.sup.sandboxes.owner();
+    let config_dir = |name: &str| -> Result<safe_fs::Dir, safe_fs::Error> {
+        let dir = safe_fs::Dir::open(&x.home)?.make_dir(name, 0o700)?;
+        dir.set_owner(owner)?;
+        Ok(dir)
+    };
     match env.harness {
         Harness::Codex => {
-            let dir = x.home.join(".codex");
-            private_dir(&dir)?;
-            x.sup.sandboxes.hand_over(&dir)?;
-            let path = dir.join("config.toml");
-            let mut config: toml::Table = std::fs::read_to_string(&path)
-                .ok()
+            let dir = config_dir(".codex")?;
+            let file = "config.toml";
+            let mut config: toml::Table = dir
+                .read(Path::new(file), Links::Refused)?
+                .and_then(|b| String::from_utf8(b).ok())
                 .and_then(|t| t.parse().ok())
                 .unwrap_or_default();
-            if let Some(url) = &env.model_base_url {
-                let mut provider = toml::Table::new();
-                provider.insert("name".into(), "runledger model_base_url".into());
-                provider.insert("base_url".into(), url.clone().into());
-                provider.insert("env_key".into(), "OPENAI_API_KEY".into());
-                provider.insert("wire_api".into(), "responses".into());
-                provider.insert("supports_websockets".into(), false.into());
-                let providers = config
-                    .entry("model_providers")
-                    .or_insert_with(|| toml::Table::new().into());
-                if let Some(providers) = providers.as_table_mut() {
-                    providers.insert("runledger".into(), provider.into());
-                }
-                config.insert("model_provider".into(), "runledger".into());
-            }
-            let mut mcp = toml::Table::new();
-            for (name, server) in servers {
-                let mut entry = toml::Table::new();
-                if let Some(command) = &server.command {
-                    entry.insert("command".into(), command.clone().into());
-                    entry.insert("args".into(), server.args.clone().into());
-                    let vars: toml::Table = server
-                        .env
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone().into()))
-                        .collect();
-                    entry.insert("env".into(), vars.into());
-                } else if let Some(url) = &server.url {
-                    entry.insert("url".into(), url.clone().into());
-                    let headers: toml::Table = server
-                        .headers
-                        .iter()
-                        .map(|(k, v)| (k.clone(), v.clone().into()))
-                        .collect();
-                    entry.insert("http_headers".into(), headers.into());
-                }
-                mcp.insert(name.clone(), entry.into());
-            }
-            if !mcp.is_empty() {
-                config.insert("mcp_servers".into(), mcp.into());
-            }
-            write_private(&path, config.to_string().as_bytes())?;
-            x.sup.sandboxes.hand_over(&path)
+            codex_config(&mut config, env.model_base_url.as_deref(), servers);
+            dir.replace(file, config.to_string().as_bytes(), 0o600, owner)
         }
         Harness::Gemini => {
-            let dir = x.home.join(".gemini");
-            private_dir(&dir)?;
-            x.sup.sandboxes.hand_over(&dir)?;
-            let path = dir.join("settings.json");
+            let dir = config_dir(".gemini")?;
+            let file = "settings.json";
+            let mut settings = dir
+                .read(Path::new(file), Links::Refused)?
+                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+                .filter(serde_json::Value::is_object)
+                .unwrap_or_else(|| serde_json::json!({}));
             let mut ours = serde_json::json!({});
             // An API key (GEMINI_API_KEY) unless setup chose another auth type.
-            let chosen = std::fs::read(&path)
-                .ok()
-                .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
-                .is_some_and(|s| s["security"]["auth"]["selectedType"].is_string());
-            if !chosen {
+            if !settings["security"]["auth"]["selectedType"].is_string() {
                 ours["security"] = serde_json::json!({"auth": {"selectedType": "gemini-api-key"}});
             }
             let mut mcp = serde_json::Map::new();
@@ -823,16 +785,72 @@ fn write_cli_config(x: &Execution<'_>) -> std::io::Result<()> {
             if !mcp.is_empty() {
                 ours["mcpServers"] = serde_json::Value::Object(mcp);
             }
-            merge_json(&path, &ours)?;
-            x.sup.sandboxes.hand_over(&path)
+            // Merged into what is there, keeping everything else.
+            merge(&mut settings, &ours);
+            dir.replace(file, settings.to_string().as_bytes(), 0o600, owner)
         }
         Harness::Claude | Harness::Command | Harness::Demo => Ok(()),
     }
 }
 
+/// Codex's `config.toml` with runledger's model provider (for `model_base_url`) and the run's
+/// MCP servers.
+fn codex_config(
+    config: &mut toml::Table,
+    model_base_url: Option<&str>,
+    servers: Vec<(&String, &crate::domain::McpServer)>,
+) {
+    if let Some(url) = model_base_url {
+        let mut provider = toml::Table::new();
+        provider.insert("name".into(), "runledger model_base_url".into());
+        provider.insert("base_url".into(), url.into());
+        provider.insert("env_key".into(), "OPENAI_API_KEY".into());
+        provider.insert("wire_api".into(), "responses".into());
+        provider.insert("supports_websockets".into(), false.into());
+        let providers = config
+            .entry("model_providers")
+            .or_insert_with(|| toml::Table::new().into());
+        if let Some(providers) = providers.as_table_mut() {
+            providers.insert("runledger".into(), provider.into());
+        }
+        config.insert("model_provider".into(), "runledger".into());
+    }
+    let mut mcp = toml::Table::new();
+    for (name, server) in servers {
+        let mut entry = toml::Table::new();
+        if let Some(command) = &server.command {
+            entry.insert("command".into(), command.clone().into());
+            entry.insert("args".into(), server.args.clone().into());
+            let vars: toml::Table = server
+                .env
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            entry.insert("env".into(), vars.into());
+        } else if let Some(url) = &server.url {
+            entry.insert("url".into(), url.clone().into());
+            let headers: toml::Table = server
+                .headers
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone().into()))
+                .collect();
+            entry.insert("http_headers".into(), headers.into());
+        }
+        mcp.insert(name.clone(), entry.into());
+    }
+    if !mcp.is_empty() {
+        config.insert("mcp_servers".into(), mcp.into());
+    }
+}
+
 /// The session a preset's CLI reported in an earlier execution of the run.
 fn saved_session(x: &Execution<'_>) -> Option<String> {
-    let text = std::fs::read_to_string(&x.session_path).ok()?;
+    let (dir, name) = split(&x.session_path).ok()?;
+    let bytes = safe_fs::Dir::open(dir)
+        .ok()?
+        .read(Path::new(name), Links::Allowed)
+        .ok()??;
+    let text = String::from_utf8(bytes).ok()?;
     let id = text.trim();
     observe::is_session_id(id).then(|| id.to_string())
 }
@@ -1028,10 +1046,12 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
         }
     }
     // After setup, which starts from an empty workspace, and before the agent.
-    let placed =
-        super::attachments::place(&x.job.run, &x.workspace, &x.sup.content, &|path: &Path| {
-            x.sup.sandboxes.hand_over(path)
-        });
+    let placed = super::attachments::place(
+        &x.job.run,
+        &x.workspace,
+        &x.sup.content,
+        x.sup.sandboxes.owner(),
+    );
     match placed {
         Ok(names) if !names.is_empty() => x.system(format!(
             "attachments written to {}: {}",
@@ -1039,7 +1059,10 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             names.join(", ")
         )),
         Ok(_) => {}
-        Err(e) => return Some(Err(internal(e))),
+        Err(super::attachments::Error::Path(e)) => {
+            return Some(Err(unsafe_path("cannot place the run's attachments", e)))
+        }
+        Err(e) => return Some(Err(internal(e.to_string()))),
     }
     let harness = x.job.environment.harness;
     if harness.is_preset() {
@@ -1052,9 +1075,10 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             ));
         }
         if let Err(e) = write_cli_config(x) {
-            return Some(Err(internal(format!(
-                "cannot write the CLI's configuration in the run's home: {e}"
-            ))));
+            return Some(Err(unsafe_path(
+                "cannot write the CLI's configuration in the run's home",
+                e,
+            )));
         }
     }
     let mut next_turn: Option<String> = None;
@@ -1154,39 +1178,57 @@ fn prepare<'a>(
     // A workspace whose setup never completed (it failed, or the server died during it) is
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
-    let prepared = private_dir(&files).and_then(|()| {
-        if needs_setup {
-            match std::fs::remove_dir_all(&workspace) {
-                Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
-                _ => {}
+    let owner = sup.sandboxes.owner();
+    // `files` and the workspace root are the server's; the workspace and the home are the
+    // agent's, reached through descriptors from there (`safe_fs`).
+    let prepared = private_dir(&files)
+        .map_err(|source| safe_fs::Error::Io {
+            path: files.clone(),
+            source,
+        })
+        .and_then(|()| {
+            if needs_setup {
+                // std's remove_dir_all unlinks links and never follows one (openat/unlinkat).
+                match std::fs::remove_dir_all(&workspace) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(safe_fs::Error::Io {
+                            path: workspace.clone(),
+                            source: e,
+                        })
+                    }
+                    _ => {}
+                }
             }
-        }
-        std::fs::create_dir_all(&workspace)?;
-        sup.sandboxes.hand_over(&workspace)?;
-        // The agent's HOME lives as long as the run, so a CLI that keeps its session there
-        // (claude's --resume) finds it again in the next execution.
-        private_dir(&home)?;
-        sup.sandboxes.hand_over(&home)?;
-        if sup.sandboxes.agent_user().is_some() {
-            // An unconfined agent of another user reaches its home and MCP file by their
-            // paths, without listing the directory (in a sandbox they are mounted for it).
-            use std::os::unix::fs::PermissionsExt;
-            std::fs::set_permissions(&files, std::fs::Permissions::from_mode(0o711))?;
-        }
-        Ok(())
-    });
+            std::fs::create_dir_all(&workspace).map_err(|source| safe_fs::Error::Io {
+                path: workspace.clone(),
+                source,
+            })?;
+            // A fresh workspace stays the server's until `checkout` has filled it and handed
+            // it over whole: no agent process can plant anything where git writes as root.
+            if !needs_setup {
+                safe_fs::Dir::open(&workspace)?.set_owner(owner)?;
+            }
+            // The agent's HOME lives as long as the run, so a CLI that keeps its session there
+            // (claude's --resume) finds it again in the next execution.
+            let agent_files = safe_fs::Dir::open(&files)?;
+            agent_files.make_dir("home", 0o700)?.set_owner(owner)?;
+            if owner.is_some() {
+                // An unconfined agent of another user reaches its home and MCP file by their
+                // paths, without listing the directory (in a sandbox they are mounted for it).
+                agent_files.set_mode(0o711)?;
+            }
+            Ok(())
+        });
     if let Err(e) = prepared {
-        return Err(io_failure(
+        return Err(unsafe_path(
             &format!("cannot prepare the workspace {}", workspace.display()),
-            &e,
+            e,
         ));
     }
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
-    let written = write_private(&mcp_path, mcp.to_string().as_bytes())
-        .and_then(|()| sup.sandboxes.hand_over(&mcp_path));
-    if let Err(e) = written {
-        return Err(io_failure("cannot write the MCP config", &e));
+    if let Err(e) = write_private(&mcp_path, mcp.to_string().as_bytes(), owner) {
+        return Err(unsafe_path("cannot write the MCP config", e));
     }
     // One file per execution, so an execution never reads what an earlier one reported.
     let report_path = files.join(format!("report-{}.jsonl", job.execution));
@@ -1196,12 +1238,12 @@ fn prepare<'a>(
         sup.artifact_limits,
         sup.content.clone(),
         &job.run.artifacts,
+        owner,
     )
-    .map(|r| r.redacting(redactor.clone()))
-    .and_then(|r| sup.sandboxes.hand_over(&report_path).map(|()| r));
+    .map(|r| r.redacting(redactor.clone()));
     let reports = match reports {
         Ok(r) => r,
-        Err(e) => return Err(io_failure("cannot create the report file", &e)),
+        Err(e) => return Err(unsafe_path("cannot create the report file", e)),
     };
     let mut vars = variables(job, sup, &mcp_path, &home, &workspace, &report_path);
     let marker = Marker {
@@ -1415,14 +1457,16 @@ async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusMessage>> {
             started.elapsed().as_millis()
         ));
     }
+    // The fresh workspace was the server's while git filled it; now it is the agent's whole.
     if x.sup.sandboxes.agent_user().is_some() {
         let root = x.workspace.clone();
         let sandboxes = x.sup.sandboxes.clone();
         let handed = tokio::task::spawn_blocking(move || sandboxes.hand_over_tree(&root)).await;
-        if let Err(e) = handed.map_err(std::io::Error::other).and_then(|r| r) {
-            return Err(Some(internal(format!(
-                "cannot hand the checked-out repositories to the agent user: {e}"
-            ))));
+        let what = "cannot hand the workspace and its repositories to the agent user";
+        match handed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(Some(unsafe_path(what, e))),
+            Err(e) => return Err(Some(internal(format!("{what}: {e}")))),
         }
     }
     Ok(())
@@ -1470,10 +1514,10 @@ async fn setup(x: &mut Execution<'_>) -> Option<Outcome> {
             }
         }
     }
-    if let Err(e) = write_private(&x.setup_done, b"") {
-        return Some(Some(Err(io_failure(
+    if let Err(e) = write_private(&x.setup_done, b"", None) {
+        return Some(Some(Err(unsafe_path(
             "cannot record that setup completed",
-            &e,
+            e,
         ))));
     }
     None
@@ -1651,7 +1695,7 @@ fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Outpu
     }
     if let Some(id) = output.observer.as_ref().and_then(Observer::session) {
         if saved_session(x).as_deref() != Some(id) {
-            if let Err(e) = write_private(&x.session_path, id.as_bytes()) {
+            if let Err(e) = write_private(&x.session_path, id.as_bytes(), None) {
                 x.system(format!("cannot keep the CLI's session id {id}: {e}"));
             }
         }
@@ -1689,6 +1733,21 @@ fn finish(x: &mut Execution<'_>, (ended, output): (std::io::Result<Ended>, Outpu
 
 /// A failure of the service's own I/O during an execution (the transcript, the workspace):
 /// a full or read-only data directory is said in words, so the run's status names it.
+/// A failure of `safe_fs`: a path the agent made unsafe fails the run naming it (the agent's
+/// doing, not the server's: trying again would meet it again); anything else is `internal`.
+fn unsafe_path(what: &str, e: safe_fs::Error) -> StatusMessage {
+    match e {
+        refused @ safe_fs::Error::Refused { .. } => StatusMessage {
+            message: format!("{what}: {refused}"),
+            error_code: Some("environment_setup_failed".into()),
+            retryable: Some(false),
+        },
+        safe_fs::Error::Io { path, source } => {
+            io_failure(&format!("{what} ({})", path.display()), &source)
+        }
+    }
+}
+
 fn io_failure(what: &str, e: &std::io::Error) -> StatusMessage {
     use crate::store::health::Cause;
     match Cause::of_io(e) {

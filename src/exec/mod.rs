@@ -22,6 +22,7 @@ pub mod presets;
 pub mod process;
 pub mod report;
 pub mod repos;
+pub mod safe_fs;
 pub mod sandbox;
 pub mod slurm;
 pub mod transcript;

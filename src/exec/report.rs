@@ -25,6 +25,7 @@ use std::path::{Component, Path, PathBuf};
 
 use serde::Deserialize;
 
+use super::safe_fs::{self, Dir, Links, Owner};
 use super::transcript::Redactor;
 use crate::config::ArtifactLimits;
 use crate::domain::{Artifact, ArtifactKind, ReportedArtifact, MAX_ARTIFACTS};
@@ -113,16 +114,12 @@ impl Reports {
         limits: ArtifactLimits,
         content: ContentStore,
         earlier: &[ReportedArtifact],
-    ) -> std::io::Result<Reports> {
-        use std::os::unix::fs::OpenOptionsExt;
-        // Private to the agent (it is handed over) and never followed through a link.
-        std::fs::OpenOptions::new()
-            .create(true)
-            .write(true)
-            .truncate(true)
-            .mode(0o600)
-            .custom_flags(nix::fcntl::OFlag::O_NOFOLLOW.bits())
-            .open(&path)?;
+        owner: Option<Owner>,
+    ) -> Result<Reports, safe_fs::Error> {
+        // Private to the agent, and made new: whatever was at its name is unlinked, never
+        // followed or truncated.
+        let (dir, name) = dir_and_name(&path)?;
+        dir.create_file(name, 0o600, owner)?;
         Ok(Reports {
             path,
             workspace,
@@ -171,15 +168,10 @@ impl Reports {
     }
 
     fn read(&mut self, out: &mut Vec<Outcome>) -> std::io::Result<()> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut file = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-            .open(&self.path)?;
+        // Only a regular file, never through a link, never blocking on a FIFO (`safe_fs`).
+        let (dir, name) = dir_and_name(&self.path)?;
+        let mut file = dir.open_file(Path::new(name), Links::Allowed)?;
         let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Err(std::io::Error::other("it is no longer a regular file"));
-        }
         if meta.len() < self.offset {
             // Truncated (written with `>` instead of `>>`): read it again from its start.
             out.push(Err(
@@ -398,6 +390,15 @@ impl Reports {
                  never read)"
             ));
         }
+        {
+            use std::os::unix::fs::MetadataExt;
+            // A host file the agent hard-linked into its workspace would be read as root.
+            if meta.nlink() > 1 {
+                return Err(format!(
+                    "path {given:?}: it has other hard links (copy the file instead)"
+                ));
+            }
+        }
         let size = meta.len();
         let setting = if limit == self.limits.screenshot_bytes {
             "artifact_screenshot_mb"
@@ -527,25 +528,29 @@ fn open_beneath(workspace: &Path, relative: &str) -> Result<File, String> {
 }
 
 /// `open_beneath` on kernels before 5.6 (no `openat2`) or where a seccomp filter refuses it:
-/// the canonical path must lie in the canonical workspace, and the last component is opened
-/// without following a link.
+/// one component at a time without following any link (`safe_fs`), so a link inside the
+/// workspace is refused there too.
 fn open_checked(workspace: &Path, relative: &str) -> Result<File, String> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let root = workspace
-        .canonicalize()
-        .map_err(|e| format!("the workspace cannot be resolved: {e}"))?;
-    let real = workspace
-        .join(relative)
-        .canonicalize()
-        .map_err(|_| "no such file in the workspace".to_string())?;
-    if !real.starts_with(&root) {
-        return Err("resolves outside the workspace (through a symbolic link)".into());
+    let dir = Dir::open(workspace).map_err(|e| format!("the workspace cannot be opened: {e}"))?;
+    dir.open_file(Path::new(relative), Links::Allowed)
+        .map_err(|e| match e {
+            safe_fs::Error::Refused { why, .. } => why.to_string(),
+            safe_fs::Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                "no such file in the workspace".to_string()
+            }
+            safe_fs::Error::Io { source, .. } => format!("cannot be opened: {source}"),
+        })
+}
+
+/// The directory (the run's agent files, the server's) and the name of the report file.
+fn dir_and_name(path: &Path) -> Result<(Dir, &str), safe_fs::Error> {
+    match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+        (Some(dir), Some(name)) => Ok((Dir::open(dir)?, name)),
+        _ => Err(safe_fs::Error::Refused {
+            path: path.to_path_buf(),
+            why: "it is not a file in a directory",
+        }),
     }
-    std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags((nix::fcntl::OFlag::O_NOFOLLOW | nix::fcntl::OFlag::O_NONBLOCK).bits())
-        .open(&real)
-        .map_err(|e| format!("cannot be opened: {e}"))
 }
 
 /// The image type the first bytes of a file announce (PNG, JPEG, GIF, WebP).
@@ -583,6 +588,7 @@ mod tests {
             limits,
             content,
             &[],
+            None,
         )
         .expect("create");
         Fixture { dir, reports }
@@ -814,6 +820,45 @@ mod tests {
             })] => assert_eq!(branch, "[secret:LONG][secret:LONG]"),
             other => panic!("{other:?}"),
         }
+    }
+
+    #[test]
+    fn a_hard_linked_file_is_refused() {
+        let mut f = fixture(ArtifactLimits::default());
+        let outside = f.dir.path().join("host-file");
+        std::fs::write(&outside, b"host").expect("write");
+        std::fs::hard_link(&outside, f.ws().join("linked")).expect("link");
+        f.append("{\"type\":\"file\",\"path\":\"linked\"}\n");
+        let out = f.reports.poll(false);
+        assert!(
+            out[0].as_ref().is_err_and(|r| r.contains("hard links")),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn a_report_file_replaced_by_a_link_or_a_fifo_is_not_read() {
+        let mut f = fixture(ArtifactLimits::default());
+        let outside = f.dir.path().join("host.jsonl");
+        std::fs::write(
+            &outside,
+            "{\"type\":\"plan\",\"title\":\"t\",\"markdown\":\"m\"}\n",
+        )
+        .expect("write");
+        std::fs::remove_file(f.reports.path()).expect("remove");
+        std::os::unix::fs::symlink(&outside, f.reports.path()).expect("link");
+        let out = f.reports.poll(true);
+        assert!(
+            out.len() == 1 && out[0].as_ref().is_err_and(|r| r.contains("symbolic link")),
+            "{out:?}"
+        );
+        std::fs::remove_file(f.reports.path()).expect("remove");
+        nix::unistd::mkfifo(f.reports.path(), nix::sys::stat::Mode::S_IRWXU).expect("fifo");
+        let out = f.reports.poll(true);
+        assert!(
+            out.len() == 1 && out[0].as_ref().is_err_and(|r| r.contains("FIFO")),
+            "{out:?}"
+        );
     }
 
     #[test]

@@ -1,12 +1,15 @@
 //! Repositories an environment's runs start with (`repos`): a bare mirror per URL under
 //! `<data_dir>/repos/`, made once with `git clone --mirror` and brought up to date with
 //! `git fetch` before each new workspace is filled, then a local clone of it at the repository's
-//! `path` in the workspace. A local clone hard-links the mirror's objects where the file system
-//! allows, so a large repository costs one network fetch of what changed and a checkout, not a
-//! clone, from its second run on.
+//! `path` in the workspace, so a large repository costs one network fetch of what changed and
+//! a local copy, not a clone, from its second run on. The clone copies the mirror's objects
+//! (`--no-hardlinks`): a hard-linked object would be one file in the mirror and the agent's
+//! workspace, so handing the workspace to the agent user would hand it the mirror other runs
+//! clone from (and keeping it the server's would leave the agent's clone unreadable to it).
 //!
 //! Git runs as the server (with the server's environment, so its credentials for private
-//! remotes work, and never a prompt); the checkout is then handed to the agent user. Concurrent
+//! remotes work, and never a prompt) in a fresh workspace no agent can write yet; the checkout
+//! is then handed to the agent user. Concurrent
 //! runs of one URL take turns on its mirror. This module runs git and nothing else; it never
 //! starts an agent.
 
@@ -145,6 +148,7 @@ impl Mirrors {
             &[
                 "clone",
                 "--no-checkout",
+                "--no-hardlinks",
                 "--quiet",
                 "--",
                 &mirror_arg,

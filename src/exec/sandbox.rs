@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use tokio::process::Command;
 
+use super::safe_fs::{self, Owner};
 use crate::config::Config;
 use crate::harness::Sandbox;
 
@@ -522,32 +523,20 @@ impl Sandboxes {
         }
     }
 
-    /// Makes `path` the agent user's (a workspace, a home, an MCP file), so agents can use what
-    /// the server prepared for them. Nothing to do when agents run as the server's user.
-    pub fn hand_over(&self, path: &Path) -> std::io::Result<()> {
-        match &self.user {
-            Some(user) => std::os::unix::fs::chown(path, Some(user.uid), Some(user.gid)),
-            None => Ok(()),
-        }
+    /// The owner what the server prepares for agents is given to (`safe_fs`); `None` when
+    /// agents run as the server's user.
+    pub fn owner(&self) -> Option<Owner> {
+        self.user.as_ref().map(|user| Owner {
+            uid: user.uid,
+            gid: user.gid,
+        })
     }
-}
 
-impl Sandboxes {
-    /// `hand_over` for a whole tree (symbolic links themselves, never what they point to).
-    pub fn hand_over_tree(&self, root: &Path) -> std::io::Result<()> {
-        let Some(user) = &self.user else {
-            return Ok(());
-        };
-        let mut stack = vec![root.to_path_buf()];
-        while let Some(path) = stack.pop() {
-            std::os::unix::fs::lchown(&path, Some(user.uid), Some(user.gid))?;
-            if std::fs::symlink_metadata(&path)?.is_dir() {
-                for entry in std::fs::read_dir(&path)? {
-                    stack.push(entry?.path());
-                }
-            }
-        }
-        Ok(())
+    /// Makes the whole tree at `root` (a directory in one only the server can write) the agent
+    /// user's, walked by descriptors without following a link (`safe_fs::Dir::hand_over_tree`).
+    /// Nothing to do when agents run as the server's user.
+    pub fn hand_over_tree(&self, root: &Path) -> Result<(), safe_fs::Error> {
+        safe_fs::Dir::open(root)?.hand_over_tree(self.owner())
     }
 }
 

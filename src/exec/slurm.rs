@@ -656,9 +656,9 @@ impl StepLauncher {
     /// VALUE` for each), NUL-separated, into a new file readable only by the server's user.
     fn write_variables(&self, plan: &Plan) -> std::io::Result<PathBuf> {
         use std::io::Write;
-        use std::os::unix::fs::OpenOptionsExt;
         let step = self.steps.fetch_add(1, Ordering::Relaxed);
-        let path = self.files.join(format!("step-{step}.args"));
+        let name = format!("step-{step}.args");
+        let path = self.files.join(&name);
         let mut bytes: Vec<u8> = b"--clearenv\0".to_vec();
         for (name, value) in &plan.env {
             for part in ["--setenv", name.as_str(), value.as_str()] {
@@ -666,11 +666,8 @@ impl StepLauncher {
                 bytes.push(0);
             }
         }
-        let mut file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .open(&path)?;
+        // Beside the files handed to the agent: made new (never through a link), the server's.
+        let mut file = super::safe_fs::Dir::open(&self.files)?.create_new(&name, 0o600, None)?;
         file.write_all(&bytes)?;
         file.sync_all()?;
         Ok(path)
