@@ -127,3 +127,205 @@ async fn without_a_metrics_token_only_admin_keys_read_metrics() {
     assert_eq!(scrape(&s, Some(&format!("Bearer {member}"))).await.0, 403);
     assert_eq!(scrape(&s, Some(&format!("Bearer {}", s.key))).await.0, 200);
 }
+
+/// Opens a session link on `s` (whatever address the server that handed it out had): its
+/// status.
+async fn open(s: &Server, link: &str) -> u16 {
+    let path = &link[link.find("/sessions/").expect("a session link")..];
+    s.client
+        .get(s.url(path))
+        .send()
+        .await
+        .expect("open link")
+        .status()
+        .as_u16()
+}
+
+/// The `session_link` of a run as a get answers it now.
+async fn link_of(s: &Server, id: &str) -> String {
+    let run = s.run(id).await;
+    run["session_link"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no session_link: {run}"))
+        .to_string()
+}
+
+/// A finished run of the default environment.
+async fn finished_run(s: &Server, prompt: &str) -> String {
+    let id = s.create(json!({ "prompt": prompt })).await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    id
+}
+
+/// The `expires` of a link.
+fn expires_of(link: &str) -> u64 {
+    let query = link.split_once('?').expect("query").1;
+    query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("expires="))
+        .expect("expires")
+        .parse()
+        .expect("a number")
+}
+
+#[tokio::test]
+async fn an_expired_session_link_answers_404_and_the_next_get_carries_a_fresh_one() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let s = start(tmp.path(), "session_link_ttl_secs = 2");
+    s.wait_ready().await;
+    let id = finished_run(&s, "expire me").await;
+    let first = link_of(&s, &id).await;
+    assert_eq!(open(&s, &first).await, 200, "{first}");
+    // Polled rather than slept: the link is valid for 2 to 3 seconds after the get.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while open(&s, &first).await == 200 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{first} never expired"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(open(&s, &first).await, 404);
+    let fresh = link_of(&s, &id).await;
+    assert!(
+        expires_of(&fresh) > expires_of(&first),
+        "{first} then {fresh}"
+    );
+    assert_eq!(open(&s, &fresh).await, 200, "{fresh}");
+}
+
+#[tokio::test]
+async fn a_revoked_session_link_answers_404_across_a_restart_and_the_new_one_opens() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let mut s = start(tmp.path(), "");
+    s.wait_ready().await;
+    let id = finished_run(&s, "revoke me").await;
+    let other = finished_run(&s, "keep me").await;
+    let old = link_of(&s, &id).await;
+    let kept = link_of(&s, &other).await;
+    assert_eq!(open(&s, &old).await, 200);
+
+    // Another team's key cannot revoke (nor learn the run exists).
+    let (status, v) = s
+        .post(&s.key, "/admin/teams", json!({"name": "infra"}))
+        .await;
+    assert_eq!(status, 201, "{v}");
+    let (status, v) = s
+        .post(
+            &s.key,
+            "/admin/keys",
+            json!({"name": "ops", "team": "infra"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    let outsider = v["key"].as_str().expect("key").to_string();
+    let revoke = format!("/agent/runs/{id}/session-link/revoke");
+    let (status, v) = s.post(&outsider, &revoke, json!({})).await;
+    assert_eq!(status, 404, "{v}");
+    assert_eq!(
+        open(&s, &old).await,
+        200,
+        "a refused revoke changes nothing"
+    );
+
+    // A member of the run's team revokes; the answer carries the new link.
+    let member = member_key(&s).await;
+    let (status, run) = s.post(&member, &revoke, json!({})).await;
+    assert_eq!(status, 200, "{run}");
+    let new = run["session_link"].as_str().expect("new link").to_string();
+    assert_ne!(new, old);
+    assert_eq!(open(&s, &old).await, 404, "the revoked link");
+    assert_eq!(open(&s, &new).await, 200, "the new link");
+    assert_eq!(
+        link_of(&s, &id).await,
+        new,
+        "the next get carries the new link"
+    );
+    assert_eq!(
+        open(&s, &kept).await,
+        200,
+        "another run's link is untouched"
+    );
+    // The audit trail names the key that revoked.
+    let events = s.wait_events(&id, "SessionLinkRevoked", 1).await;
+    let revoked = events
+        .iter()
+        .find(|e| e["type"] == "SessionLinkRevoked")
+        .expect("event");
+    let member_id = member.split('_').nth(1).unwrap_or_default();
+    assert!(
+        revoked["data"]["by"]
+            .as_str()
+            .is_some_and(|by| !by.is_empty()),
+        "{revoked} ({member_id})"
+    );
+
+    // The revoke is in the log: a restart keeps the old link dead and the new one alive.
+    let key = s.key.clone();
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 30).await;
+    let mut s = start(tmp.path(), "");
+    s.key = key;
+    s.wait_ready().await;
+    assert_eq!(
+        open(&s, &old).await,
+        404,
+        "after the restart, the revoked link"
+    );
+    assert_eq!(open(&s, &new).await, 200, "after the restart, the new link");
+
+    // The CLI revokes too, and prints the link that replaces the last one.
+    let server = s.base.clone();
+    let (ok, out, err) = common::cli(
+        &["runs", "revoke-link", &id],
+        &[("RUNLEDGER_SERVER", &server), ("RUNLEDGER_API_KEY", &s.key)],
+    );
+    assert!(ok, "{err}");
+    let printed = out.trim();
+    assert!(
+        printed.contains(&format!("/sessions/{id}?expires=")),
+        "{out}"
+    );
+    assert_eq!(open(&s, &new).await, 404, "revoked by the CLI");
+    assert_eq!(open(&s, printed).await, 200, "the link the CLI printed");
+}
+
+#[tokio::test]
+async fn a_link_opens_only_its_own_run_and_only_untampered() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let s = start(tmp.path(), "");
+    s.wait_ready().await;
+    let a = finished_run(&s, "run a").await;
+    let b = finished_run(&s, "run b").await;
+    let link = link_of(&s, &a).await;
+    assert_eq!(open(&s, &link).await, 200);
+    let (base, query) = link.split_once('?').expect("query");
+    let expires = expires_of(&link);
+    let token = query
+        .split('&')
+        .find_map(|kv| kv.strip_prefix("token="))
+        .expect("token");
+    // Run A's query on run B's page.
+    assert_eq!(
+        open(&s, &format!("{}?{query}", base.replace(&a, &b))).await,
+        404
+    );
+    // One hex digit of the token changed.
+    let mut flipped = token.to_string();
+    let last = if flipped.ends_with('0') { "1" } else { "0" };
+    flipped.replace_range(flipped.len() - 1.., last);
+    let page = |query: String| format!("{base}?{query}");
+    for tampered in [
+        page(format!("expires={expires}&token={flipped}")),
+        // A later expiry under the same token.
+        page(format!("expires={}&token={token}", expires + 3600)),
+        page(format!("expires={}&token={token}", expires - 1)),
+        // Parts missing or doubled, and the earlier form of link.
+        page(format!("token={token}")),
+        page(format!("expires={expires}")),
+        page(format!("expires={expires}&expires={expires}&token={token}")),
+        page(format!("token={}", &token[..32])),
+    ] {
+        assert_eq!(open(&s, &tampered).await, 404, "{tampered}");
+    }
+    assert_eq!(open(&s, &link).await, 200, "the genuine link still opens");
+}

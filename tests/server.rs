@@ -1054,6 +1054,7 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/agent/identities/{uid}",
         "PUT /api/v1/agent/identities/{uid}",
         "DELETE /api/v1/agent/identities/{uid}",
+        "POST /api/v1/agent/runs/{run_id}/session-link/revoke",
         "GET /api/v1/agent/runs/{run_id}/conversation",
         "GET /api/v1/agent/runs/{run_id}/handoff/attachments",
         "GET /api/v1/agent/environments",

@@ -101,7 +101,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Attached { .. }
         | Event::Scheduled { .. }
         | Event::StartedOn { .. }
-        | Event::Lost { .. } => None,
+        | Event::Lost { .. }
+        | Event::SessionLinkRevoked { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

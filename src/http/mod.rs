@@ -536,6 +536,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(only("POST")),
                 )
                 .service(
+                    web::resource("/agent/runs/{run_id}/session-link/revoke")
+                        .post(session::revoke)
+                        .default_service(only("POST")),
+                )
+                .service(
                     web::resource("/agent/runs/{run_id}/events")
                         .get(runs::events)
                         .default_service(only("GET")),

@@ -217,6 +217,7 @@ impl Modify for LegacyCreate {
         runs::get,
         runs::followup,
         runs::cancel,
+        session::revoke,
         runs::events,
         runs::transcript,
         super::deliveries::deliveries,
