@@ -8,6 +8,7 @@ mod agents;
 mod artifacts;
 pub mod console;
 mod deliveries;
+mod fields;
 mod history;
 pub mod openapi;
 pub mod problem;
