@@ -449,11 +449,6 @@ async fn unknown_fields_of_a_create_are_refused_naming_them() {
     assert_eq!(list["runs"].as_array().map(Vec::len), Some(2), "{list}");
 }
 
-async fn problem_ok(r: reqwest::Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
-}
-
 #[tokio::test]
 async fn a_key_over_its_rate_gets_429_with_retry_after_and_other_keys_do_not() {
     let dir = tempfile::tempdir().expect("tempdir");
