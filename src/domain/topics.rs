@@ -297,6 +297,7 @@ mod tests {
                 execution: 1,
                 usage: Default::default(),
             },
+            Event::SessionLinkRevoked { by: "k".into() },
         ];
         assert!(topics(running.as_ref(), id(), &when, Timestamp(4)).is_empty());
     }
