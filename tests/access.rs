@@ -235,6 +235,10 @@ async fn a_revoked_session_link_answers_404_across_a_restart_and_the_new_one_ope
     let new = run["session_link"].as_str().expect("new link").to_string();
     assert_ne!(new, old);
     assert_eq!(open(&s, &old).await, 404, "the revoked link");
+    assert!(new.contains("&epoch=1&"), "{new}");
+    // The old link moved to the new epoch is no link: its token signs the old one.
+    let moved = old.replace("&epoch=0&", "&epoch=1&");
+    assert_eq!(open(&s, &moved).await, 404, "{moved}");
     assert_eq!(open(&s, &new).await, 200, "the new link");
     assert_eq!(
         link_of(&s, &id).await,
@@ -314,15 +318,25 @@ async fn a_link_opens_only_its_own_run_and_only_untampered() {
     let last = if flipped.ends_with('0') { "1" } else { "0" };
     flipped.replace_range(flipped.len() - 1.., last);
     let page = |query: String| format!("{base}?{query}");
+    // The genuine link rebuilt from its parts opens: the variants below differ in one part.
+    let e = expires;
+    assert_eq!(
+        open(&s, &page(format!("expires={e}&epoch=0&token={token}"))).await,
+        200
+    );
     for tampered in [
-        page(format!("expires={expires}&token={flipped}")),
-        // A later expiry under the same token.
-        page(format!("expires={}&token={token}", expires + 3600)),
-        page(format!("expires={}&token={token}", expires - 1)),
+        page(format!("expires={e}&epoch=0&token={flipped}")),
+        // A later or earlier expiry, or another epoch, under the same token.
+        page(format!("expires={}&epoch=0&token={token}", e + 86_400)),
+        page(format!("expires={}&epoch=0&token={token}", e - 1)),
+        page(format!("expires={e}&epoch=1&token={token}")),
         // Parts missing or doubled, and the earlier form of link.
         page(format!("token={token}")),
-        page(format!("expires={expires}")),
-        page(format!("expires={expires}&expires={expires}&token={token}")),
+        page(format!("expires={e}&epoch=0")),
+        page(format!("epoch=0&token={token}")),
+        page(format!("expires={e}&token={token}")),
+        page(format!("expires={e}&expires={e}&epoch=0&token={token}")),
+        page(format!("expires={e}&epoch=0&epoch=0&token={token}")),
         page(format!("token={}", &token[..32])),
     ] {
         assert_eq!(open(&s, &tampered).await, 404, "{tampered}");

@@ -101,6 +101,7 @@ fn blocks(entries: &[(u64, Entry)]) -> Vec<(&str, Timestamp, String)> {
     params(
         ("run_id" = String, Path, description = "The run's id."),
         ("expires" = Option<u64>, Query, description = "Unix seconds the link is valid until, as handed out in the run's `session_link`."),
+        ("epoch" = Option<u32>, Query, description = "The run's session epoch the link was handed out in (how many times its links had been revoked), as handed out."),
         ("token" = Option<String>, Query, description = "The capability token of the run's `session_link`."),
     ),
     responses(
@@ -121,23 +122,29 @@ pub async fn page(
     // Read here rather than by an extractor, whose errors would be 400s that tell a client
     // more than that there is no such page.
     let query = req.query_string();
-    let given = param(query, "token").unwrap_or_default();
-    let expires = param(query, "expires").and_then(|e| e.parse::<u64>().ok());
-    let found = state.runs.get(id)?;
+    let expires = param(query, "expires").and_then(|v| v.parse::<u64>().ok());
+    let epoch = param(query, "epoch").and_then(|v| v.parse::<u32>().ok());
+    let (Some(expires), Some(epoch), Some(given)) = (expires, epoch, param(query, "token")) else {
+        return Err(missing());
+    };
     let link = SessionLink {
         run: id,
-        // The token signs the run's current epoch: a link from before a revoke fails here.
-        // A run that does not exist is checked all the same, so the answer takes as long.
-        epoch: found.as_ref().map_or(0, |run| run.session_epoch),
-        expires: expires.unwrap_or(0),
+        epoch,
+        expires,
     };
-    let genuine = session_token_matches(&state.session_secret, &link, &given);
-    let (Some(run), true, Some(_)) = (found, genuine, expires) else {
-        return Err(missing());
-    };
-    if link.expired(crate::clock::now(), state.config.session_link_ttl_secs) {
+    // The token is checked before anything is read, so a visitor without a genuine link
+    // costs one HMAC and learns nothing, not even from the time the answer takes.
+    if !session_token_matches(&state.session_secret, &link, &given)
+        || link.expired(crate::clock::now(), state.config.session_link_ttl_secs)
+    {
         return Err(missing());
     }
+    // A genuine link of an earlier epoch was handed out before a revoke.
+    let run = state
+        .runs
+        .get(id)?
+        .filter(|run| run.session_epoch == epoch)
+        .ok_or_else(missing)?;
     // The page shows the latest output; the full transcript is paged through the API.
     let slice = state
         .runs

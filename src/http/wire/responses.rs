@@ -192,9 +192,10 @@ impl<'a> RunItem<'a> {
             session_link: session.then(|| {
                 let link = links.session_link(run);
                 format!(
-                    "{}/sessions/{id}?expires={}&token={}",
+                    "{}/sessions/{id}?expires={}&epoch={}&token={}",
                     links.public_url,
                     link.expires,
+                    link.epoch,
                     session_token(links.secret, &link)
                 )
             }),
