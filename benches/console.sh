@@ -88,7 +88,7 @@ for _ in $(seq 1 600); do
     kill -0 "$SERVER_PID" 2>/dev/null || { cat "$WORK/stderr" >&2; die "the server exited"; }
     sleep 0.1
 done
-STORED=$(curl -s "$BASE/metrics" | python3 -c '
+STORED=$(curl -s -H "Authorization: Bearer $KEY" "$BASE/metrics" | python3 -c '
 import sys
 print(sum(int(float(l.split()[-1])) for l in sys.stdin if l.startswith("runledger_runs{")))')
 log "server ready with $STORED runs"

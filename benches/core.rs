@@ -289,6 +289,7 @@ fn render(c: &mut Criterion) {
                 public_url: "http://127.0.0.1:8080",
                 secret: &secret,
                 now: Timestamp(T0 + 100),
+                ttl_secs: 7 * 24 * 3600,
             };
             let page = ListRunsResponse {
                 runs: runs.iter().map(|r| RunItem::from(r, &links)).collect(),
@@ -307,6 +308,7 @@ fn render(c: &mut Criterion) {
         public_url: "http://127.0.0.1:8080",
         secret: &secret,
         now: Timestamp(T0 + 100),
+        ttl_secs: 7 * 24 * 3600,
     };
     g.bench_function("list_page_20_cached", |b| {
         b.iter(|| {

@@ -102,5 +102,5 @@ awk -v t=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$requests" \
 wait_perf=$(jobs -p | grep -v "^$PID$" || true)
 [ -z "$wait_perf" ] || wait $wait_perf || true
 echo "== projector"
-curl -s "$BASE/metrics" \
+curl -s -H "Authorization: Bearer $KEY" "$BASE/metrics" \
     | grep -E "^runledger_index_updates_total|^runledger_index_batch_duration_seconds_(sum|count)|^runledger_durable_sync_duration_seconds_count"

@@ -179,7 +179,7 @@ wait_ready() {
 
 rss_mb() { awk '/^VmRSS:/ { printf "%.0f", $2 / 1024 }' "/proc/$SERVER_PID/status"; }
 
-metric() { curl -s "$BASE/metrics" | awk -v m="$1" '$1 ~ "^"m { s += $2 } END { print s + 0 }'; }
+metric() { curl -s -H "Authorization: Bearer $KEY" "$BASE/metrics" | awk -v m="$1" '$1 ~ "^"m { s += $2 } END { print s + 0 }'; }
 
 # Waits until no run is queued or executing (the demo agent finishes runs in the background;
 # under create load the queue grows faster than 64 slots drain it). Gives up only when the
@@ -406,7 +406,7 @@ R[rss_idle_after_reads]=$(rss_mb)
 # /metrics: the first scrape counts the runs per state by walking the index's state ranges; the
 # later ones read the tally the index keeps as it writes (see docs/operations.md).
 scrape_ms() {
-    curl -sf -o /dev/null -w '%{time_total}' "$BASE/metrics" |
+    curl -sf -o /dev/null -w '%{time_total}' -H "Authorization: Bearer $KEY" "$BASE/metrics" |
         python3 -c 'import sys; print(f"{float(sys.stdin.read()) * 1000:.1f}")'
 }
 R[metrics_first_ms]=$(scrape_ms)

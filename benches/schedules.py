@@ -127,7 +127,8 @@ class Server:
             return json.loads(r.read())
 
     def metrics(self):
-        return urllib.request.urlopen(self.base + "/metrics").read().decode()
+        req = urllib.request.Request(self.base + "/metrics", headers={"Authorization": "Bearer " + self.key})
+        return urllib.request.urlopen(req).read().decode()
 
     def metric(self, prefix):
         return sum(float(l.split()[-1]) for l in self.metrics().splitlines() if l.startswith(prefix))

@@ -12,6 +12,9 @@ use serde::Deserialize;
 use crate::harness::{AgentPermissions, Harness, Limits, OnNodeFailure, RunsOn, Sandbox, Slurm};
 use crate::store::DEFAULT_CACHE_MB;
 
+mod access;
+pub use access::{DEFAULT_SESSION_LINK_TTL_SECS, MIN_METRICS_TOKEN_BYTES};
+
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
 /// Per-key rate limit when the file sets none: far above what a person or a well-behaved
@@ -128,6 +131,8 @@ struct ServerFile {
     disk_reserve_mb: Option<u64>,
     body_timeout_secs: Option<u64>,
     transcript_max_mb: Option<u64>,
+    metrics_token: Option<String>,
+    session_link_ttl_secs: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -482,6 +487,11 @@ pub struct Config {
     pub schedule_seconds: bool,
     /// `schedules.max_per_team`: the most schedules one team may have (default 10,000).
     pub max_schedules_per_team: usize,
+    /// The bearer token of `/metrics` (`server.metrics_token`, a `[secrets]` entry); `None`:
+    /// only admin keys read it.
+    pub metrics_token: Option<SecretValue>,
+    /// How long a run's `session_link` opens its page (`server.session_link_ttl_secs`).
+    pub session_link_ttl_secs: u64,
 }
 
 /// The sizes of what an agent may report through `RUNLEDGER_REPORT` (`exec::report`), and how
@@ -748,6 +758,7 @@ fn resolve(
         }
         webhooks.push(resolved);
     }
+    let metrics_token = access::metrics_token(file.server.metrics_token, &secrets)?;
     Ok(Config {
         bind,
         public_url,
@@ -779,6 +790,8 @@ fn resolve(
         transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
         artifacts: artifact_limits(&file.limits)?,
         webhooks,
+        metrics_token,
+        session_link_ttl_secs: access::session_link_ttl_secs(file.server.session_link_ttl_secs)?,
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
         max_schedules_per_team: match file.schedules.max_per_team {
             None => DEFAULT_MAX_SCHEDULES_PER_TEAM,

@@ -370,11 +370,13 @@ impl Application {
 fn render_for_webhooks(state: &web::Data<AppState>) -> crate::webhooks::Render {
     let public_url = state.public_url.clone();
     let secret = state.session_secret;
+    let ttl_secs = state.config.session_link_ttl_secs;
     Arc::new(move |run, at| {
         let links = http::wire::Links {
             public_url: &public_url,
             secret: &secret,
             now: at,
+            ttl_secs,
         };
         serde_json::to_vec(&http::wire::RunItem::from(run, &links)).map_err(|e| e.to_string())
     })

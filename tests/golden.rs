@@ -251,6 +251,10 @@ fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "session_link_revoked",
+            Event::SessionLinkRevoked { by: "01KEY".into() },
+        ),
     ]
 }
 
@@ -312,7 +316,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Attached { .. }
             | Event::Scheduled { .. }
             | Event::StartedOn { .. }
-            | Event::Lost { .. } => {}
+            | Event::Lost { .. }
+            | Event::SessionLinkRevoked { .. } => {}
         }
     }
     let all = [
@@ -337,6 +342,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         // `StartedOn` is a `Started` with a placement, and is named so on the wire.
         "Started",
         "Lost",
+        "SessionLinkRevoked",
     ];
     assert_eq!(kinds, all);
 }

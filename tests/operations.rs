@@ -223,15 +223,16 @@ async fn runs_per_state_are_saved_at_a_clean_stop_and_checked_by_verify() {
     assert!(ok && err.contains(": 0 differences"), "{err}");
 
     let mut server = Server::start_with(tmp.path(), CONFIG, &info);
+    server.key = key.clone();
     server.wait_ready().await;
     assert_eq!(runs_by_state(&server.metrics().await), counted);
     assert!(!server.log_text().contains(WALKED), "{}", server.log_text());
     // The first write after the start removed the saved counts: a crash now leaves none.
-    server.key = key;
     let id = server.create(json!({"prompt": "one more"})).await;
     server.wait_state(&id, "SUCCEEDED").await;
     server.kill();
     let mut server = Server::start_with(tmp.path(), CONFIG, &info);
+    server.key = key;
     server.wait_ready().await;
     let after_crash = runs_by_state(&server.metrics().await);
     assert!(
@@ -279,7 +280,9 @@ async fn a_replay_leaves_a_storage_snapshot_for_a_fast_start() {
         "no snapshot covers the rebuild: {after_stop:?} then {after_replay:?}"
     );
 
-    let server = Server::start_in(tmp.path(), CONFIG);
+    let key = server.key.clone();
+    let mut server = Server::start_in(tmp.path(), CONFIG);
+    server.key = key;
     server.wait_ready().await;
     let metrics = server.metrics().await;
     assert!(

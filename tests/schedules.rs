@@ -728,3 +728,84 @@ async fn schedules_survive_export_and_import_and_verify() {
     assert!(!ok, "a gap in a schedule's log must be refused");
     assert!(err.contains("schedule"), "{err}");
 }
+
+/// A schedule sent with `config` instead of `agent_config` ran in the default environment; it
+/// is refused naming `config`, on create and on update, and so is an unknown field of
+/// `agent_config`. A refused update leaves the schedule as it was.
+#[tokio::test]
+async fn unknown_fields_of_a_schedule_are_refused_naming_them() {
+    let server = Server::start();
+    let key = server.key.clone();
+    let base = json!({"name": "n", "cron_schedule": "@daily", "prompt": "p"});
+    let with = |field: &str, value: Value| {
+        let mut body = base.clone();
+        body[field] = value;
+        body
+    };
+    for (body, field) in [
+        (with("config", json!({"environment_id": "slow"})), "config"),
+        (
+            with("agent_config", json!({"enviroment_id": "slow"})),
+            "agent_config.enviroment_id",
+        ),
+        (with("cron", json!("@hourly")), "cron"),
+    ] {
+        let (status, v) = server.post(&key, "/agent/schedules", body.clone()).await;
+        assert_eq!(status, 400, "{body}: {v}");
+        let detail = v["detail"].as_str().unwrap_or_default();
+        assert!(
+            detail.starts_with(&format!("unknown field \"{field}\"")),
+            "{body}: {detail}"
+        );
+    }
+    let (_, list) = server.get(&key, "/agent/schedules").await;
+    assert_eq!(list["schedules"], json!([]), "nothing refused was created");
+
+    let created = create(
+        &server,
+        with("agent_config", json!({"environment_id": "slow"})),
+    )
+    .await;
+    let id = created["id"].as_str().expect("id").to_string();
+    let path = format!("/agent/schedules/{id}");
+    let update = json!({"name": "m", "cron_schedule": "@hourly", "enabled": true, "prompt": "q",
+                        "config": {"environment_id": "fast"}});
+    let (status, v) = send(&server, reqwest::Method::PUT, &key, &path, Some(update)).await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("unknown field \"config\"")),
+        "{v}"
+    );
+    // `team` is the document's on a create only.
+    let update = json!({"name": "m", "cron_schedule": "@hourly", "enabled": true, "prompt": "q",
+                        "team": true});
+    let (status, v) = send(&server, reqwest::Method::PUT, &key, &path, Some(update)).await;
+    assert_eq!(status, 400, "{v}");
+    let (_, now) = server.get(&key, &path).await;
+    assert_eq!(now["name"], "n", "{now}");
+    assert_eq!(now["agent_config"]["environment_id"], "slow", "{now}");
+    // The fields the document defines but runledger does not use keep their answers.
+    let (status, v) = server
+        .post(&key, "/agent/schedules", with("team", json!(false)))
+        .await;
+    assert_eq!(status, 400, "{v}");
+    assert!(
+        v["detail"]
+            .as_str()
+            .is_some_and(|d| d.contains("personal schedules")),
+        "{v}"
+    );
+    let (status, v) = server
+        .post(
+            &key,
+            "/agent/schedules",
+            with(
+                "agent_config",
+                json!({"environment_id": "slow", "worker_host": "warp"}),
+            ),
+        )
+        .await;
+    assert_eq!(status, 201, "{v}");
+}

@@ -405,18 +405,48 @@ async fn a_body_over_the_limit_is_problem_json() {
     assert_eq!(b["detail"], "prompt is longer than 65536 bytes");
 }
 
+/// A field neither runledger nor the Oz document (nor an official client) defines is refused
+/// naming it, on both create paths, at the top and in `config`; the document's fields that
+/// runledger does not use are still accepted; nothing refused makes a run.
 #[tokio::test]
-async fn unknown_fields_of_a_create_are_ignored() {
+async fn unknown_fields_of_a_create_are_refused_naming_them() {
     let s = Server::start();
     s.wait_ready().await;
-    let (st, _) =
-        problem_ok(post_create(&s, r#"{"prompt": "x", "surprise": {"a": 1}}"#).await).await;
-    assert_eq!(st, 200);
-}
-
-async fn problem_ok(r: reqwest::Response) -> (u16, Value) {
-    let status = r.status().as_u16();
-    (status, r.json().await.unwrap_or(Value::Null))
+    for path in ["/agent/runs", "/agent/run"] {
+        for (body, field) in [
+            (json!({"prompt": "x", "surprise": {"a": 1}}), "surprise"),
+            (
+                json!({"prompt": "x", "agent_config": {"environment_id": "slow"}}),
+                "agent_config",
+            ),
+            (
+                json!({"prompt": "x", "config": {"enviroment_id": "slow"}}),
+                "config.enviroment_id",
+            ),
+        ] {
+            let (st, b) = s.post(&s.key, path, body.clone()).await;
+            assert_problem(st, &b, 400, "invalid_request");
+            let detail = b["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.starts_with(&format!("unknown field \"{field}\"")),
+                "{path} {body}: {detail}"
+            );
+        }
+        let (st, b) = s
+            .post(
+                &s.key,
+                path,
+                json!({"prompt": "x", "team": true, "interactive": false, "conversation_id": "c",
+                       "parent_run_id": "p", "agent_identity_uid": "a", "mode": "normal",
+                       "on_behalf_of": "u", "images": [],
+                       "config": {"computer_use_enabled": false, "worker_host": "warp",
+                                  "idle_timeout_minutes": 10, "harness": {"type": "oz"}}}),
+            )
+            .await;
+        assert_eq!(st, 200, "{path}: {b}");
+    }
+    let (_, list) = s.get(&s.key, "/agent/runs").await;
+    assert_eq!(list["runs"].as_array().map(Vec::len), Some(2), "{list}");
 }
 
 #[tokio::test]
@@ -1054,6 +1084,7 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/agent/identities/{uid}",
         "PUT /api/v1/agent/identities/{uid}",
         "DELETE /api/v1/agent/identities/{uid}",
+        "POST /api/v1/agent/runs/{run_id}/session-link/revoke",
         "GET /api/v1/agent/runs/{run_id}/conversation",
         "GET /api/v1/agent/runs/{run_id}/handoff/attachments",
         "GET /api/v1/agent/environments",

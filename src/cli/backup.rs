@@ -1252,6 +1252,7 @@ mod tests {
                     }
                 }),
             text().prop_map(|by| Event::Cancelled { by }),
+            text().prop_map(|by| Event::SessionLinkRevoked { by }),
             (any::<u32>(), any::<u32>())
                 .prop_map(|(execution, count)| Event::FollowupsDelivered { execution, count }),
             any::<u32>().prop_map(|execution| Event::Requeued { execution }),
@@ -1507,6 +1508,7 @@ mod tests {
                     retryable: Some(true),
                 },
             },
+            Event::SessionLinkRevoked { by: "k".into() },
         ]
     }
 
@@ -1530,11 +1532,12 @@ mod tests {
             Event::Scheduled { .. } => 12,
             Event::StartedOn { .. } => 13,
             Event::Lost { .. } => 14,
+            Event::SessionLinkRevoked { .. } => 15,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
         assert_eq!(
             covered,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14]
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15]
         );
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {

@@ -261,6 +261,9 @@ pub enum RunsCmd {
     },
     /// Cancel a run.
     Cancel { run_id: String },
+    /// Revoke a run's session links: every link handed out so far stops opening its page; the
+    /// new link is printed.
+    RevokeLink { run_id: String },
     /// Print a run's event history (its audit trail) from the server.
     Events {
         run_id: String,

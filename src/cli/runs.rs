@@ -165,6 +165,22 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 eprintln!("cancelled run {run_id}");
                 Ok(0)
             }
+            RunsCmd::RevokeLink { run_id } => {
+                let run = remote
+                    .post(
+                        &format!("{}/session-link/revoke", run_path(run_id)),
+                        &json!({}),
+                    )
+                    .await?;
+                eprintln!("revoked every session link of run {run_id} handed out so far");
+                match run["session_link"].as_str() {
+                    Some(link) => println!("{link}"),
+                    None => {
+                        eprintln!("the run has no session yet: its first link comes when it starts")
+                    }
+                }
+                Ok(0)
+            }
             RunsCmd::Events { run_id, json } => {
                 print_events(&remote, run_id, *json).await?;
                 Ok(0)

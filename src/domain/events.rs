@@ -80,6 +80,10 @@ pub enum Event {
         execution: u32,
         status: StatusMessage,
     },
+    /// Every session link handed out for the run so far was revoked by the key `by`: the run's
+    /// session epoch, part of what a link's token signs, moved on, so only links handed out
+    /// from now on open its page.
+    SessionLinkRevoked { by: String },
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -139,6 +143,7 @@ impl Event {
             Event::Scheduled { .. } => "Scheduled",
             Event::StartedOn { .. } => "Started",
             Event::Lost { .. } => "Lost",
+            Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
         }
     }
 }

@@ -112,6 +112,10 @@ pub struct Run {
     /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
     /// admits `API`, but an imported log may hold such a run).
     pub schedule: Option<RunSchedule>,
+    /// How many times the run's session links were revoked (`Event::SessionLinkRevoked`): a
+    /// link's token signs the epoch it was handed out in, so a revoke ends every earlier link
+    /// and survives a restart with the log.
+    pub session_epoch: u32,
 }
 
 /// An artifact with when, and by which execution, it was reported.
@@ -223,6 +227,10 @@ pub enum Command {
     ReportArtifact {
         execution: u32,
         artifact: Artifact,
+    },
+    /// End every session link handed out for the run so far (asked by the key `by`).
+    RevokeSessionLink {
+        by: String,
     },
 }
 
@@ -429,6 +437,11 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                 vec![],
             )
         }
+        // In any state: a finished run's page stays readable through its links, so a link
+        // shared too widely must be revocable after the run ends too.
+        Command::RevokeSessionLink { by } => {
+            decision(vec![Event::SessionLinkRevoked { by }], vec![])
+        }
     }
 }
 
@@ -468,6 +481,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             artifacts: Vec::new(),
             attachments: Vec::new(),
             schedule: None,
+            session_epoch: 0,
         });
     };
     run.next_seq += 1;
@@ -564,6 +578,9 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run.schedule = Some(schedule.clone());
             }
         }
+        Event::SessionLinkRevoked { .. } => {
+            run.session_epoch = run.session_epoch.saturating_add(1);
+        }
     }
     Some(run)
 }
@@ -606,6 +623,7 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             outcome: Err(status),
         },
         Event::Cancelled { by } => Command::Cancel { by },
+        Event::SessionLinkRevoked { by } => Command::RevokeSessionLink { by },
         Event::FollowupsDelivered { execution, count } => Command::Delivered { execution, count },
         // Recorded right after the `Succeeded` or `Failed` of an execution that ended owing
         // follow-ups (the second event of that `Finish`).
@@ -1347,6 +1365,49 @@ mod tests {
         given([Event::Admitted(created()), Event::Started { execution: 2 }])
             .when(finish)
             .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn a_revoke_moves_the_session_epoch_in_every_state_and_nothing_else() {
+        let revoke = || Command::RevokeSessionLink { by: "k".into() };
+        let admitted = Event::Admitted(created());
+        let started = Event::Started { execution: 1 };
+        for history in [
+            vec![admitted.clone()],
+            vec![admitted.clone(), started.clone()],
+            vec![
+                admitted.clone(),
+                started.clone(),
+                Event::Succeeded { execution: 1 },
+            ],
+            vec![admitted.clone(), Event::Cancelled { by: "k".into() }],
+        ] {
+            let before = {
+                let mut run = None;
+                for (i, e) in history.iter().enumerate() {
+                    run = evolve(run, RunId(42), e, Timestamp(i as u64 * 10));
+                }
+                run.expect("a run")
+            };
+            given(history.clone())
+                .when(revoke())
+                .then_events([Event::SessionLinkRevoked { by: "k".into() }])
+                .then_effects([])
+                .then_recordable()
+                .then_state(|run| {
+                    assert_eq!(run.session_epoch, 1);
+                    assert_eq!(run.state, before.state);
+                    assert_eq!(run.executions, before.executions);
+                });
+            let mut twice = history;
+            twice.push(Event::SessionLinkRevoked { by: "k".into() });
+            given(twice)
+                .when(revoke())
+                .then_state(|run| assert_eq!(run.session_epoch, 2));
+        }
+        given_no_run()
+            .when(revoke())
+            .then_rejects(Rejection::NotFound);
     }
 
     #[test]

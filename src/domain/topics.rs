@@ -101,7 +101,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Attached { .. }
         | Event::Scheduled { .. }
         | Event::StartedOn { .. }
-        | Event::Lost { .. } => None,
+        | Event::Lost { .. }
+        | Event::SessionLinkRevoked { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {
@@ -296,6 +297,7 @@ mod tests {
                 execution: 1,
                 usage: Default::default(),
             },
+            Event::SessionLinkRevoked { by: "k".into() },
         ];
         assert!(topics(running.as_ref(), id(), &when, Timestamp(4)).is_empty());
     }

@@ -145,6 +145,11 @@ pub enum EventData<'a> {
         execution: u32,
         status_message: StatusMessageOut<'a>,
     },
+    /// Every session link handed out for the run until now was revoked by the API key `by`.
+    SessionLinkRevoked {
+        #[schema(value_type = String)]
+        by: &'a str,
+    },
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.
@@ -521,6 +526,7 @@ impl<'a> RunEvent<'a> {
                 status_message: StatusMessageOut::from(status),
             },
             Event::Cancelled { by } => EventData::Cancelled { by },
+            Event::SessionLinkRevoked { by } => EventData::SessionLinkRevoked { by },
             Event::FollowupsDelivered { execution, count } => EventData::FollowupsDelivered {
                 execution: *execution,
                 count: *count,
@@ -626,6 +632,7 @@ struct StatusMessageIn {
     retryable: Option<bool>,
 }
 
+/// The payload of `Cancelled` and `SessionLinkRevoked`: the key that asked.
 #[derive(Deserialize)]
 struct CancelledIn {
     by: String,
@@ -733,6 +740,9 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
             }
         }
         "Cancelled" => Event::Cancelled {
+            by: read::<CancelledIn>(data, &what)?.by,
+        },
+        "SessionLinkRevoked" => Event::SessionLinkRevoked {
             by: read::<CancelledIn>(data, &what)?.by,
         },
         "FollowupsDelivered" => {

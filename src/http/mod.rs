@@ -8,6 +8,7 @@ mod agents;
 mod artifacts;
 pub mod console;
 mod deliveries;
+mod fields;
 mod history;
 pub mod openapi;
 pub mod problem;
@@ -15,6 +16,7 @@ pub mod ratelimit;
 pub mod render;
 mod runs;
 mod schedules;
+mod scrape;
 mod session;
 mod stream;
 mod transcript_stream;
@@ -535,6 +537,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                         .default_service(only("POST")),
                 )
                 .service(
+                    web::resource("/agent/runs/{run_id}/session-link/revoke")
+                        .post(session::revoke)
+                        .default_service(only("POST")),
+                )
+                .service(
                     web::resource("/agent/runs/{run_id}/events")
                         .get(runs::events)
                         .default_service(only("GET")),
@@ -723,9 +730,15 @@ async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
     responses(
         (status = 200, description = "Prometheus text format 0.0.4", body = String,
          content_type = "text/plain"),
-    )
+        (status = 401, description = "Neither the metrics token (`server.metrics_token`) nor a live API key was sent as `Authorization: Bearer …`",
+         content_type = "application/problem+json", body = problem::Problem),
+        (status = 403, description = "A live API key that is not an admin's",
+         content_type = "application/problem+json", body = problem::Problem),
+    ),
+    security(("bearerAuth" = []))
 )]
-async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+async fn metrics(req: HttpRequest, state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {
+    scrape::authorize(&req, &state)?;
     use crate::metrics::{escape, family};
     use std::fmt::Write;
     let runs = &state.runs;
@@ -879,7 +892,7 @@ async fn metrics(state: web::Data<AppState>) -> HttpResponse {
         state.rate_limiter.as_ref().map_or(0, RateLimiter::refused)
     );
     crate::metrics::METRICS.render(&mut out);
-    HttpResponse::Ok()
+    Ok(HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4; charset=utf-8")
-        .body(out)
+        .body(out))
 }

@@ -217,6 +217,7 @@ impl Modify for LegacyCreate {
         runs::get,
         runs::followup,
         runs::cancel,
+        session::revoke,
         runs::events,
         runs::transcript,
         super::deliveries::deliveries,
@@ -420,6 +421,40 @@ mod tests {
                 "{e}"
             );
         }
+    }
+
+    /// The revoke of session links and `/metrics` are in the document with the answers their
+    /// authentication gives, so a client (and schemathesis) expects them.
+    #[test]
+    fn the_revoke_and_metrics_are_documented_with_their_auth() {
+        let doc = document_value().expect("document");
+        let revoke = &doc["paths"]["/api/v1/agent/runs/{run_id}/session-link/revoke"]["post"];
+        assert_eq!(revoke["operationId"], "revokeSessionLink", "{revoke}");
+        let metrics = &doc["paths"]["/metrics"]["get"];
+        for (op, statuses) in [
+            (revoke, &["200", "401", "404", "429"][..]),
+            (metrics, &["200", "401", "403"][..]),
+        ] {
+            for status in statuses {
+                assert!(op["responses"][*status].is_object(), "{status}: {op}");
+            }
+            assert_eq!(
+                op["security"],
+                serde_json::json!([{"bearerAuth": []}]),
+                "{op}"
+            );
+        }
+        let page = &doc["paths"]["/sessions/{run_id}"]["get"]["parameters"];
+        let names: Vec<&str> = page
+            .as_array()
+            .expect("parameters")
+            .iter()
+            .filter_map(|p| p["name"].as_str())
+            .collect();
+        assert!(
+            names.contains(&"expires") && names.contains(&"token"),
+            "{page}"
+        );
     }
 
     #[test]

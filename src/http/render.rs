@@ -3,10 +3,11 @@
 //! it finishes. Rendering a run is most of a list's CPU (serde_json escapes every string byte
 //! by byte, and the times are formatted each time), yet a run's JSON changes only with its
 //! events: it is a pure function of the run at one sequence number, the server's public URL and
-//! session secret (fixed for the cache's life), and, for a run in progress only, the clock
+//! session secret (fixed for the cache's life), the expiry of its `session_link` (which moves
+//! once a step, a day at most: `wire::token`), and, for a run in progress only, the clock
 //! (`run_time` counts the live execution). So the cache keeps the bytes of each run it rendered,
-//! keyed by run id and checked against the run's `next_seq`; a run in progress is rendered
-//! every time.
+//! keyed by run id and checked against the run's `next_seq` and the link's expiry; a run in
+//! progress is rendered every time.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,7 +21,11 @@ use crate::domain::{Run, RunId, RunState};
 /// megabyte of memory with the map.
 pub const DEFAULT_BUDGET: usize = 1 << 20;
 
-/// Rendered runs by id, with the sequence number each was rendered at.
+/// What a rendering of a run depends on besides the fixed parts: the run's `next_seq` and its
+/// session link's expiry, in this order (a later event always wins).
+type Version = (u64, u64);
+
+/// Rendered runs by id, with the version each was rendered at.
 pub struct RenderCache {
     inner: Mutex<Inner>,
     /// Bytes of JSON held at most; reaching it empties the cache (see `insert`).
@@ -29,7 +34,7 @@ pub struct RenderCache {
 
 #[derive(Default)]
 struct Inner {
-    items: HashMap<RunId, (u64, Bytes)>,
+    items: HashMap<RunId, (Version, Bytes)>,
     bytes: usize,
 }
 
@@ -45,14 +50,15 @@ impl RenderCache {
     pub fn run(&self, run: &Run, links: &Links<'_>) -> Result<Bytes, serde_json::Error> {
         // A run in progress reads the clock; anything else is fixed by its events.
         let cacheable = run.state != RunState::InProgress;
+        let version = (run.next_seq, links.session_link(run).expires);
         if cacheable {
-            if let Some(bytes) = self.lookup(run.id, run.next_seq) {
+            if let Some(bytes) = self.lookup(run.id, version) {
                 return Ok(bytes);
             }
         }
         let bytes = render(run, links)?;
         if cacheable {
-            self.insert(run.id, run.next_seq, bytes.clone());
+            self.insert(run.id, version, bytes.clone());
         }
         Ok(bytes)
     }
@@ -84,18 +90,18 @@ impl RenderCache {
         Ok(out)
     }
 
-    fn lookup(&self, id: RunId, seq: u64) -> Option<Bytes> {
+    fn lookup(&self, id: RunId, version: Version) -> Option<Bytes> {
         let inner = self.lock();
         match inner.items.get(&id) {
-            Some((at, bytes)) if *at == seq => Some(bytes.clone()),
+            Some((at, bytes)) if *at == version => Some(bytes.clone()),
             _ => None,
         }
     }
 
-    /// Keeps `bytes` as the run's JSON at `seq`, replacing an older rendering of the run. When
+    /// Keeps `bytes` as the run's JSON at `version`, replacing an older rendering of the run. When
     /// the budget would be passed the cache forgets everything first: no bookkeeping per entry,
     /// and the runs clients keep reading are back in it after one round of reads.
-    fn insert(&self, id: RunId, seq: u64, bytes: Bytes) {
+    fn insert(&self, id: RunId, version: Version, bytes: Bytes) {
         // One huge run (a prompt of hundreds of kilobytes) would flush everything else.
         if bytes.len() > self.budget / 16 {
             return;
@@ -103,7 +109,7 @@ impl RenderCache {
         let mut inner = self.lock();
         let replaced = match inner.items.get(&id) {
             // Another thread rendered this run, or a later state of it.
-            Some((at, _)) if *at >= seq => return,
+            Some((at, _)) if *at >= version => return,
             Some((_, old)) => old.len(),
             None => 0,
         };
@@ -113,7 +119,7 @@ impl RenderCache {
             inner.bytes = 0;
         }
         inner.bytes += bytes.len();
-        inner.items.insert(id, (seq, bytes));
+        inner.items.insert(id, (version, bytes));
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -153,6 +159,7 @@ mod tests {
             public_url: "http://127.0.0.1:8080",
             secret: &SECRET,
             now: Timestamp(now),
+            ttl_secs: 7 * 24 * 3600,
         }
     }
 

@@ -30,6 +30,7 @@ fn links(state: &AppState) -> Links<'_> {
         public_url: &state.public_url,
         secret: &state.session_secret,
         now: now(),
+        ttl_secs: state.config.session_link_ttl_secs,
     }
 }
 

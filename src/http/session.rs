@@ -1,17 +1,18 @@
 //! The `session_link` page: a run's transcript as HTML, reachable without an API key through
 //! its capability token. Without the right token the page does not exist (404), so a link that
-//! was never shared reveals nothing — not even that the run exists.
+//! was never shared reveals nothing — not even that the run exists. An expired link, and one
+//! handed out before the run's links were revoked, are answered the same way. Also the revoke
+//! itself, an API call of the run's team.
 
 use std::collections::HashMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use subtle::ConstantTimeEq;
 
-use super::openapi::{InternalError, NotFound};
+use super::openapi::{Conflict, InternalError, NotFound, Unauthorized, Unavailable};
 use super::problem::ApiError;
-use super::wire::{format_time, session_token};
-use super::AppState;
-use crate::domain::{RunId, Timestamp};
+use super::wire::{format_time, session_token_matches, RunItem, SessionLink};
+use super::{AppState, Principal};
+use crate::domain::{Command, RunId, Timestamp};
 use crate::exec::transcript::Entry;
 
 /// The page's only stylesheet, inline; the Content-Security-Policy allows exactly it, by hash.
@@ -28,18 +29,16 @@ pub fn style_hash() -> String {
     )
 }
 
-/// The `token` of a query string: exactly one, and nothing that cannot be decoded. Anything
-/// else (none, two, malformed) is `None`, which the page answers as a page that does not exist.
-fn token(query: &str) -> Option<String> {
+/// The value of `name` in a query string: exactly one, and nothing that cannot be decoded.
+/// Anything else (none, two, malformed) is `None`, which the page answers as a page that does
+/// not exist.
+fn param(query: &str, name: &str) -> Option<String> {
     let pairs = web::Query::<Vec<(String, String)>>::from_query(query)
         .ok()?
         .into_inner();
-    let mut tokens = pairs
-        .into_iter()
-        .filter(|(k, _)| k == "token")
-        .map(|(_, v)| v);
-    let token = tokens.next()?;
-    tokens.next().is_none().then_some(token)
+    let mut values = pairs.into_iter().filter(|(k, _)| k == name).map(|(_, v)| v);
+    let value = values.next()?;
+    values.next().is_none().then_some(value)
 }
 
 /// Text as HTML: the markup characters escaped, and control characters (which HTML does not
@@ -101,12 +100,15 @@ fn blocks(entries: &[(u64, Entry)]) -> Vec<(&str, Timestamp, String)> {
     operation_id = "sessionPage",
     params(
         ("run_id" = String, Path, description = "The run's id."),
+        ("expires" = Option<u64>, Query, description = "Unix seconds the link is valid until, as handed out in the run's `session_link`."),
+        ("epoch" = Option<u32>, Query, description = "The run's session epoch the link was handed out in (how many times its links had been revoked), as handed out."),
         ("token" = Option<String>, Query, description = "The capability token of the run's `session_link`."),
     ),
     responses(
         (status = 200, description = "The latest 256 KiB of the transcript as HTML",
          body = String, content_type = "text/html"),
-        (status = 404, response = NotFound),
+        (status = 404, description = "No such page: an unknown run, a wrong token, an expired link, or one handed out before the run's links were revoked",
+         content_type = "application/problem+json", body = super::problem::Problem),
         (status = 500, response = InternalError),
     )
 )]
@@ -117,14 +119,32 @@ pub async fn page(
 ) -> Result<HttpResponse, ApiError> {
     let missing = || ApiError::not_found("no such session");
     let id: RunId = path.parse().map_err(|_| missing())?;
-    let expected = session_token(&state.session_secret, id);
     // Read here rather than by an extractor, whose errors would be 400s that tell a client
     // more than that there is no such page.
-    let given = token(req.query_string()).unwrap_or_default();
-    if !bool::from(expected.as_bytes().ct_eq(given.as_bytes())) {
+    let query = req.query_string();
+    let expires = param(query, "expires").and_then(|v| v.parse::<u64>().ok());
+    let epoch = param(query, "epoch").and_then(|v| v.parse::<u32>().ok());
+    let (Some(expires), Some(epoch), Some(given)) = (expires, epoch, param(query, "token")) else {
+        return Err(missing());
+    };
+    let link = SessionLink {
+        run: id,
+        epoch,
+        expires,
+    };
+    // The token is checked before anything is read, so a visitor without a genuine link
+    // costs one HMAC and learns nothing, not even from the time the answer takes.
+    if !session_token_matches(&state.session_secret, &link, &given)
+        || link.expired(crate::clock::now(), state.config.session_link_ttl_secs)
+    {
         return Err(missing());
     }
-    let run = state.runs.get(id)?.ok_or_else(missing)?;
+    // A genuine link of an earlier epoch was handed out before a revoke.
+    let run = state
+        .runs
+        .get(id)?
+        .filter(|run| run.session_epoch == epoch)
+        .ok_or_else(missing)?;
     // The page shows the latest output; the full transcript is paged through the API.
     let slice = state
         .runs
@@ -175,16 +195,56 @@ pub async fn page(
         .body(html))
 }
 
+/// Revoke the run's session links: every `session_link` handed out for it so far answers 404
+/// from now on, and the run's next get or list carries a new one (runledger's own endpoint).
+/// Durable before the answer (a `SessionLinkRevoked` event, which also records which key
+/// asked); any key of the run's team may revoke, in any state of the run.
+#[utoipa::path(
+    post,
+    path = "/api/v1/agent/runs/{run_id}/session-link/revoke",
+    tag = "runs",
+    operation_id = "revokeSessionLink",
+    params(
+        ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+    ),
+    responses(
+        (status = 200, description = "The links are revoked; the body is the run as a get answers it now, with its new `session_link` once it has a session",
+         body = RunItem),
+        (status = 401, response = Unauthorized),
+        (status = 404, response = NotFound),
+        (status = 409, response = Conflict),
+        (status = 500, response = InternalError),
+        (status = 503, response = Unavailable),
+    ),
+    security(("bearerAuth" = []))
+)]
+pub async fn revoke(
+    path: web::Path<String>,
+    state: web::Data<AppState>,
+    Principal(key): Principal,
+) -> Result<HttpResponse, ApiError> {
+    let id = super::runs::run_id(&path)?;
+    super::runs::visible(&state, &key, id)?;
+    let outcome = state
+        .runs
+        .execute(id, Command::RevokeSessionLink { by: key.id })
+        .await?;
+    Ok(HttpResponse::Ok()
+        .insert_header(actix_web::http::header::ContentType::json())
+        .body(super::runs::run_json(&state, &outcome.run)?))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn only_one_well_formed_token_is_a_token() {
-        assert_eq!(token("token=abc").as_deref(), Some("abc"));
-        assert_eq!(token("x=1&token=a%2Bb").as_deref(), Some("a+b"));
+    fn only_one_well_formed_value_is_a_parameter() {
+        assert_eq!(param("token=abc", "token").as_deref(), Some("abc"));
+        assert_eq!(param("x=1&token=a%2Bb", "token").as_deref(), Some("a+b"));
+        assert_eq!(param("expires=5&token=a", "expires").as_deref(), Some("5"));
         for bad in ["", "token=a&token=a", "token=a&token=b", "tok=a"] {
-            assert_eq!(token(bad), None, "{bad}");
+            assert_eq!(param(bad, "token"), None, "{bad}");
         }
     }
 

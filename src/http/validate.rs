@@ -413,6 +413,7 @@ pub fn create(
     config: &Config,
     creator: Creator,
 ) -> Result<(RunCreated, Vec<Upload>), ApiError> {
+    super::fields::check(body, &super::fields::RUN)?;
     let request: RunAgentRequest = parse_json(body)?;
     let uploads = attachments(request.attachments)?;
     let prompt = request.prompt.unwrap_or_default();
@@ -478,6 +479,12 @@ pub fn schedule(
     creating: bool,
     seconds: bool,
 ) -> Result<ScheduleInput, ApiError> {
+    let known = if creating {
+        &super::fields::SCHEDULE_CREATE
+    } else {
+        &super::fields::SCHEDULE_UPDATE
+    };
+    super::fields::check(body, known)?;
     let fields = if creating {
         let r: super::wire::CreateScheduledAgentRequest = parse_json(body)?;
         if r.team == Some(false) {

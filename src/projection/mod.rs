@@ -70,8 +70,9 @@ const INDEX: &str = "run_index";
 /// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
 /// run (`keys.rs`). 10: rows carry the schedule whose firing made the run (`Run::schedule`),
 /// and an `F 08` range per schedule id holds its runs; a row of layout 9 lacks the field and
-/// fails to decode rather than reading as something else, and the store rebuilds.
-pub const LAYOUT_VERSION: u32 = 10;
+/// fails to decode rather than reading as something else, and the store rebuilds. 11: rows
+/// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`).
+pub const LAYOUT_VERSION: u32 = 11;
 const LAYOUT_KEY: &str = "projection_layout";
 /// The runs-per-state tally as of the last clean stop or rebuild (a `SavedTally`), in sled's
 /// default tree; absent while writes are being made.
@@ -454,20 +455,26 @@ fn decode_row(id: RunId, bytes: &[u8]) -> Result<Run, Error> {
 mod tests {
     use super::*;
 
-    /// A row of layout 9 is a layout-10 row without the trailing `Run::schedule`: it fails to
-    /// decode rather than reading as some other run (the start rebuilds such an index anyway,
-    /// `LAYOUT_VERSION`), and a row of layout 10 reads back whole, with or without a schedule.
+    /// A row of an older layout is a row of this one without its trailing fields
+    /// (`Run::schedule` since 10, `Run::session_epoch` since 11): it fails to decode rather
+    /// than reading as some other run (the start rebuilds such an index anyway,
+    /// `LAYOUT_VERSION`), and a row of this layout reads back whole.
     #[test]
-    fn a_row_without_the_schedule_field_does_not_decode() {
+    fn a_row_without_the_later_fields_does_not_decode() {
         let mut run = crate::domain::sample_run(3);
         let row = encode_row(&run).expect("encodes");
-        assert_eq!(row.last(), Some(&0), "None is the last byte");
+        assert_eq!(row.last(), Some(&0), "epoch 0 is the last byte");
         assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
-        let old = &row[..row.len() - 1];
-        assert!(matches!(
-            decode_row(run.id, old),
-            Err(Error::CorruptRow { .. })
-        ));
+        for cut in [1, 2] {
+            let old = &row[..row.len() - cut];
+            assert!(matches!(
+                decode_row(run.id, old),
+                Err(Error::CorruptRow { .. })
+            ));
+        }
+        run.session_epoch = 300;
+        let row = encode_row(&run).expect("encodes");
+        assert_eq!(decode_row(run.id, &row).expect("decodes"), run);
         run.schedule = Some(crate::domain::RunSchedule {
             schedule_id: RunId(7),
             schedule_name: "n".into(),

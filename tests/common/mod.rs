@@ -307,11 +307,13 @@ impl Server {
         self.wait_run(id, state, |v| v["state"] == state).await
     }
 
-    /// The Prometheus text of `/metrics`.
+    /// The Prometheus text of `/metrics`, read with the admin key (`key`, which a test that
+    /// restarts the server carries over).
     pub async fn metrics(&self) -> String {
         let r = self
             .client
             .get(self.url("/metrics"))
+            .bearer_auth(&self.key)
             .send()
             .await
             .expect("metrics");

@@ -232,7 +232,8 @@ def test_idempotency_key_returns_the_same_run(server, client, path):
 
 def conflicts_answered(server) -> int:
     """How many 409s the server has answered (its own request metrics)."""
-    text = httpx.get(f"{server.root_url}/metrics", timeout=5).text
+    headers = {"Authorization": f"Bearer {server.admin.secret}"}
+    text = httpx.get(f"{server.root_url}/metrics", headers=headers, timeout=5).text
     return sum(
         int(float(line.rsplit(" ", 1)[1]))
         for line in text.splitlines()

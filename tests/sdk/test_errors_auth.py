@@ -98,9 +98,16 @@ def test_wrong_types_are_400(client, body):
     check_problem(e.value, 400, "invalid_request")
 
 
-def test_unknown_request_fields_are_ignored(client):
-    run = create_run(client, prompt="with extras", extra_body={"interactive": False, "future_field": {"a": 1}})
+def test_fields_of_the_document_runledger_does_not_use_are_accepted(client):
+    run = create_run(client, prompt="with extras", extra_body={"interactive": False, "parent_run_id": "r"})
     assert run.state == "QUEUED"
+
+
+def test_unknown_request_fields_are_400_naming_them(client):
+    with pytest.raises(BadRequestError) as e:
+        create_run(client, prompt="with extras", extra_body={"interactive": False, "future_field": {"a": 1}})
+    check_problem(e.value, 400, "invalid_request")
+    assert e.value.body["detail"].startswith('unknown field "future_field"')
 
 
 @pytest.mark.parametrize(

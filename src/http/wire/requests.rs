@@ -11,8 +11,9 @@ use crate::format::run::*;
 use crate::format::schema::*;
 
 /// Request body of a create (OpenAPI `RunAgentRequest`). Either `prompt` or a skill (`skill`
-/// or `config.skill_spec`) is required. Other fields of the hosted service's request are
-/// accepted and ignored.
+/// or `config.skill_spec`) is required. The other fields of the hosted service's request and
+/// of the official clients are accepted and ignored; any other field, here or in `config`, is
+/// refused with a 400 naming it (`http::fields`).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct RunAgentRequest {
     /// The instruction for the agent. At most 64 KiB; required unless a skill is given.

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::token::{session_id, session_token};
+use super::token::{session_id, session_token, SessionLink};
 use crate::domain::{Run, RunUsage, Timestamp};
 use crate::format::events::RunEvent;
 use crate::format::keys::ApiKey;
@@ -63,8 +63,9 @@ pub struct RunItem<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, format = "uuid")]
     pub session_id: Option<Inline<36>>,
-    /// The run's transcript page, openable without an API key; set once an execution has
-    /// started.
+    /// The run's transcript page, openable without an API key until the link's `expires`
+    /// (Unix seconds; `server.session_link_ttl_secs` after it was handed out, 7 days by
+    /// default) or until the run's links are revoked; set once an execution has started.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = String, format = "uri")]
     pub session_link: Option<String>,
@@ -156,6 +157,15 @@ pub struct Links<'a> {
     pub public_url: &'a str,
     pub secret: &'a [u8; 32],
     pub now: Timestamp,
+    /// How long a `session_link` handed out at `now` stays valid (`server.session_link_ttl_secs`).
+    pub ttl_secs: u64,
+}
+
+impl Links<'_> {
+    /// The session link `run` gets at `now`.
+    pub fn session_link(&self, run: &Run) -> SessionLink {
+        SessionLink::handed_out(run, self.now, self.ttl_secs)
+    }
 }
 
 impl<'a> RunItem<'a> {
@@ -180,10 +190,13 @@ impl<'a> RunItem<'a> {
             agent_config: AgentConfigOut::from(&run.config),
             session_id: session.then(|| session_id(run.id)),
             session_link: session.then(|| {
+                let link = links.session_link(run);
                 format!(
-                    "{}/sessions/{id}?token={}",
+                    "{}/sessions/{id}?expires={}&epoch={}&token={}",
                     links.public_url,
-                    session_token(links.secret, run.id)
+                    link.expires,
+                    link.epoch,
+                    session_token(links.secret, &link)
                 )
             }),
             status_message: run.status_message.as_ref().map(StatusMessageOut::from),

@@ -13,7 +13,8 @@ use crate::format::run::*;
 use crate::format::schema::*;
 
 /// Request body of a schedule's create (OpenAPI `CreateScheduledAgentRequest`): the fields of
-/// an update, with `enabled` true when absent, and `team`.
+/// an update, with `enabled` true when absent, and `team`. Any other field, here or in
+/// `agent_config`, is refused with a 400 naming it (`http::fields`).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateScheduledAgentRequest {
     #[serde(flatten)]
@@ -24,7 +25,8 @@ pub struct CreateScheduledAgentRequest {
 
 /// Request body of a schedule's update (OpenAPI `UpdateScheduledAgentRequest`): `name`,
 /// `cron_schedule` and `enabled` are required; an absent `agent_config` or `metadata` keeps
-/// the schedule's own. `prompt` is required unless `agent_config.skill_spec` is given.
+/// the schedule's own. `prompt` is required unless `agent_config.skill_spec` is given. Any
+/// other field, here or in `agent_config`, is refused with a 400 naming it (`http::fields`).
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct UpdateScheduledAgentRequest {
     /// Human-readable name, 1–256 characters; the title of every run the schedule makes.
