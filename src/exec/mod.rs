@@ -308,6 +308,17 @@ pub struct Supervision {
     pub cluster: slurm::Cluster,
 }
 
+impl Supervision {
+    /// The supervision of one run: its sandboxes hand its files to, and run its processes as,
+    /// the run's own user (`Sandboxes::for_run`).
+    pub async fn for_run(&self, run: RunId) -> Result<Supervision, String> {
+        Ok(Supervision {
+            sandboxes: self.sandboxes.for_run(run).await?,
+            ..self.clone()
+        })
+    }
+}
+
 /// A cheap-to-clone handle on the executor.
 #[derive(Clone)]
 pub struct Executor {

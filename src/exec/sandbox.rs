@@ -6,9 +6,11 @@
 //! under empty mounts, the execution's own paths bound back in, a private `/tmp`, its own PID,
 //! IPC and UTS namespaces, and an empty network namespace when the environment has
 //! `network = false`. `Unconfined` starts the process as it is (`sandbox = "none"`). Both run
-//! agents as `agent_user` when the server is root, so no agent holds more privilege than the
-//! server. Neither decides what an agent may see: the plan says that, and a container or remote
-//! backend would be one more implementation of `Launcher`.
+//! the process as the plan's user: when the server is root, a uid of the run's own from
+//! `server.agent_uids` (or the one `agent_user`), so no agent holds more privilege than the
+//! server and none can reach another run's processes or files. Neither decides what an agent
+//! may see: the plan says that, and a container or remote backend would be one more
+//! implementation of `Launcher`.
 //!
 //! This module only builds commands and checks the host at start-up; it never waits for or
 //! signals a process (that is `command.rs` and `process.rs`).
@@ -38,14 +40,29 @@ pub struct Plan {
     pub network: bool,
     /// The `cgroup.procs` files of the execution's cgroups, entered before anything runs.
     pub cgroups: Vec<PathBuf>,
+    /// Who the process runs as; `None`: the server's own user (a server that is not root).
+    pub user: Option<AgentUser>,
 }
 
-/// The unprivileged user agents run as when the server is root.
+/// The unprivileged user a run's agents run as when the server is root: a uid of the run's
+/// own (no passwd entry; its gid is the same number) or the named `agent_user`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AgentUser {
+    /// What agents see in `USER`.
     pub name: String,
     pub uid: u32,
     pub gid: u32,
+}
+
+impl AgentUser {
+    /// The user of a uid of a run's own: no supplementary groups, a gid of the same number.
+    pub fn of_uid(uid: u32) -> AgentUser {
+        AgentUser {
+            name: format!("runledger-{uid}"),
+            uid,
+            gid: uid,
+        }
+    }
 }
 
 /// Starts the processes of an execution.
@@ -55,13 +72,11 @@ pub trait Launcher: Send + Sync {
 }
 
 /// `sandbox = "none"`: the process sees what its user sees on the host.
-pub struct Unconfined {
-    user: Option<AgentUser>,
-}
+pub struct Unconfined;
 
 impl Launcher for Unconfined {
     fn command(&self, plan: &Plan) -> Command {
-        let mut argv = drop_privileges(self.user.as_ref());
+        let mut argv = drop_privileges(plan.user.as_ref());
         argv.push(plan.program.clone().into());
         argv.extend(plan.args.iter().map(Into::into));
         build(argv, plan)
@@ -122,7 +137,6 @@ pub struct Bubblewrap {
     program: PathBuf,
     /// Directories and files hidden under empty mounts, whatever the host's permissions.
     hidden: Vec<PathBuf>,
-    user: Option<AgentUser>,
 }
 
 impl Bubblewrap {
@@ -138,7 +152,6 @@ impl Bubblewrap {
         Bubblewrap {
             program: PathBuf::from("/usr/bin/bwrap"),
             hidden: Vec::new(),
-            user: None,
         }
     }
 
@@ -177,7 +190,7 @@ impl Bubblewrap {
             push(&["--unshare-net".as_ref()]);
         }
         push(&["--chdir".as_ref(), plan.cwd.as_os_str(), "--".as_ref()]);
-        if let Some(user) = &self.user {
+        if let Some(user) = &plan.user {
             // bwrap run by root keeps root's capabilities for the process it starts; setpriv
             // changes to the agent user (which clears them), drops the rest from the inheritable
             // and bounding sets, and sets no_new_privs so no setuid program gives them back.
@@ -213,7 +226,7 @@ impl Bubblewrap {
         let own = std::iter::once(&plan.cwd)
             .chain(&plan.writable)
             .chain(&plan.readable);
-        let opaque = match &self.user {
+        let opaque = match &plan.user {
             Some(user) => closed_ancestors(own.clone(), &self.hidden, user),
             None => Vec::new(),
         };
@@ -349,7 +362,26 @@ pub struct Sandboxes {
     /// mount over a path that is not there (`docs/slurm.md`).
     node_bwrap: Option<Arc<Bubblewrap>>,
     unconfined: Arc<Unconfined>,
+    agents: Agents,
+    /// The user of the run this handle was made for (`for_run`): whom its files are handed to
+    /// and its processes run as. `None` for the server-wide handle and for a server that is
+    /// not root.
     user: Option<AgentUser>,
+}
+
+/// Who agents run as, server-wide.
+#[derive(Clone)]
+enum Agents {
+    /// The server's own user: it is not root (or starts no processes).
+    Server,
+    /// `agent_user`: the one named user of every run, as the operator chose.
+    Named(AgentUser),
+    /// A uid of each run's own from `server.agent_uids`, recorded in the store.
+    PerRun {
+        range: crate::uid_range::UidRange,
+        /// Attached once the store is open (`with_store`).
+        store: Option<crate::store::Store>,
+    },
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -369,43 +401,38 @@ pub enum Error {
 }
 
 impl Sandboxes {
-    /// Resolves the agent user and, when an environment asks for bubblewrap, checks that it can
-    /// create the sandbox it will be asked for, so that a host without it stops start-up rather
-    /// than failing every run. Blocking: it runs bwrap once.
+    /// Resolves who agents run as and, when an environment asks for bubblewrap, checks that it
+    /// can create the sandbox it will be asked for, so that a host without it stops start-up
+    /// rather than failing every run. Blocking: it runs bwrap once.
     pub fn prepare(config: &Config) -> Result<Sandboxes, Error> {
         // Only environments that start processes need a user to run them as: the embedded
         // defaults (the in-process demo) start on a host without one.
         let starts_processes = config.environments.iter().any(|e| e.sandbox.is_some());
-        let user = if starts_processes && nix::unistd::geteuid().is_root() {
-            let name = &config.agent_user;
-            let found = nix::unistd::User::from_name(name)
-                .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
-                .ok_or_else(|| {
-                    Error::User(format!(
-                        "the server runs as root and runs agents as {name:?}, which does not \
-                         exist; create it or name another unprivileged user"
-                    ))
-                })?;
-            if found.uid.is_root() {
-                return Err(Error::User(format!(
-                    "{name:?} is root; agents must run as an unprivileged user"
-                )));
-            }
+        let agents = if starts_processes && nix::unistd::geteuid().is_root() {
             if find_program("setpriv").is_none() {
-                return Err(Error::User(format!(
-                    "the server runs as root and drops agents to {name:?} with setpriv, which is \
-                     not on its PATH; install util-linux"
-                )));
+                return Err(Error::User(
+                    "the server runs as root and drops agents to an unprivileged uid with \
+                     setpriv, which is not on its PATH; install util-linux"
+                        .into(),
+                ));
             }
-            Some(AgentUser {
-                name: name.clone(),
-                uid: found.uid.as_raw(),
-                gid: found.gid.as_raw(),
-            })
+            match &config.agent_user {
+                Some(name) => Agents::Named(named_user(name)?),
+                None => Agents::PerRun {
+                    range: config.agent_uids.clone(),
+                    store: None,
+                },
+            }
         } else {
-            None
+            Agents::Server
         };
-        let unconfined = Arc::new(Unconfined { user: user.clone() });
+        // The sandbox is tried as an agent would get it: as the first uid of the range.
+        let probe_user = match &agents {
+            Agents::Server => None,
+            Agents::Named(user) => Some(user.clone()),
+            Agents::PerRun { range, .. } => Some(AgentUser::of_uid(*range.uids().start())),
+        };
+        let unconfined = Arc::new(Unconfined);
         let first_bwrap = config
             .environments
             .iter()
@@ -419,14 +446,13 @@ impl Sandboxes {
                         problem: "no bwrap program is on the server's PATH".into(),
                     })?,
                     hidden: hidden_paths(config),
-                    user: user.clone(),
                 };
                 // A network namespace is only asked of the host when an environment needs one.
                 let offline = config
                     .environments
                     .iter()
                     .any(|e| e.sandbox == Some(Sandbox::Bwrap) && !e.network);
-                probe(&bwrap, !offline).map_err(|problem| Error::Bwrap {
+                probe(&bwrap, !offline, probe_user).map_err(|problem| Error::Bwrap {
                     environment: env.id.clone(),
                     problem,
                 })?;
@@ -455,15 +481,28 @@ impl Sandboxes {
             Arc::new(Bubblewrap {
                 program: b.program.clone(),
                 hidden: roots,
-                user: b.user.clone(),
             })
         });
+        let user = match &agents {
+            Agents::Named(user) => Some(user.clone()),
+            Agents::Server | Agents::PerRun { .. } => None,
+        };
         Ok(Sandboxes {
             bwrap,
             node_bwrap,
             unconfined,
+            agents,
             user,
         })
+    }
+
+    /// Where the uids of runs are recorded, once the store is open: needed before any run
+    /// starts when each run gets a uid of its own.
+    pub fn with_store(mut self, store: crate::store::Store) -> Sandboxes {
+        if let Agents::PerRun { store: slot, .. } = &mut self.agents {
+            *slot = Some(store);
+        }
+        self
     }
 
     /// Without any sandbox or user change: for tests of the harness that need neither.
@@ -471,9 +510,56 @@ impl Sandboxes {
         Sandboxes {
             bwrap: None,
             node_bwrap: None,
-            unconfined: Arc::new(Unconfined { user: None }),
+            unconfined: Arc::new(Unconfined),
+            agents: Agents::Server,
             user: None,
         }
+    }
+
+    /// The handle of one run: its files are handed to, and its processes run as, the run's
+    /// user. A run's first execution takes a uid of the range and records it durably before
+    /// anything of the run is made; every later one (after a restart too) finds it again.
+    /// `Err` says why the run cannot have one (the range is used up, the store failed).
+    pub async fn for_run(&self, run: crate::domain::RunId) -> Result<Sandboxes, String> {
+        let Agents::PerRun { range, store } = &self.agents else {
+            return Ok(self.clone());
+        };
+        let store = store
+            .as_ref()
+            .ok_or("no store records the runs' uids (the server was not started with one)")?;
+        let recorded = store
+            .agent_uid(run)
+            .map_err(|e| format!("cannot read the run's agent uid: {e}"))?;
+        let uid = match recorded {
+            Some(uid) => uid,
+            None => {
+                let taken = store
+                    .take_agent_uid(run, range.uids())
+                    .map_err(|e| format!("cannot record an agent uid for the run: {e}"))?;
+                let uid = taken.ok_or_else(|| {
+                    format!(
+                        "every uid of server.agent_uids ({range}) belongs to a run already, and a \
+                         uid is never shared; widen the range or set server.agent_user"
+                    )
+                })?;
+                // Durable before the uid owns anything: a restart must find the same one.
+                store
+                    .sync()
+                    .await
+                    .map_err(|e| format!("cannot record an agent uid for the run: {e}"))?;
+                uid
+            }
+        };
+        Ok(Sandboxes {
+            user: Some(AgentUser::of_uid(uid)),
+            ..self.clone()
+        })
+    }
+
+    /// Whether agents run as a user other than the server's, so that what they must reach in
+    /// the data directory has to be traversable by others.
+    pub fn agents_of_another_user(&self) -> bool {
+        !matches!(self.agents, Agents::Server)
     }
 
     /// The bubblewrap of Slurm's job steps (`node_bwrap`), when an environment asked for
@@ -537,6 +623,29 @@ impl Sandboxes {
     }
 }
 
+/// `agent_user`, looked up: it must exist and must not be root.
+fn named_user(name: &str) -> Result<AgentUser, Error> {
+    let found = nix::unistd::User::from_name(name)
+        .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
+        .ok_or_else(|| {
+            Error::User(format!(
+                "the server runs as root and runs agents as {name:?}, which does not exist; \
+                 create it, name another unprivileged user, or leave agent_user out to give \
+                 each run a uid of its own (server.agent_uids)"
+            ))
+        })?;
+    if found.uid.is_root() {
+        return Err(Error::User(format!(
+            "{name:?} is root; agents must run as an unprivileged user"
+        )));
+    }
+    Ok(AgentUser {
+        name: name.to_string(),
+        uid: found.uid.as_raw(),
+        gid: found.gid.as_raw(),
+    })
+}
+
 /// What no agent may see: the data directory (the store, the secrets that sign links, every
 /// run's transcript, workspace and MCP file), every workspace root, the configuration file (every
 /// environment's `env`), the secret files, and, for a server that is not root (whose agents run
@@ -577,9 +686,9 @@ fn find_program(name: &str) -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
-/// Runs `true` in the sandbox an agent would get (as the agent user; without network unless
+/// Runs `true` in the sandbox an agent would get (as `user`; without network unless
 /// `network`).
-fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
+fn probe(bwrap: &Bubblewrap, network: bool, user: Option<AgentUser>) -> Result<(), String> {
     let plan = Plan {
         program: "true".into(),
         args: Vec::new(),
@@ -589,6 +698,7 @@ fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
         readable: Vec::new(),
         network,
         cgroups: Vec::new(),
+        user,
     };
     let output = std::process::Command::new(&bwrap.program)
         .args(bwrap.args(&plan))
@@ -623,6 +733,11 @@ mod tests {
             readable: vec![PathBuf::from("/data/agent-files/r1/mcp.json")],
             network,
             cgroups: Vec::new(),
+            user: Some(AgentUser {
+                name: "nobody".into(),
+                uid: 65534,
+                gid: 65534,
+            }),
         }
     }
 
@@ -645,11 +760,6 @@ mod tests {
                 secret.clone(),
                 "/nonexistent".into(),
             ],
-            user: Some(AgentUser {
-                name: "nobody".into(),
-                uid: 65534,
-                gid: 65534,
-            }),
         };
         let args = text(b.args(&plan(false)));
         let hide = format!("--tmpfs {}", dir.path().display());

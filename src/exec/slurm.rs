@@ -886,6 +886,7 @@ mod tests {
             readable: vec![],
             network: true,
             cgroups: vec![],
+            user: None,
         };
         let cmd = launcher.command(&plan);
         let argv: Vec<String> = cmd

@@ -9,6 +9,7 @@
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
 
+mod agent_uids;
 pub mod api_keys;
 pub mod codec;
 pub mod content;
