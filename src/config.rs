@@ -777,9 +777,9 @@ fn resolve(
         agent_user: agent_user(file.server.agent_user)?,
         agent_uids: match file.server.agent_uids {
             None => crate::uid_range::UidRange::default(),
-            Some(text) => text.parse().map_err(|e: crate::uid_range::Error| {
-                Error::Invalid(e.to_string())
-            })?,
+            Some(text) => text
+                .parse()
+                .map_err(|e: crate::uid_range::Error| Error::Invalid(e.to_string()))?,
         },
         prices,
         body_timeout: body_timeout(file.server.body_timeout_secs)?,
@@ -2300,11 +2300,26 @@ mod tests {
         let named = load_text("[server]\nagent_user = \"runledger-agent\"\n").expect("valid");
         assert_eq!(named.agent_user.as_deref(), Some("runledger-agent"));
         for (text, want) in [
-            ("agent_uids = \"200000-100000\"", "server.agent_uids: 200000-100000 starts after it ends"),
-            ("agent_uids = \"lots\"", "server.agent_uids: \"lots\" is not of the form"),
-            ("agent_uids = \"a-b\"", "server.agent_uids: \"a-b\" is not of the form"),
-            ("agent_uids = \"0-99999\"", "server.agent_uids: 0-99999 reaches below 65536"),
-            ("agent_uids = \"100000-100010\"", "server.agent_uids: 100000-100010 holds 11 uids"),
+            (
+                "agent_uids = \"200000-100000\"",
+                "server.agent_uids: 200000-100000 starts after it ends",
+            ),
+            (
+                "agent_uids = \"lots\"",
+                "server.agent_uids: \"lots\" is not of the form",
+            ),
+            (
+                "agent_uids = \"a-b\"",
+                "server.agent_uids: \"a-b\" is not of the form",
+            ),
+            (
+                "agent_uids = \"0-99999\"",
+                "server.agent_uids: 0-99999 reaches below 65536",
+            ),
+            (
+                "agent_uids = \"100000-100010\"",
+                "server.agent_uids: 100000-100010 holds 11 uids",
+            ),
             ("agent_uids = 100000", "expected a string"),
             ("agent_user = \"\"", "server.agent_user: must name a user"),
         ] {

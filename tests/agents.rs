@@ -425,7 +425,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
     assert_eq!(status, 200, "{body}");
     s.kill();
 
-    let mut s = Server::start_with(f.dir.path(), &config, &env);
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
     s.key = key;
     s.wait_ready().await;
     let run = s.wait_state(&id, "SUCCEEDED").await;

@@ -112,7 +112,9 @@ async fn each_run_has_a_uid_of_its_own_that_no_other_run_or_user_can_read_throug
 
     // A sandboxed run that stays alive, waiting for a follow-up.
     let boxed = s
-        .create(json!({"prompt": "wait", "config": {"environment_id": "boxed", "mcp_servers": mcp()}}))
+        .create(
+            json!({"prompt": "wait", "config": {"environment_id": "boxed", "mcp_servers": mcp()}}),
+        )
         .await;
     s.wait_state(&boxed, "INPROGRESS").await;
     let boxed_files = Files::of(&s, &boxed);
@@ -138,7 +140,9 @@ async fn each_run_has_a_uid_of_its_own_that_no_other_run_or_user_can_read_throug
         boxed_files.mcp.display()
     );
     let open = s
-        .create(json!({"prompt": prompt, "config": {"environment_id": "open", "mcp_servers": mcp()}}))
+        .create(
+            json!({"prompt": prompt, "config": {"environment_id": "open", "mcp_servers": mcp()}}),
+        )
         .await;
     s.wait_state(&open, "SUCCEEDED").await;
     let open_text = s.transcript_text(&open).await;
@@ -225,14 +229,16 @@ async fn each_run_has_a_uid_of_its_own_that_no_other_run_or_user_can_read_throug
     let mut s = Server::start_with(f.path(), &config(&agent), &[]);
     s.key = key;
     s.wait_ready().await;
-    let (status, _) = s
-        .followup(&boxed, json!({"message": "days later"}))
-        .await;
+    let (status, _) = s.followup(&boxed, json!({"message": "days later"})).await;
     assert_eq!(status, 200);
-    common::eventually(30, "the follow-up's execution to write the workspace", || {
-        std::fs::read_to_string(boxed_files.workspace.join("owned.txt"))
-            .is_ok_and(|t| t.contains("execution 2"))
-    })
+    common::eventually(
+        30,
+        "the follow-up's execution to write the workspace",
+        || {
+            std::fs::read_to_string(boxed_files.workspace.join("owned.txt"))
+                .is_ok_and(|t| t.contains("execution 2"))
+        },
+    )
     .await;
     let run = s
         .wait_run(&boxed, "the follow-up's execution to end", |r| {
@@ -249,4 +255,91 @@ async fn each_run_has_a_uid_of_its_own_that_no_other_run_or_user_can_read_throug
     assert_eq!(uids, vec![boxed_uid, boxed_uid], "{text}");
     let owned = std::fs::read_to_string(boxed_files.workspace.join("owned.txt")).expect("read");
     assert_eq!(owned, "execution 1\nexecution 2\n");
+}
+
+/// Tries to make user namespaces of its own, and says what PATH it got.
+const NESTING: &str = r#"
+echo "path=$PATH"
+try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "ok:$name"; else echo "no:$name"; fi; }
+try unshare-Ur unshare -Ur true
+try unshare-user unshare --user true
+try unshare-user-net unshare --user --map-root-user --net true
+exit 0
+"#;
+
+#[tokio::test]
+async fn a_sandboxed_agent_makes_no_user_namespace_and_gets_a_fixed_path_not_the_servers() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not run: the test runs servers as root and as nobody");
+        return;
+    }
+    // Whether this host lets an unprivileged user make a user namespace at all: where it does
+    // not, the sandbox has nothing left to refuse, and only the PATH is checked.
+    let host_allows = can_as(65534, &["unshare", "-Ur", "true"]);
+    // As root (agents of their runs' own uids, no user namespace around them) and as nobody
+    // (bwrap makes one user namespace for the sandbox, the agent none inside it).
+    for server_uid in [None, Some(65534)] {
+        let f = agent_visible_dir();
+        let dir = f.path();
+        if let Some(uid) = server_uid {
+            std::os::unix::fs::chown(dir, Some(uid), Some(uid)).expect("chown");
+        }
+        let agent = dir.join("nesting.sh");
+        script(&agent, NESTING);
+        let config = format!(
+            "[server]\nbind = \"127.0.0.1:0\"\n\n\
+             [[environments]]\nid = \"boxed\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\n\
+             [[environments]]\nid = \"open\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+             sandbox = \"none\"\n\n\
+             [[environments]]\nid = \"pathed\"\nharness = \"command\"\ncommand = [\"{agent}\"]\n\
+             env = {{ PATH = \"/opt/tools/bin:/usr/bin:/bin\" }}\n",
+            agent = agent.display(),
+        );
+        // The server's own PATH leads somewhere no agent should be pointed.
+        let server_path = format!(
+            "/root/.server-only/bin:{}",
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let s = Server::start_as(dir, &config, &[("PATH", server_path)], server_uid);
+        s.wait_ready().await;
+        let mut texts = std::collections::BTreeMap::new();
+        for environment in ["boxed", "open", "pathed"] {
+            let id = s
+                .create(json!({"prompt": "nest", "config": {"environment_id": environment}}))
+                .await;
+            s.wait_state(&id, "SUCCEEDED").await;
+            texts.insert(environment, s.transcript_text(&id).await);
+        }
+        let who = format!("server uid {server_uid:?}");
+        for environment in ["boxed", "open"] {
+            assert!(
+                texts[environment].contains("path=/usr/local/bin:/usr/bin:/bin\n"),
+                "{who}, {environment}: {}",
+                texts[environment]
+            );
+        }
+        assert!(
+            texts["pathed"].contains("path=/opt/tools/bin:/usr/bin:/bin\n"),
+            "{who}: {}",
+            texts["pathed"]
+        );
+        for text in texts.values() {
+            assert!(!text.contains(".server-only"), "{who}: {text}");
+        }
+        for probe in ["unshare-Ur", "unshare-user", "unshare-user-net"] {
+            assert!(
+                texts["boxed"].contains(&format!("no:{probe}")),
+                "{who}: the sandboxed agent could {probe}: {}",
+                texts["boxed"]
+            );
+            // Unconfined, the same probe can tell where the host allows it.
+            if host_allows {
+                assert!(
+                    texts["open"].contains(&format!("ok:{probe}")),
+                    "{who}: {}",
+                    texts["open"]
+                );
+            }
+        }
+    }
 }

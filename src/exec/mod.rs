@@ -22,6 +22,7 @@ pub mod process;
 pub mod report;
 pub mod repos;
 pub mod sandbox;
+mod seccomp;
 pub mod slurm;
 pub mod transcript;
 pub mod transcript_feed;

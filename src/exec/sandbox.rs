@@ -137,7 +137,19 @@ pub struct Bubblewrap {
     program: PathBuf,
     /// Directories and files hidden under empty mounts, whatever the host's permissions.
     hidden: Vec<PathBuf>,
+    /// The seccomp filter that refuses nested user namespaces (`seccomp.rs`), which bwrap
+    /// reads from descriptor `FILTER_FD`; `None` on an architecture it does not know.
+    filter: Option<Arc<[u8]>>,
+    /// Where the filter is kept for this host's launches (in the data directory); each
+    /// launcher on another host (a Slurm node) writes its own copy where that host reads it.
+    filter_file: Option<PathBuf>,
 }
+
+/// The descriptor bwrap reads the seccomp filter from (`--seccomp`): the one after `--args`'s.
+pub const FILTER_FD: &str = "4";
+
+/// Opens the filter file named first as `FILTER_FD`, then execs the rest (bwrap).
+const OPEN_FILTER: &str = r#"exec 4<"$1" || exit 125; shift; exec "$@""#;
 
 impl Bubblewrap {
     /// The bwrap program found at start-up (the same path is expected on Slurm nodes).
@@ -152,7 +164,14 @@ impl Bubblewrap {
         Bubblewrap {
             program: PathBuf::from("/usr/bin/bwrap"),
             hidden: Vec::new(),
+            filter: None,
+            filter_file: None,
         }
+    }
+
+    /// The seccomp filter's bytes, for a launcher that writes them where its host reads them.
+    pub fn filter(&self) -> Option<&[u8]> {
+        self.filter.as_deref()
     }
 
     /// bwrap's arguments for `plan`, after the program.
@@ -186,6 +205,9 @@ impl Bubblewrap {
             // No controlling terminal to push input into (TIOCSTI).
             "--new-session".as_ref(),
         ]);
+        if self.filter.is_some() {
+            push(&["--seccomp".as_ref(), FILTER_FD.as_ref()]);
+        }
         if !plan.network {
             push(&["--unshare-net".as_ref()]);
         }
@@ -344,11 +366,23 @@ fn closed_ancestors<'a>(
     outermost
 }
 
+impl Bubblewrap {
+    /// The whole argv of `plan` on this host: bwrap, behind the shell that opens its filter.
+    fn argv(&self, plan: &Plan) -> Vec<std::ffi::OsString> {
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let (Some(_), Some(file)) = (&self.filter, &self.filter_file) {
+            argv.extend(["/bin/sh", "-c", OPEN_FILTER, "sh"].map(Into::into));
+            argv.push(file.clone().into_os_string());
+        }
+        argv.push(self.program.clone().into_os_string());
+        argv.extend(self.args(plan));
+        argv
+    }
+}
+
 impl Launcher for Bubblewrap {
     fn command(&self, plan: &Plan) -> Command {
-        let mut argv = vec![self.program.clone().into_os_string()];
-        argv.extend(self.args(plan));
-        build(argv, plan)
+        build(self.argv(plan), plan)
     }
 }
 
@@ -440,12 +474,34 @@ impl Sandboxes {
         let bwrap = match first_bwrap {
             None => None,
             Some(env) => {
+                let filter = super::seccomp::nested_userns_filter().map(Arc::<[u8]>::from);
+                let filter_file = match &filter {
+                    Some(bytes) => {
+                        Some(
+                            write_filter(&config.data_dir, bytes).map_err(|e| Error::Bwrap {
+                                environment: env.id.clone(),
+                                problem: format!(
+                                "its seccomp filter cannot be written in the data directory: {e}"
+                            ),
+                            })?,
+                        )
+                    }
+                    None => {
+                        tracing::warn!(
+                            "no seccomp filter for this architecture: sandboxed agents can \
+                             create user namespaces of their own (docs/security.md)"
+                        );
+                        None
+                    }
+                };
                 let bwrap = Bubblewrap {
                     program: find_program("bwrap").ok_or_else(|| Error::Bwrap {
                         environment: env.id.clone(),
                         problem: "no bwrap program is on the server's PATH".into(),
                     })?,
                     hidden: hidden_paths(config),
+                    filter,
+                    filter_file,
                 };
                 // A network namespace is only asked of the host when an environment needs one.
                 let offline = config
@@ -481,6 +537,8 @@ impl Sandboxes {
             Arc::new(Bubblewrap {
                 program: b.program.clone(),
                 hidden: roots,
+                filter: b.filter.clone(),
+                filter_file: None,
             })
         });
         let user = match &agents {
@@ -679,6 +737,18 @@ fn hidden_paths(config: &Config) -> Vec<PathBuf> {
     kept
 }
 
+/// Writes the seccomp filter where this host's launches open it: `sandbox/nested-userns.bpf`
+/// in the data directory (which agents never see), replaced whole at every start.
+fn write_filter(data_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = data_dir.join("sandbox");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("nested-userns.bpf");
+    let partial = dir.join("nested-userns.bpf.partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
 fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
@@ -700,8 +770,9 @@ fn probe(bwrap: &Bubblewrap, network: bool, user: Option<AgentUser>) -> Result<(
         cgroups: Vec::new(),
         user,
     };
-    let output = std::process::Command::new(&bwrap.program)
-        .args(bwrap.args(&plan))
+    let mut argv = bwrap.argv(&plan).into_iter();
+    let output = std::process::Command::new(argv.next().unwrap_or_default())
+        .args(argv)
         .env_clear()
         .envs(&plan.env)
         .stdin(std::process::Stdio::null())
@@ -760,6 +831,8 @@ mod tests {
                 secret.clone(),
                 "/nonexistent".into(),
             ],
+            filter: Some(Arc::from(&[0u8; 8][..])),
+            filter_file: Some(PathBuf::from("/data/sandbox/nested-userns.bpf")),
         };
         let args = text(b.args(&plan(false)));
         let hide = format!("--tmpfs {}", dir.path().display());
@@ -769,6 +842,7 @@ mod tests {
         assert!(args.contains(&format!("--ro-bind /dev/null {}", secret.display())));
         assert!(!args.contains("absent"), "{args}");
         assert!(args.contains("--unshare-net"), "{args}");
+        assert!(args.contains("--new-session --seccomp 4 "), "{args}");
         assert!(args.ends_with(
             "--chdir /data/workspaces/r1 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
              --inh-caps=-all --bounding-set=-all --no-new-privs -- agent --x"

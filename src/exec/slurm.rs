@@ -631,8 +631,9 @@ pub struct StepLauncher {
 }
 
 /// Run by the step on the node: opens the variables file as descriptor 3 for bubblewrap's
-/// `--args 3`, removes it, and becomes bubblewrap.
-const STEP: &str = r#"exec 3<"$1" || exit 125; rm -f -- "$1"; shift; exec "$@""#;
+/// `--args 3` and the seccomp filter file as descriptor 4 for its `--seccomp 4` (when it has
+/// one: an empty name otherwise), removes both, and becomes bubblewrap.
+const STEP: &str = r#"exec 3<"$1" || exit 125; if [ -n "$2" ]; then exec 4<"$2" || exit 125; fi; rm -f -- "$1" ${2:+"$2"}; shift 2; exec "$@""#;
 
 impl StepLauncher {
     pub fn new(
@@ -676,6 +677,26 @@ impl StepLauncher {
         Ok(path)
     }
 
+    /// Writes bubblewrap's seccomp filter for the next step beside its variables, on the
+    /// filesystem its node shares (the server's data directory is not there).
+    fn write_filter(&self, variables: &Path) -> std::io::Result<Option<PathBuf>> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(bytes) = self.bwrap.filter() else {
+            return Ok(None);
+        };
+        let path = variables.with_extension("bpf");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(Some(path))
+    }
+
     /// Removes what the steps left of their files (a step that never started keeps its own).
     pub fn clean(&self) {
         remove_step_files(&self.files);
@@ -690,7 +711,7 @@ pub fn remove_step_files(files: &Path) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("step-") && name.ends_with(".args") {
+        if name.starts_with("step-") && (name.ends_with(".args") || name.ends_with(".bpf")) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -699,8 +720,11 @@ pub fn remove_step_files(files: &Path) {
 impl Launcher for StepLauncher {
     fn command(&self, plan: &Plan) -> Command {
         let mut cmd = Command::new("srun");
-        let variables = match self.write_variables(plan) {
-            Ok(path) => path,
+        let written = self
+            .write_variables(plan)
+            .and_then(|variables| Ok((self.write_filter(&variables)?, variables)));
+        let (filter, variables) = match written {
+            Ok(paths) => paths,
             Err(e) => {
                 // The spawn fails with the reason, and the execution with it.
                 tracing::error!(error = %e, "cannot write the step's variables");
@@ -728,6 +752,7 @@ impl Launcher for StepLauncher {
             .arg(format!("--chdir={}", plan.cwd.display()))
             .args(["--", "/bin/sh", "-c", STEP, "sh"])
             .arg(&variables)
+            .arg(filter.unwrap_or_default())
             .arg(self.bwrap.program())
             .args(["--args", "3"])
             .args(self.bwrap.args(plan));

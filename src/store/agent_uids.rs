@@ -134,7 +134,10 @@ mod tests {
         assert_eq!(store.agent_uid(a).expect("read"), None);
         assert_eq!(store.take_agent_uid(a, 100..=102).expect("take"), Some(100));
         assert_eq!(store.take_agent_uid(b, 100..=102).expect("take"), Some(101));
-        assert_eq!(store.take_agent_uid(a, 100..=102).expect("again"), Some(100));
+        assert_eq!(
+            store.take_agent_uid(a, 100..=102).expect("again"),
+            Some(100)
+        );
         assert_eq!(store.agent_uid(a).expect("read"), Some(100));
         assert_eq!(store.take_agent_uid(c, 100..=102).expect("take"), Some(102));
         // Exhausted: a clear answer, nothing recorded.
@@ -148,12 +151,18 @@ mod tests {
         let dir = tempfile::tempdir().expect("tempdir");
         {
             let store = Store::open(dir.path(), &super::super::Options::default()).expect("open");
-            assert_eq!(store.take_agent_uid(RunId(7), 5..=9).expect("take"), Some(5));
+            assert_eq!(
+                store.take_agent_uid(RunId(7), 5..=9).expect("take"),
+                Some(5)
+            );
             store.sync_blocking().expect("sync");
         }
         let store = Store::open(dir.path(), &super::super::Options::default()).expect("reopen");
         assert_eq!(store.agent_uid(RunId(7)).expect("read"), Some(5));
-        assert_eq!(store.take_agent_uid(RunId(8), 5..=9).expect("take"), Some(6));
+        assert_eq!(
+            store.take_agent_uid(RunId(8), 5..=9).expect("take"),
+            Some(6)
+        );
     }
 
     #[test]
@@ -165,9 +174,15 @@ mod tests {
             tree.insert(uid_key(uid), RunId(u128::from(uid)).to_bytes().to_vec())
                 .expect("insert");
         }
-        assert_eq!(store.take_agent_uid(RunId(1), 10..=12).expect("take"), Some(11));
+        assert_eq!(
+            store.take_agent_uid(RunId(1), 10..=12).expect("take"),
+            Some(11)
+        );
         assert_eq!(store.take_agent_uid(RunId(2), 10..=12).expect("take"), None);
         // Uids outside the range are not the range's.
-        assert_eq!(store.take_agent_uid(RunId(3), 13..=14).expect("take"), Some(13));
+        assert_eq!(
+            store.take_agent_uid(RunId(3), 13..=14).expect("take"),
+            Some(13)
+        );
     }
 }
