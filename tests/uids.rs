@@ -18,6 +18,7 @@ const AGENT: &str = r#"
 echo "uid=$(id -u) gid=$(id -g) groups=$(id -G) user=$USER"
 echo "path=$PATH"
 echo "execution $RUNLEDGER_EXECUTION" >> owned.txt || exit 3
+echo "execution $RUNLEDGER_EXECUTION" >> "$HOME/note" || exit 4
 [ -n "$RUNLEDGER_FOLLOWUP" ] && exit 0
 try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "ok:$name"; else echo "no:$name"; fi; }
 case "$RUNLEDGER_PROMPT" in
@@ -342,4 +343,69 @@ async fn a_sandboxed_agent_makes_no_user_namespace_and_gets_a_fixed_path_not_the
             }
         }
     }
+}
+
+#[tokio::test]
+async fn a_run_of_the_one_agent_user_gets_its_files_back_as_its_own_uid() {
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("not run: agents get uids of their own only under a root server");
+        return;
+    }
+    let f = agent_visible_dir();
+    let agent = f.path().join("agent.sh");
+    script(&agent, AGENT);
+    // First every run is nobody's (the opt-out, as every run was before uids of their own).
+    let shared = config(&agent).replace("agent_uids = ", "agent_user = \"nobody\"\nagent_uids = ");
+    let mut s = Server::start_with(f.path(), &shared, &[]);
+    s.wait_ready().await;
+    let key = s.key.clone();
+    let id = s
+        .create(json!({"prompt": "work", "config": {"environment_id": "boxed"}}))
+        .await;
+    s.wait_state(&id, "SUCCEEDED").await;
+    let files = Files::of(&s, &id);
+    use std::os::unix::fs::MetadataExt;
+    let owner = |p: &Path| std::fs::metadata(p).expect("metadata").uid();
+    assert_eq!(owner(&files.workspace.join("owned.txt")), 65534);
+    assert!(s.transcript_text(&id).await.contains("uid=65534 "));
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 30).await;
+
+    // Then each run has its own uid: the old run's follow-up takes one, and everything of the
+    // run becomes that uid's, so the agent writes its workspace and home as before.
+    let mut s = Server::start_with(f.path(), &config(&agent), &[]);
+    s.key = key;
+    s.wait_ready().await;
+    let (status, _) = s.followup(&id, json!({"message": "again"})).await;
+    assert_eq!(status, 200);
+    common::eventually(30, "the follow-up's execution to end", || {
+        std::fs::read_to_string(files.workspace.join("owned.txt"))
+            .is_ok_and(|t| t.contains("execution 2"))
+    })
+    .await;
+    let run = s
+        .wait_run(&id, "the run to end", |r| {
+            r["state"] == "SUCCEEDED" || r["state"] == "FAILED"
+        })
+        .await;
+    let text = s.transcript_text(&id).await;
+    assert_eq!(run["state"], "SUCCEEDED", "{run}\n{text}");
+    let uid = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("uid="))
+        .map(|l| reported_uid(&format!("uid={l}")))
+        .next_back()
+        .expect("a uid");
+    assert!((RANGE.0..=RANGE.1).contains(&uid), "{text}");
+    for path in [
+        files.workspace.join("owned.txt"),
+        files.home.join("note"),
+        files.home.clone(),
+        files.workspace.clone(),
+    ] {
+        assert_eq!(owner(&path), uid, "{}", path.display());
+    }
+    assert_eq!(
+        std::fs::read_to_string(files.home.join("note")).expect("read"),
+        "execution 1\nexecution 2\n"
+    );
 }

@@ -1160,6 +1160,14 @@ fn prepare<'a>(
     // A workspace whose setup never completed (it failed, or the server died during it) is
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
+    // A run whose files another user owns (it ran as the one agent user of an earlier version,
+    // or before `agent_user` changed) gets them back, all of them, as its own user's.
+    let inherited = sup.sandboxes.agent_user().is_some_and(|user| {
+        use std::os::unix::fs::MetadataExt;
+        [&workspace, &home]
+            .iter()
+            .any(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() != user.uid))
+    });
     let prepared = private_dir(&files).and_then(|()| {
         if needs_setup {
             match std::fs::remove_dir_all(&workspace) {
@@ -1173,6 +1181,10 @@ fn prepare<'a>(
         // (claude's --resume) finds it again in the next execution.
         private_dir(&home)?;
         sup.sandboxes.hand_over(&home)?;
+        if inherited {
+            sup.sandboxes.hand_over_tree(&workspace)?;
+            sup.sandboxes.hand_over_tree(&home)?;
+        }
         if sup.sandboxes.agent_user().is_some() {
             // An unconfined agent of another user reaches its home and MCP file by their
             // paths, without listing the directory (in a sandbox they are mounted for it).
