@@ -169,6 +169,15 @@ impl Bubblewrap {
         }
     }
 
+    /// `for_tests` with a seccomp filter of `bytes`.
+    #[cfg(test)]
+    pub fn for_tests_with_filter(bytes: &[u8]) -> Bubblewrap {
+        Bubblewrap {
+            filter: Some(Arc::from(bytes)),
+            ..Bubblewrap::for_tests()
+        }
+    }
+
     /// The seccomp filter's bytes, for a launcher that writes them where its host reads them.
     pub fn filter(&self) -> Option<&[u8]> {
         self.filter.as_deref()

@@ -934,4 +934,74 @@ mod tests {
         launcher.clean();
         assert!(!file.exists());
     }
+
+    #[test]
+    fn a_step_runs_as_the_runs_uid_under_the_seccomp_filter_its_shell_opens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let filter = b"\x20\0\0\0\x04\0\0\0";
+        let launcher = StepLauncher::new(
+            Arc::new(Bubblewrap::for_tests_with_filter(filter)),
+            Allocation {
+                job_id: 7,
+                node: "n1".into(),
+            },
+            dir.path().to_path_buf(),
+            &Environment::demo(),
+            BTreeMap::new(),
+        );
+        let plan = Plan {
+            program: "agent".into(),
+            args: vec![],
+            cwd: dir.path().to_path_buf(),
+            env: BTreeMap::new(),
+            writable: vec![],
+            readable: vec![],
+            network: true,
+            cgroups: vec![],
+            user: Some(crate::exec::sandbox::AgentUser::of_uid(2_000_000_042)),
+        };
+        let cmd = launcher.command(&plan);
+        let argv: Vec<String> = cmd
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let text = argv.join(" ");
+        assert!(text.contains(" --seccomp 4 "), "{text}");
+        assert!(
+            text.contains("setpriv --reuid=2000000042 --regid=2000000042 --clear-groups"),
+            "{text}"
+        );
+        let variables = dir.path().join("step-0.args");
+        let bpf = dir.path().join("step-0.bpf");
+        assert_eq!(std::fs::read(&bpf).expect("written"), filter);
+        // The step's shell, as the node runs it: descriptor 3 the variables, 4 the filter,
+        // both files gone before bwrap (here a shell that shows them) starts.
+        let step = argv
+            .iter()
+            .position(|a| a == STEP)
+            .expect("the step script");
+        assert_eq!(argv[step + 2], variables.display().to_string());
+        assert_eq!(argv[step + 3], bpf.display().to_string());
+        let shown = std::process::Command::new("/bin/sh")
+            .args(["-c", STEP, "sh"])
+            .args(&argv[step + 2..step + 4])
+            .args(["/bin/sh", "-c", "cat <&4; cat <&3"])
+            .output()
+            .expect("sh");
+        assert!(shown.status.success(), "{shown:?}");
+        assert_eq!(&shown.stdout[..filter.len()], filter);
+        assert!(!variables.exists() && !bpf.exists());
+        // Without a filter (an architecture it does not know) the name is empty.
+        std::fs::write(&variables, b"v").expect("write");
+        let shown = std::process::Command::new("/bin/sh")
+            .args(["-c", STEP, "sh"])
+            .arg(&variables)
+            .arg("")
+            .args(["/bin/sh", "-c", "cat <&3"])
+            .output()
+            .expect("sh");
+        assert_eq!(shown.stdout, b"v");
+        assert!(!variables.exists());
+    }
 }
