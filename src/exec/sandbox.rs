@@ -23,6 +23,7 @@ use tokio::process::Command;
 
 use crate::config::Config;
 use crate::harness::Sandbox;
+use crate::store::{Taken, MAX_PASSED_OVER};
 
 /// What one process of an execution needs.
 #[derive(Debug, Clone)]
@@ -601,14 +602,25 @@ impl Sandboxes {
             Some(uid) => uid,
             None => {
                 let taken = store
-                    .take_agent_uid(run, range.uids())
+                    .take_agent_uid(run, range.uids(), &unused_on_host)
                     .map_err(|e| format!("cannot record an agent uid for the run: {e}"))?;
-                let uid = taken.ok_or_else(|| {
-                    format!(
-                        "every uid of server.agent_uids ({range}) belongs to a run already, and a \
-                         uid is never shared; widen the range or set server.agent_user"
-                    )
-                })?;
+                let uid = match taken {
+                    Taken::Uid(uid) => uid,
+                    Taken::Exhausted => {
+                        return Err(format!(
+                            "every uid of server.agent_uids ({range}) belongs to a run already, \
+                             and a uid is never shared; widen the range or set \
+                             server.agent_user"
+                        ))
+                    }
+                    Taken::HostUsesRange => {
+                        return Err(format!(
+                            "the next {MAX_PASSED_OVER} uids of server.agent_uids ({range}) \
+                             belong to users, groups or processes of this host (or its user \
+                             database cannot be read); give runledger a range of its own"
+                        ))
+                    }
+                };
                 // Durable before the uid owns anything: a restart must find the same one.
                 store
                     .sync()
@@ -688,6 +700,33 @@ impl Sandboxes {
         }
         Ok(())
     }
+}
+
+/// Whether nothing of the host uses `uid`: no user or group has it (the agent would get their
+/// files; its gid is the same number), and no process runs as it (another server's agent, on
+/// a range that overlaps this one). A uid that fails is never offered again. Files of another
+/// server's runs cannot be seen here: ranges of servers on one host must not overlap.
+fn unused_on_host(uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let named = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
+        .map_or(true, |u| u.is_some())
+        || nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(uid))
+            .map_or(true, |g| g.is_some());
+    if named {
+        return false;
+    }
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return true;
+    };
+    !entries.flatten().any(|entry| {
+        entry
+            .file_name()
+            .to_str()
+            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
+            && entry
+                .metadata()
+                .is_ok_and(|m| m.uid() == uid || m.gid() == uid)
+    })
 }
 
 /// `agent_user`, looked up: it must exist and must not be root.

@@ -3,7 +3,8 @@
 //!
 //! One sled tree, `agent_uids`, with two kinds of keys: `r` + the run id (16 bytes, big-endian)
 //! holds the run's uid (4 bytes, big-endian), and `u` + the uid (4 bytes, big-endian) holds the
-//! run id, so that the uids taken are found in order and a uid is never given to two runs. A
+//! run id, so that the uids taken are found in order and a uid is never given to two runs; an
+//! empty value marks a uid passed over because the host uses it (the caller says which). A
 //! uid is written once and never freed: a run's workspace and home, which its uid owns, live as
 //! long as the data directory. The event log is left as it was: no event carries a uid.
 //!
@@ -37,6 +38,22 @@ fn uid_of_key(key: &[u8]) -> Option<u32> {
     }
 }
 
+/// The most uids one allocation passes over before it gives up: a host that uses that many
+/// uids of the range in a row (or whose user database cannot be read) has a range that does
+/// not suit it, and walking on would mark the whole range passed over.
+pub const MAX_PASSED_OVER: u32 = 64;
+
+/// What became of taking a uid for a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// The run's uid (recorded before, or now).
+    Uid(u32),
+    /// Every uid of the range belongs to a run, or was passed over.
+    Exhausted,
+    /// `MAX_PASSED_OVER` uids in a row were in use on the host.
+    HostUsesRange,
+}
+
 fn corrupt(detail: String) -> Error {
     Error::CorruptRecord {
         tree: AGENT_UIDS,
@@ -59,17 +76,19 @@ impl Store {
     }
 
     /// The uid of `run`: the one recorded, or else the lowest of `range` above every uid taken
-    /// (or, when the top of the range is taken, the first one free below it), recorded for the
-    /// run. `None` when every uid of the range is taken. Not yet durable: the caller syncs
-    /// before anything uses it.
+    /// (or, when the top of the range is taken, the first one free below it) that `usable`
+    /// accepts, recorded for the run; one `usable` refuses is marked passed over and never
+    /// offered again. Not yet durable: the caller syncs before anything uses it.
     pub fn take_agent_uid(
         &self,
         run: RunId,
         range: RangeInclusive<u32>,
-    ) -> Result<Option<u32>, Error> {
+        usable: &dyn Fn(u32) -> bool,
+    ) -> Result<Taken, Error> {
         if let Some(uid) = self.agent_uid(run)? {
-            return Ok(Some(uid));
+            return Ok(Taken::Uid(uid));
         }
+        let mut passed_over = 0;
         let tree = self.inner.db.open_tree(AGENT_UIDS)?;
         let (start, end) = (*range.start(), *range.end());
         let taken = |uid: u32| tree.contains_key(uid_key(uid));
@@ -98,8 +117,17 @@ impl Store {
                 }
             };
             let Some(uid) = candidate else {
-                return Ok(None);
+                return Ok(Taken::Exhausted);
             };
+            if !usable(uid) {
+                if passed_over == MAX_PASSED_OVER {
+                    return Ok(Taken::HostUsesRange);
+                }
+                passed_over += 1;
+                // Passed over for good, so that the next candidate lies above it.
+                let _ = tree.compare_and_swap(uid_key(uid), None as Option<&[u8]>, Some(vec![]))?;
+                continue;
+            }
             // Taken only if nobody took it meanwhile (another run of this server starting at
             // the same moment): the uid key is what makes a uid one run's.
             let claimed = tree.compare_and_swap(
@@ -112,7 +140,7 @@ impl Store {
             }
             // A crash between the two leaves a uid no run uses: lost, never shared.
             tree.insert(run_key(run), uid.to_be_bytes().to_vec())?;
-            return Ok(Some(uid));
+            return Ok(Taken::Uid(uid));
         }
     }
 }
@@ -120,6 +148,10 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn any(_: u32) -> bool {
+        true
+    }
 
     fn store() -> (tempfile::TempDir, Store) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -132,17 +164,29 @@ mod tests {
         let (_dir, store) = store();
         let (a, b, c) = (RunId(1), RunId(2), RunId(3));
         assert_eq!(store.agent_uid(a).expect("read"), None);
-        assert_eq!(store.take_agent_uid(a, 100..=102).expect("take"), Some(100));
-        assert_eq!(store.take_agent_uid(b, 100..=102).expect("take"), Some(101));
         assert_eq!(
-            store.take_agent_uid(a, 100..=102).expect("again"),
-            Some(100)
+            store.take_agent_uid(a, 100..=102, &any).expect("take"),
+            Taken::Uid(100)
+        );
+        assert_eq!(
+            store.take_agent_uid(b, 100..=102, &any).expect("take"),
+            Taken::Uid(101)
+        );
+        assert_eq!(
+            store.take_agent_uid(a, 100..=102, &any).expect("again"),
+            Taken::Uid(100)
         );
         assert_eq!(store.agent_uid(a).expect("read"), Some(100));
-        assert_eq!(store.take_agent_uid(c, 100..=102).expect("take"), Some(102));
+        assert_eq!(
+            store.take_agent_uid(c, 100..=102, &any).expect("take"),
+            Taken::Uid(102)
+        );
         // Exhausted: a clear answer, nothing recorded.
         let d = RunId(4);
-        assert_eq!(store.take_agent_uid(d, 100..=102).expect("take"), None);
+        assert_eq!(
+            store.take_agent_uid(d, 100..=102, &any).expect("take"),
+            Taken::Exhausted
+        );
         assert_eq!(store.agent_uid(d).expect("read"), None);
     }
 
@@ -152,16 +196,16 @@ mod tests {
         {
             let store = Store::open(dir.path(), &super::super::Options::default()).expect("open");
             assert_eq!(
-                store.take_agent_uid(RunId(7), 5..=9).expect("take"),
-                Some(5)
+                store.take_agent_uid(RunId(7), 5..=9, &any).expect("take"),
+                Taken::Uid(5)
             );
             store.sync_blocking().expect("sync");
         }
         let store = Store::open(dir.path(), &super::super::Options::default()).expect("reopen");
         assert_eq!(store.agent_uid(RunId(7)).expect("read"), Some(5));
         assert_eq!(
-            store.take_agent_uid(RunId(8), 5..=9).expect("take"),
-            Some(6)
+            store.take_agent_uid(RunId(8), 5..=9, &any).expect("take"),
+            Taken::Uid(6)
         );
     }
 
@@ -175,14 +219,58 @@ mod tests {
                 .expect("insert");
         }
         assert_eq!(
-            store.take_agent_uid(RunId(1), 10..=12).expect("take"),
-            Some(11)
+            store.take_agent_uid(RunId(1), 10..=12, &any).expect("take"),
+            Taken::Uid(11)
         );
-        assert_eq!(store.take_agent_uid(RunId(2), 10..=12).expect("take"), None);
+        assert_eq!(
+            store.take_agent_uid(RunId(2), 10..=12, &any).expect("take"),
+            Taken::Exhausted
+        );
         // Uids outside the range are not the range's.
         assert_eq!(
-            store.take_agent_uid(RunId(3), 13..=14).expect("take"),
-            Some(13)
+            store.take_agent_uid(RunId(3), 13..=14, &any).expect("take"),
+            Taken::Uid(13)
+        );
+    }
+
+    #[test]
+    fn a_uid_the_host_uses_is_passed_over_for_good() {
+        let (_dir, store) = store();
+        let usable = |uid: u32| uid != 21 && uid != 23;
+        assert_eq!(
+            store
+                .take_agent_uid(RunId(1), 20..=23, &usable)
+                .expect("take"),
+            Taken::Uid(20)
+        );
+        assert_eq!(
+            store
+                .take_agent_uid(RunId(2), 20..=23, &usable)
+                .expect("take"),
+            Taken::Uid(22)
+        );
+        // 23 was never looked at; 21 is passed over even once the host no longer uses it.
+        assert_eq!(
+            store.take_agent_uid(RunId(3), 20..=23, &any).expect("take"),
+            Taken::Uid(23)
+        );
+        assert_eq!(
+            store.take_agent_uid(RunId(5), 20..=23, &any).expect("take"),
+            Taken::Exhausted
+        );
+        // A host that uses the range in a row gives up the allocation, not the whole range.
+        let unusable = |_: u32| false;
+        assert_eq!(
+            store
+                .take_agent_uid(RunId(4), 100..=1000, &unusable)
+                .expect("take"),
+            Taken::HostUsesRange
+        );
+        assert_eq!(
+            store
+                .take_agent_uid(RunId(4), 100..=1000, &any)
+                .expect("take"),
+            Taken::Uid(100 + MAX_PASSED_OVER)
         );
     }
 }

@@ -25,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{Event, Run, RunId, Timestamp};
+pub use agent_uids::{Taken, MAX_PASSED_OVER};
 pub use codec::{Envelope, ScheduleEnvelope};
 pub use health::{Refusal, Writer};
 pub use sync::SyncError;
