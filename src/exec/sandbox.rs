@@ -897,4 +897,41 @@ mod tests {
         ));
         assert!(!text(b.args(&plan(true))).contains("--unshare-net"));
     }
+
+    #[tokio::test]
+    async fn each_run_keeps_its_uid_and_a_used_up_range_fails_the_run_saying_so() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = crate::store::Store::open(dir.path(), &Default::default()).expect("open");
+        let sandboxes = Sandboxes {
+            agents: Agents::PerRun {
+                range: crate::uid_range::UidRange::unchecked(1_999_000_000, 1_999_000_001),
+                store: None,
+            },
+            ..Sandboxes::unconfined()
+        };
+        let (a, b, c) = (
+            crate::domain::RunId(1),
+            crate::domain::RunId(2),
+            crate::domain::RunId(3),
+        );
+        let refused = sandboxes.for_run(a).await.err().expect("no store");
+        assert!(refused.contains("no store"), "{refused}");
+        let sandboxes = sandboxes.with_store(store);
+        assert!(sandboxes.agents_of_another_user());
+        assert_eq!(sandboxes.agent_user(), None);
+        let user = |s: Sandboxes| s.agent_user().cloned().expect("a user");
+        let first = user(sandboxes.for_run(a).await.expect("a"));
+        assert_eq!(first, AgentUser::of_uid(1_999_000_000));
+        assert_eq!(first.name, "runledger-1999000000");
+        assert_eq!(
+            user(sandboxes.for_run(b).await.expect("b")).uid,
+            1_999_000_001
+        );
+        assert_eq!(user(sandboxes.for_run(a).await.expect("a again")), first);
+        let refused = sandboxes.for_run(c).await.err().expect("used up");
+        assert!(
+            refused.contains("every uid of server.agent_uids (1999000000-1999000001)"),
+            "{refused}"
+        );
+    }
 }
