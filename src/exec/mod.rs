@@ -11,6 +11,7 @@
 //! agents report artifacts through a file (`report.rs`). This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
+mod agents;
 pub mod attachments;
 pub mod cgroup;
 mod command;

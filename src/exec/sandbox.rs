@@ -21,9 +21,10 @@ use std::sync::Arc;
 
 use tokio::process::Command;
 
+pub use super::agents::AgentUser;
+use super::agents::Agents;
 use crate::config::Config;
 use crate::harness::Sandbox;
-use crate::store::{Taken, MAX_PASSED_OVER};
 
 /// What one process of an execution needs.
 #[derive(Debug, Clone)]
@@ -43,27 +44,6 @@ pub struct Plan {
     pub cgroups: Vec<PathBuf>,
     /// Who the process runs as; `None`: the server's own user (a server that is not root).
     pub user: Option<AgentUser>,
-}
-
-/// The unprivileged user a run's agents run as when the server is root: a uid of the run's
-/// own (no passwd entry; its gid is the same number) or the named `agent_user`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentUser {
-    /// What agents see in `USER`.
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
-}
-
-impl AgentUser {
-    /// The user of a uid of a run's own: no supplementary groups, a gid of the same number.
-    pub fn of_uid(uid: u32) -> AgentUser {
-        AgentUser {
-            name: format!("runledger-{uid}"),
-            uid,
-            gid: uid,
-        }
-    }
 }
 
 /// Starts the processes of an execution.
@@ -413,24 +393,10 @@ pub struct Sandboxes {
     user: Option<AgentUser>,
 }
 
-/// Who agents run as, server-wide.
-#[derive(Clone)]
-enum Agents {
-    /// The server's own user: it is not root (or starts no processes).
-    Server,
-    /// `agent_user`: the one named user of every run, as the operator chose.
-    Named(AgentUser),
-    /// A uid of each run's own from `server.agent_uids`, recorded in the store.
-    PerRun {
-        range: crate::uid_range::UidRange,
-        /// Attached once the store is open (`with_store`).
-        store: Option<crate::store::Store>,
-    },
-}
-
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("server.agent_user: {0}")]
+    /// Who agents would run as is not there (`agents.rs` says what).
+    #[error("{0}")]
     User(String),
     #[error(
         "environment {environment:?} runs its agents in a bubblewrap sandbox (the default), but \
@@ -449,33 +415,9 @@ impl Sandboxes {
     /// can create the sandbox it will be asked for, so that a host without it stops start-up
     /// rather than failing every run. Blocking: it runs bwrap once.
     pub fn prepare(config: &Config) -> Result<Sandboxes, Error> {
-        // Only environments that start processes need a user to run them as: the embedded
-        // defaults (the in-process demo) start on a host without one.
-        let starts_processes = config.environments.iter().any(|e| e.sandbox.is_some());
-        let agents = if starts_processes && nix::unistd::geteuid().is_root() {
-            if find_program("setpriv").is_none() {
-                return Err(Error::User(
-                    "the server runs as root and drops agents to an unprivileged uid with \
-                     setpriv, which is not on its PATH; install util-linux"
-                        .into(),
-                ));
-            }
-            match &config.agent_user {
-                Some(name) => Agents::Named(named_user(name)?),
-                None => Agents::PerRun {
-                    range: config.agent_uids.clone(),
-                    store: None,
-                },
-            }
-        } else {
-            Agents::Server
-        };
+        let agents = Agents::resolve(config).map_err(Error::User)?;
         // The sandbox is tried as an agent would get it: as the first uid of the range.
-        let probe_user = match &agents {
-            Agents::Server => None,
-            Agents::Named(user) => Some(user.clone()),
-            Agents::PerRun { range, .. } => Some(AgentUser::of_uid(*range.uids().start())),
-        };
+        let probe_user = agents.probe_user();
         let unconfined = Arc::new(Unconfined);
         let first_bwrap = config
             .environments
@@ -551,10 +493,7 @@ impl Sandboxes {
                 filter_file: None,
             })
         });
-        let user = match &agents {
-            Agents::Named(user) => Some(user.clone()),
-            Agents::Server | Agents::PerRun { .. } => None,
-        };
+        let user = agents.shared_user();
         Ok(Sandboxes {
             bwrap,
             node_bwrap,
@@ -567,9 +506,7 @@ impl Sandboxes {
     /// Where the uids of runs are recorded, once the store is open: needed before any run
     /// starts when each run gets a uid of its own.
     pub fn with_store(mut self, store: crate::store::Store) -> Sandboxes {
-        if let Agents::PerRun { store: slot, .. } = &mut self.agents {
-            *slot = Some(store);
-        }
+        self.agents.record_in(store);
         self
     }
 
@@ -579,7 +516,7 @@ impl Sandboxes {
             bwrap: None,
             node_bwrap: None,
             unconfined: Arc::new(Unconfined),
-            agents: Agents::Server,
+            agents: Agents::server(),
             user: None,
         }
     }
@@ -589,48 +526,8 @@ impl Sandboxes {
     /// anything of the run is made; every later one (after a restart too) finds it again.
     /// `Err` says why the run cannot have one (the range is used up, the store failed).
     pub async fn for_run(&self, run: crate::domain::RunId) -> Result<Sandboxes, String> {
-        let Agents::PerRun { range, store } = &self.agents else {
-            return Ok(self.clone());
-        };
-        let store = store
-            .as_ref()
-            .ok_or("no store records the runs' uids (the server was not started with one)")?;
-        let recorded = store
-            .agent_uid(run)
-            .map_err(|e| format!("cannot read the run's agent uid: {e}"))?;
-        let uid = match recorded {
-            Some(uid) => uid,
-            None => {
-                let taken = store
-                    .take_agent_uid(run, range.uids(), &unused_on_host)
-                    .map_err(|e| format!("cannot record an agent uid for the run: {e}"))?;
-                let uid = match taken {
-                    Taken::Uid(uid) => uid,
-                    Taken::Exhausted => {
-                        return Err(format!(
-                            "every uid of server.agent_uids ({range}) belongs to a run already, \
-                             and a uid is never shared; widen the range or set \
-                             server.agent_user"
-                        ))
-                    }
-                    Taken::HostUsesRange => {
-                        return Err(format!(
-                            "the next {MAX_PASSED_OVER} uids of server.agent_uids ({range}) \
-                             belong to users, groups or processes of this host (or its user \
-                             database cannot be read); give runledger a range of its own"
-                        ))
-                    }
-                };
-                // Durable before the uid owns anything: a restart must find the same one.
-                store
-                    .sync()
-                    .await
-                    .map_err(|e| format!("cannot record an agent uid for the run: {e}"))?;
-                uid
-            }
-        };
         Ok(Sandboxes {
-            user: Some(AgentUser::of_uid(uid)),
+            user: self.agents.user_of(run).await?,
             ..self.clone()
         })
     }
@@ -638,7 +535,7 @@ impl Sandboxes {
     /// Whether agents run as a user other than the server's, so that what they must reach in
     /// the data directory has to be traversable by others.
     pub fn agents_of_another_user(&self) -> bool {
-        !matches!(self.agents, Agents::Server)
+        !self.agents.are_the_servers()
     }
 
     /// The bubblewrap of Slurm's job steps (`node_bwrap`), when an environment asked for
@@ -702,56 +599,6 @@ impl Sandboxes {
     }
 }
 
-/// Whether nothing of the host uses `uid`: no user or group has it (the agent would get their
-/// files; its gid is the same number), and no process runs as it (another server's agent, on
-/// a range that overlaps this one). A uid that fails is never offered again. Files of another
-/// server's runs cannot be seen here: ranges of servers on one host must not overlap.
-fn unused_on_host(uid: u32) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    let named = nix::unistd::User::from_uid(nix::unistd::Uid::from_raw(uid))
-        .map_or(true, |u| u.is_some())
-        || nix::unistd::Group::from_gid(nix::unistd::Gid::from_raw(uid))
-            .map_or(true, |g| g.is_some());
-    if named {
-        return false;
-    }
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return true;
-    };
-    !entries.flatten().any(|entry| {
-        entry
-            .file_name()
-            .to_str()
-            .is_some_and(|n| n.bytes().all(|b| b.is_ascii_digit()))
-            && entry
-                .metadata()
-                .is_ok_and(|m| m.uid() == uid || m.gid() == uid)
-    })
-}
-
-/// `agent_user`, looked up: it must exist and must not be root.
-fn named_user(name: &str) -> Result<AgentUser, Error> {
-    let found = nix::unistd::User::from_name(name)
-        .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
-        .ok_or_else(|| {
-            Error::User(format!(
-                "the server runs as root and runs agents as {name:?}, which does not exist; \
-                 create it, name another unprivileged user, or leave agent_user out to give \
-                 each run a uid of its own (server.agent_uids)"
-            ))
-        })?;
-    if found.uid.is_root() {
-        return Err(Error::User(format!(
-            "{name:?} is root; agents must run as an unprivileged user"
-        )));
-    }
-    Ok(AgentUser {
-        name: name.to_string(),
-        uid: found.uid.as_raw(),
-        gid: found.gid.as_raw(),
-    })
-}
-
 /// What no agent may see: the data directory (the store, the secrets that sign links, every
 /// run's transcript, workspace and MCP file), every workspace root, the configuration file (every
 /// environment's `env`), the secret files, and, for a server that is not root (whose agents run
@@ -797,7 +644,7 @@ fn write_filter(data_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     Ok(path)
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
+pub(super) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
@@ -896,42 +743,5 @@ mod tests {
              --inh-caps=-all --bounding-set=-all --no-new-privs -- agent --x"
         ));
         assert!(!text(b.args(&plan(true))).contains("--unshare-net"));
-    }
-
-    #[tokio::test]
-    async fn each_run_keeps_its_uid_and_a_used_up_range_fails_the_run_saying_so() {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let store = crate::store::Store::open(dir.path(), &Default::default()).expect("open");
-        let sandboxes = Sandboxes {
-            agents: Agents::PerRun {
-                range: crate::uid_range::UidRange::unchecked(1_999_000_000, 1_999_000_001),
-                store: None,
-            },
-            ..Sandboxes::unconfined()
-        };
-        let (a, b, c) = (
-            crate::domain::RunId(1),
-            crate::domain::RunId(2),
-            crate::domain::RunId(3),
-        );
-        let refused = sandboxes.for_run(a).await.err().expect("no store");
-        assert!(refused.contains("no store"), "{refused}");
-        let sandboxes = sandboxes.with_store(store);
-        assert!(sandboxes.agents_of_another_user());
-        assert_eq!(sandboxes.agent_user(), None);
-        let user = |s: Sandboxes| s.agent_user().cloned().expect("a user");
-        let first = user(sandboxes.for_run(a).await.expect("a"));
-        assert_eq!(first, AgentUser::of_uid(1_999_000_000));
-        assert_eq!(first.name, "runledger-1999000000");
-        assert_eq!(
-            user(sandboxes.for_run(b).await.expect("b")).uid,
-            1_999_000_001
-        );
-        assert_eq!(user(sandboxes.for_run(a).await.expect("a again")), first);
-        let refused = sandboxes.for_run(c).await.err().expect("used up");
-        assert!(
-            refused.contains("every uid of server.agent_uids (1999000000-1999000001)"),
-            "{refused}"
-        );
     }
 }
