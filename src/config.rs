@@ -128,6 +128,7 @@ struct ServerFile {
     cache_mb: Option<u64>,
     stop_grace_secs: Option<u64>,
     agent_user: Option<String>,
+    agent_uids: Option<String>,
     disk_reserve_mb: Option<u64>,
     body_timeout_secs: Option<u64>,
     transcript_max_mb: Option<u64>,
@@ -341,9 +342,6 @@ pub struct Secret {
     pub file: Option<PathBuf>,
 }
 
-/// The user agents run as when the server runs as root.
-pub const DEFAULT_AGENT_USER: &str = "nobody";
-
 /// A configured environment, defaults applied.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Environment {
@@ -468,8 +466,11 @@ pub struct Config {
     pub file: Option<PathBuf>,
     /// `[secrets]`, by name, values read.
     pub secrets: BTreeMap<String, Secret>,
-    /// The user agents run as when the server runs as root (`server.agent_user`).
-    pub agent_user: String,
+    /// The one named user every run's agents run as when the server runs as root
+    /// (`server.agent_user`); `None`: each run gets a uid of its own from `agent_uids`.
+    pub agent_user: Option<String>,
+    /// The uids a root server gives its runs' agents, one per run (`server.agent_uids`).
+    pub agent_uids: crate::uid_range::UidRange,
     /// `[prices]`: what inference and compute cost.
     pub prices: Prices,
     /// How long a request's body may take to arrive once its head has (`server.body_timeout_secs`);
@@ -785,6 +786,12 @@ fn resolve(
         file: None,
         secrets,
         agent_user: agent_user(file.server.agent_user)?,
+        agent_uids: match file.server.agent_uids {
+            None => crate::uid_range::UidRange::default(),
+            Some(text) => text
+                .parse()
+                .map_err(|e: crate::uid_range::Error| Error::Invalid(e.to_string()))?,
+        },
         prices,
         body_timeout: body_timeout(file.server.body_timeout_secs)?,
         transcript_max_bytes: transcript_max_bytes(file.server.transcript_max_mb)?,
@@ -1050,13 +1057,14 @@ fn data_dir(overrides: &Overrides, file: Option<PathBuf>) -> Result<PathBuf, Err
         .map_err(|e| Error::Invalid(format!("server.data_dir: {}: {e}", data_dir.display())))
 }
 
-fn agent_user(user: Option<String>) -> Result<String, Error> {
+fn agent_user(user: Option<String>) -> Result<Option<String>, Error> {
     match user {
         Some(user) if user.is_empty() => Err(Error::Invalid(
-            "server.agent_user: must name a user (or be left out for \"nobody\")".into(),
+            "server.agent_user: must name a user (or be left out for a uid of each run's own \
+             from server.agent_uids)"
+                .into(),
         )),
-        Some(user) => Ok(user),
-        None => Ok(DEFAULT_AGENT_USER.into()),
+        user => Ok(user),
     }
 }
 
@@ -2238,7 +2246,8 @@ mod tests {
         assert_eq!(sandbox("p"), Some(Some(Sandbox::None)));
         assert_eq!(sandbox("d"), Some(None));
         assert!(config.environments.iter().all(|e| e.network));
-        assert_eq!(config.agent_user, DEFAULT_AGENT_USER);
+        assert_eq!(config.agent_user, None);
+        assert_eq!(config.agent_uids, crate::uid_range::UidRange::default());
         for (text, want) in [
             (
                 "harness = \"demo\"\nsandbox = \"bwrap\"",
@@ -2290,6 +2299,44 @@ mod tests {
             ),
         ] {
             let err = load_text(&format!("[[environments]]\nid = \"x\"\n{text}\n"))
+                .expect_err(text)
+                .to_string();
+            assert!(err.contains(want), "{text}: {err}");
+        }
+    }
+
+    #[test]
+    fn agent_uids_and_agent_user_are_read_and_bad_ones_refused_naming_the_field() {
+        let config = load_text("[server]\nagent_uids = \"300000-399999\"\n").expect("valid");
+        assert_eq!(config.agent_uids.uids(), 300_000..=399_999);
+        assert_eq!(config.agent_user, None);
+        let named = load_text("[server]\nagent_user = \"runledger-agent\"\n").expect("valid");
+        assert_eq!(named.agent_user.as_deref(), Some("runledger-agent"));
+        for (text, want) in [
+            (
+                "agent_uids = \"200000-100000\"",
+                "server.agent_uids: 200000-100000 starts after it ends",
+            ),
+            (
+                "agent_uids = \"lots\"",
+                "server.agent_uids: \"lots\" is not of the form",
+            ),
+            (
+                "agent_uids = \"a-b\"",
+                "server.agent_uids: \"a-b\" is not of the form",
+            ),
+            (
+                "agent_uids = \"0-99999\"",
+                "server.agent_uids: 0-99999 reaches below 65536",
+            ),
+            (
+                "agent_uids = \"100000-100010\"",
+                "server.agent_uids: 100000-100010 holds 11 uids",
+            ),
+            ("agent_uids = 100000", "expected a string"),
+            ("agent_user = \"\"", "server.agent_user: must name a user"),
+        ] {
+            let err = load_text(&format!("[server]\n{text}\n"))
                 .expect_err(text)
                 .to_string();
             assert!(err.contains(want), "{text}: {err}");

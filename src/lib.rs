@@ -27,4 +27,5 @@ pub mod startup;
 pub mod store;
 pub mod telemetry;
 pub mod tls;
+pub mod uid_range;
 pub mod webhooks;

@@ -232,8 +232,9 @@ impl Application {
         // The same for Slurm: its commands answer and every partition named exists.
         crate::exec::slurm::check(&config.environments)?;
         let (store, index) = open_store(&config, false)?;
-        make_store_private(&config.data_dir, sandboxes.agent_user().is_some());
-        if sandboxes.agent_user().is_some() {
+        make_store_private(&config.data_dir, sandboxes.agents_of_another_user());
+        let sandboxes = sandboxes.with_store(store.clone());
+        if sandboxes.agents_of_another_user() {
             reachable_by_agents(&config);
         }
         create_first_key(&store).await?;

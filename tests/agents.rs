@@ -35,6 +35,14 @@ impl Fixture {
     }
 }
 
+/// An environment's `env` line that puts `bin` (fake CLIs) first on its agents' PATH.
+fn path_to(bin: &std::path::Path) -> String {
+    format!(
+        "env = {{ PATH = \"{}:/usr/local/bin:/usr/bin:/bin\" }}\n",
+        bin.display()
+    )
+}
+
 /// The host pids of `sleep 4242421`, which the tree test's sandboxed agent starts without its
 /// markers.
 fn escaped_sleeps() -> Vec<i32> {
@@ -390,14 +398,12 @@ echo '{"type":"thread.started","thread_id":"thread-crash-1"}'
 [ "$RUNLEDGER_EXECUTION" = 1 ] && exec sleep 1000
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
     );
-    let config = f.config("[[environments]]\nid = \"codex\"\nharness = \"codex\"\n");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let env = [("PATH", path)];
-    let mut s = Server::start_with(f.dir.path(), &config, &env);
+    // Agents get the environment's PATH, never the server's.
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"codex\"\nharness = \"codex\"\n{}",
+        path_to(&bin)
+    ));
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
     let key = s.key.clone();
     s.wait_ready().await;
     let id = s
@@ -419,7 +425,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
     assert_eq!(status, 200, "{body}");
     s.kill();
 
-    let mut s = Server::start_with(f.dir.path(), &config, &env);
+    let mut s = Server::start_with(f.dir.path(), &config, &[]);
     s.key = key;
     s.wait_ready().await;
     let run = s.wait_state(&id, "SUCCEEDED").await;
@@ -775,17 +781,13 @@ cat >> $out.stdin"#
             ),
         );
     }
-    let config = f.config(
-        "[[environments]]\nid = \"claude\"\nharness = \"claude\"\nmodel_id = \"sonnet\"\n\n\
-         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_base_url = \"http://127.0.0.1:9/v1\"\n\n\
-         [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\nmodel_id = \"gemini-pro\"\n",
-    );
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
+    let path = path_to(&bin);
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"claude\"\nharness = \"claude\"\nmodel_id = \"sonnet\"\n{path}\n\
+         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_base_url = \"http://127.0.0.1:9/v1\"\n{path}\n\
+         [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\nmodel_id = \"gemini-pro\"\n{path}",
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
     s
 }
@@ -990,13 +992,11 @@ async fn a_preset_resume_without_a_session_fits_the_largest_task_and_follow_up_i
         &bin.join("gemini"),
         r#"for a; do last="$a"; done; printf '%s' "$last" > "prompt-$RUNLEDGER_EXECUTION"; exit 0"#,
     );
-    let config = f.config("[[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n");
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let s = Server::start_with(f.dir.path(), &config, &[("PATH", path)]);
+    let config = f.config(&format!(
+        "[[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n{}",
+        path_to(&bin)
+    ));
+    let s = Server::start_with(f.dir.path(), &config, &[]);
     s.wait_ready().await;
     // The largest prompt and follow-up the API takes (64 KiB each): together more than one
     // argument may hold.

@@ -11,7 +11,15 @@ use std::path::{Path, PathBuf};
 /// modules on one line import none of each other.
 const LAYERS: &[&[&str]] = &[
     // Leaves: no import of another module of the crate, except `domain`'s types.
-    &["domain", "memo", "memory", "metrics", "telemetry", "tls"],
+    &[
+        "domain",
+        "memo",
+        "memory",
+        "metrics",
+        "telemetry",
+        "tls",
+        "uid_range",
+    ],
     &["clock", "harness"],
     // The event log; what a failure of it means to a caller; the handles over its API keys and
     // idempotency records; the JSON formats shared by the API and the CLI; the read index.

@@ -202,20 +202,20 @@ async fn usage_server(dir: &tempfile::TempDir) -> Server {
             r#"{"type":"result","subtype":"success","is_error":false,"result":"ok","session_id":"s-2","total_cost_usd":-1e308,"usage":{"input_tokens":99999999999999999999,"output_tokens":1}}"#,
         ]),
     );
+    // Agents get the environment's PATH, never the server's.
+    let path = format!(
+        "env = {{ PATH = \"{}:/usr/local/bin:/usr/bin:/bin\" }}\n",
+        bin.display()
+    );
     let config = format!(
         "[server]\nbind = \"127.0.0.1:0\"\n\n{PRICES}\n\
-         [[environments]]\nid = \"claude\"\nharness = \"claude\"\n\n\
-         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_id = \"priced-model\"\n\n\
-         [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n\n\
+         [[environments]]\nid = \"claude\"\nharness = \"claude\"\n{path}\n\
+         [[environments]]\nid = \"codex\"\nharness = \"codex\"\nmodel_id = \"priced-model\"\n{path}\n\
+         [[environments]]\nid = \"gemini\"\nharness = \"gemini\"\n{path}\n\
          [[environments]]\nid = \"hostile\"\nharness = \"claude\"\ncommand = [\"{}\"]\n",
         hostile_claude.display()
     );
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let s = Server::start_with(dir.path(), &config, &[("PATH", path)]);
+    let s = Server::start_with(dir.path(), &config, &[]);
     s.wait_ready().await;
     s
 }

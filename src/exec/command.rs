@@ -38,6 +38,8 @@ const ARG_BYTES: usize = 120 * 1024;
 /// The directory under a Slurm environment's `workspace_root` that holds each run's own files
 /// (home, MCP file, reports, step files), on the filesystem the nodes share.
 pub const SHARED_FILES: &str = ".runledger-files";
+/// The `PATH` of every agent whose environment sets none in its `env`.
+pub const AGENT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 /// Bytes asked for per read of an agent's stdout or stderr.
 const CHUNK: usize = 8 * 1024;
 /// How long writing one follow-up to an agent's stdin may take.
@@ -71,10 +73,9 @@ fn variables(
     let environment = &job.environment;
     let mut vars: BTreeMap<String, String> = BTreeMap::new();
     let server = |name: &str| std::env::var(name).ok();
-    vars.insert(
-        "PATH".into(),
-        server("PATH").unwrap_or_else(|| "/usr/local/bin:/usr/bin:/bin".into()),
-    );
+    // A fixed PATH, never the server's (which may lead into root's home: `/root/.cargo/bin`);
+    // the environment's own `env.PATH` replaces it below.
+    vars.insert("PATH".into(), AGENT_PATH.into());
     vars.insert("HOME".into(), home.display().to_string());
     vars.insert("USER".into(), sup.sandboxes.user_name());
     for name in ["LANG", "TERM"] {
@@ -240,6 +241,7 @@ fn command(
         readable: vec![x.mcp_path.clone()],
         network: x.job.environment.network,
         cgroups: x.leaf.as_ref().map(|l| l.procs()).unwrap_or_default(),
+        user: x.sup.sandboxes.agent_user().cloned(),
     };
     let mut cmd = x.launcher().command(&plan);
     cmd.stdout(Stdio::piped())
@@ -994,6 +996,11 @@ pub(super) async fn run(
     deliveries: Deliveries,
     artifacts: Artifacts,
 ) -> (Outcome, Option<ExecutionUsage>) {
+    // Everything of the run is its user's, made from here on.
+    let sup = &match sup.for_run(job.run.id).await {
+        Ok(sup) => sup,
+        Err(message) => return (Some(Err(no_agent_user(message))), None),
+    };
     let mut x = match prepare(job, sup, control, deliveries, artifacts) {
         Ok(x) => x,
         Err(message) => return (Some(Err(message)), None),
@@ -1029,6 +1036,17 @@ pub(super) async fn run(
         &sup.prices,
     );
     (outcome, usage)
+}
+
+/// How a run that cannot have a user of its own fails: before anything of it is made, with the
+/// reason (the range is used up, or the store failed).
+fn no_agent_user(message: String) -> StatusMessage {
+    tracing::error!(%message, "a run cannot have an agent uid");
+    StatusMessage {
+        message: format!("no user to run the agent as: {message}"),
+        error_code: Some("environment_setup_failed".into()),
+        retryable: Some(false),
+    }
 }
 
 /// Setup (until it has succeeded once), then the agent, to its end. A preset's CLI takes no
@@ -1179,6 +1197,15 @@ fn prepare<'a>(
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
     let owner = sup.sandboxes.owner();
+    // A run whose files another user owns (it ran as the one agent user of an earlier version,
+    // or before `agent_user` changed) gets them back, all of them, as its own user's. The look
+    // does not follow a link: what it reads is the entry itself.
+    let inherited = sup.sandboxes.agent_user().is_some_and(|user| {
+        use std::os::unix::fs::MetadataExt;
+        [&workspace, &home]
+            .iter()
+            .any(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() != user.uid))
+    });
     // `files` and the workspace root are the server's; the workspace and the home are the
     // agent's, reached through descriptors from there (`safe_fs`).
     let prepared = private_dir(&files)
@@ -1212,6 +1239,13 @@ fn prepare<'a>(
             // (claude's --resume) finds it again in the next execution.
             let agent_files = safe_fs::Dir::open(&files)?;
             agent_files.make_dir("home", 0o700)?.set_owner(owner)?;
+            if inherited {
+                // A fresh workspace is handed over by `checkout`, after git is done.
+                if !needs_setup {
+                    sup.sandboxes.hand_over_tree(&workspace)?;
+                }
+                sup.sandboxes.hand_over_tree(&home)?;
+            }
             if owner.is_some() {
                 // An unconfined agent of another user reaches its home and MCP file by their
                 // paths, without listing the directory (in a sandbox they are mounted for it).

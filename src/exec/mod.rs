@@ -11,6 +11,7 @@
 //! agents report artifacts through a file (`report.rs`). This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 
+mod agents;
 pub mod attachments;
 pub mod cgroup;
 mod command;
@@ -24,6 +25,7 @@ pub mod report;
 pub mod repos;
 pub mod safe_fs;
 pub mod sandbox;
+mod seccomp;
 pub mod slurm;
 pub mod transcript;
 pub mod transcript_feed;
@@ -308,6 +310,17 @@ pub struct Supervision {
     pub artifact_limits: crate::config::ArtifactLimits,
     /// The Slurm cluster of the environments with `runs_on = "slurm"`.
     pub cluster: slurm::Cluster,
+}
+
+impl Supervision {
+    /// The supervision of one run: its sandboxes hand its files to, and run its processes as,
+    /// the run's own user (`Sandboxes::for_run`).
+    pub async fn for_run(&self, run: RunId) -> Result<Supervision, String> {
+        Ok(Supervision {
+            sandboxes: self.sandboxes.for_run(run).await?,
+            ..self.clone()
+        })
+    }
 }
 
 /// A cheap-to-clone handle on the executor.

@@ -6,9 +6,11 @@
 //! under empty mounts, the execution's own paths bound back in, a private `/tmp`, its own PID,
 //! IPC and UTS namespaces, and an empty network namespace when the environment has
 //! `network = false`. `Unconfined` starts the process as it is (`sandbox = "none"`). Both run
-//! agents as `agent_user` when the server is root, so no agent holds more privilege than the
-//! server. Neither decides what an agent may see: the plan says that, and a container or remote
-//! backend would be one more implementation of `Launcher`.
+//! the process as the plan's user: when the server is root, a uid of the run's own from
+//! `server.agent_uids` (or the one `agent_user`), so no agent holds more privilege than the
+//! server and none can reach another run's processes or files. Neither decides what an agent
+//! may see: the plan says that, and a container or remote backend would be one more
+//! implementation of `Launcher`.
 //!
 //! This module only builds commands and checks the host at start-up; it never waits for or
 //! signals a process (that is `command.rs` and `process.rs`).
@@ -19,6 +21,8 @@ use std::sync::Arc;
 
 use tokio::process::Command;
 
+pub use super::agents::AgentUser;
+use super::agents::Agents;
 use super::safe_fs::{self, Owner};
 use crate::config::Config;
 use crate::harness::Sandbox;
@@ -42,14 +46,8 @@ pub struct Plan {
     pub network: bool,
     /// The `cgroup.procs` files of the execution's cgroups, entered before anything runs.
     pub cgroups: Vec<PathBuf>,
-}
-
-/// The unprivileged user agents run as when the server is root.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AgentUser {
-    pub name: String,
-    pub uid: u32,
-    pub gid: u32,
+    /// Who the process runs as; `None`: the server's own user (a server that is not root).
+    pub user: Option<AgentUser>,
 }
 
 /// Starts the processes of an execution.
@@ -59,13 +57,11 @@ pub trait Launcher: Send + Sync {
 }
 
 /// `sandbox = "none"`: the process sees what its user sees on the host.
-pub struct Unconfined {
-    user: Option<AgentUser>,
-}
+pub struct Unconfined;
 
 impl Launcher for Unconfined {
     fn command(&self, plan: &Plan) -> Command {
-        let mut argv = drop_privileges(self.user.as_ref());
+        let mut argv = drop_privileges(plan.user.as_ref());
         argv.push(plan.program.clone().into());
         argv.extend(plan.args.iter().map(Into::into));
         build(argv, plan)
@@ -126,8 +122,19 @@ pub struct Bubblewrap {
     program: PathBuf,
     /// Directories and files hidden under empty mounts, whatever the host's permissions.
     hidden: Vec<PathBuf>,
-    user: Option<AgentUser>,
+    /// The seccomp filter that refuses nested user namespaces (`seccomp.rs`), which bwrap
+    /// reads from descriptor `FILTER_FD`; `None` on an architecture it does not know.
+    filter: Option<Arc<[u8]>>,
+    /// Where the filter is kept for this host's launches (in the data directory); each
+    /// launcher on another host (a Slurm node) writes its own copy where that host reads it.
+    filter_file: Option<PathBuf>,
 }
+
+/// The descriptor bwrap reads the seccomp filter from (`--seccomp`): the one after `--args`'s.
+pub const FILTER_FD: &str = "4";
+
+/// Opens the filter file named first as `FILTER_FD`, then execs the rest (bwrap).
+const OPEN_FILTER: &str = r#"exec 4<"$1" || exit 125; shift; exec "$@""#;
 
 impl Bubblewrap {
     /// The bwrap program found at start-up (the same path is expected on Slurm nodes).
@@ -142,8 +149,23 @@ impl Bubblewrap {
         Bubblewrap {
             program: PathBuf::from("/usr/bin/bwrap"),
             hidden: Vec::new(),
-            user: None,
+            filter: None,
+            filter_file: None,
         }
+    }
+
+    /// `for_tests` with a seccomp filter of `bytes`.
+    #[cfg(test)]
+    pub fn for_tests_with_filter(bytes: &[u8]) -> Bubblewrap {
+        Bubblewrap {
+            filter: Some(Arc::from(bytes)),
+            ..Bubblewrap::for_tests()
+        }
+    }
+
+    /// The seccomp filter's bytes, for a launcher that writes them where its host reads them.
+    pub fn filter(&self) -> Option<&[u8]> {
+        self.filter.as_deref()
     }
 
     /// bwrap's arguments for `plan`, after the program.
@@ -177,11 +199,14 @@ impl Bubblewrap {
             // No controlling terminal to push input into (TIOCSTI).
             "--new-session".as_ref(),
         ]);
+        if self.filter.is_some() {
+            push(&["--seccomp".as_ref(), FILTER_FD.as_ref()]);
+        }
         if !plan.network {
             push(&["--unshare-net".as_ref()]);
         }
         push(&["--chdir".as_ref(), plan.cwd.as_os_str(), "--".as_ref()]);
-        if let Some(user) = &self.user {
+        if let Some(user) = &plan.user {
             // bwrap run by root keeps root's capabilities for the process it starts; setpriv
             // changes to the agent user (which clears them), drops the rest from the inheritable
             // and bounding sets, and sets no_new_privs so no setuid program gives them back.
@@ -217,7 +242,7 @@ impl Bubblewrap {
         let own = std::iter::once(&plan.cwd)
             .chain(&plan.writable)
             .chain(&plan.readable);
-        let opaque = match &self.user {
+        let opaque = match &plan.user {
             Some(user) => closed_ancestors(own.clone(), &self.hidden, user),
             None => Vec::new(),
         };
@@ -346,11 +371,23 @@ fn closed_ancestors<'a>(
     outermost
 }
 
+impl Bubblewrap {
+    /// The whole argv of `plan` on this host: bwrap, behind the shell that opens its filter.
+    fn argv(&self, plan: &Plan) -> Vec<std::ffi::OsString> {
+        let mut argv: Vec<std::ffi::OsString> = Vec::new();
+        if let (Some(_), Some(file)) = (&self.filter, &self.filter_file) {
+            argv.extend(["/bin/sh", "-c", OPEN_FILTER, "sh"].map(Into::into));
+            argv.push(file.clone().into_os_string());
+        }
+        argv.push(self.program.clone().into_os_string());
+        argv.extend(self.args(plan));
+        argv
+    }
+}
+
 impl Launcher for Bubblewrap {
     fn command(&self, plan: &Plan) -> Command {
-        let mut argv = vec![self.program.clone().into_os_string()];
-        argv.extend(self.args(plan));
-        build(argv, plan)
+        build(self.argv(plan), plan)
     }
 }
 
@@ -364,12 +401,17 @@ pub struct Sandboxes {
     /// mount over a path that is not there (`docs/slurm.md`).
     node_bwrap: Option<Arc<Bubblewrap>>,
     unconfined: Arc<Unconfined>,
+    agents: Agents,
+    /// The user of the run this handle was made for (`for_run`): whom its files are handed to
+    /// and its processes run as. `None` for the server-wide handle and for a server that is
+    /// not root.
     user: Option<AgentUser>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("server.agent_user: {0}")]
+    /// Who agents would run as is not there (`agents.rs` says what).
+    #[error("{0}")]
     User(String),
     #[error(
         "environment {environment:?} runs its agents in a bubblewrap sandbox (the default), but \
@@ -384,43 +426,14 @@ pub enum Error {
 }
 
 impl Sandboxes {
-    /// Resolves the agent user and, when an environment asks for bubblewrap, checks that it can
-    /// create the sandbox it will be asked for, so that a host without it stops start-up rather
-    /// than failing every run. Blocking: it runs bwrap once.
+    /// Resolves who agents run as and, when an environment asks for bubblewrap, checks that it
+    /// can create the sandbox it will be asked for, so that a host without it stops start-up
+    /// rather than failing every run. Blocking: it runs bwrap once.
     pub fn prepare(config: &Config) -> Result<Sandboxes, Error> {
-        // Only environments that start processes need a user to run them as: the embedded
-        // defaults (the in-process demo) start on a host without one.
-        let starts_processes = config.environments.iter().any(|e| e.sandbox.is_some());
-        let user = if starts_processes && nix::unistd::geteuid().is_root() {
-            let name = &config.agent_user;
-            let found = nix::unistd::User::from_name(name)
-                .map_err(|e| Error::User(format!("cannot look up user {name:?}: {e}")))?
-                .ok_or_else(|| {
-                    Error::User(format!(
-                        "the server runs as root and runs agents as {name:?}, which does not \
-                         exist; create it or name another unprivileged user"
-                    ))
-                })?;
-            if found.uid.is_root() {
-                return Err(Error::User(format!(
-                    "{name:?} is root; agents must run as an unprivileged user"
-                )));
-            }
-            if find_program("setpriv").is_none() {
-                return Err(Error::User(format!(
-                    "the server runs as root and drops agents to {name:?} with setpriv, which is \
-                     not on its PATH; install util-linux"
-                )));
-            }
-            Some(AgentUser {
-                name: name.clone(),
-                uid: found.uid.as_raw(),
-                gid: found.gid.as_raw(),
-            })
-        } else {
-            None
-        };
-        let unconfined = Arc::new(Unconfined { user: user.clone() });
+        let agents = Agents::resolve(config).map_err(Error::User)?;
+        // The sandbox is tried as an agent would get it: as the first uid of the range.
+        let probe_user = agents.probe_user();
+        let unconfined = Arc::new(Unconfined);
         let first_bwrap = config
             .environments
             .iter()
@@ -428,20 +441,41 @@ impl Sandboxes {
         let bwrap = match first_bwrap {
             None => None,
             Some(env) => {
+                let filter = super::seccomp::nested_userns_filter().map(Arc::<[u8]>::from);
+                let filter_file = match &filter {
+                    Some(bytes) => {
+                        Some(
+                            write_filter(&config.data_dir, bytes).map_err(|e| Error::Bwrap {
+                                environment: env.id.clone(),
+                                problem: format!(
+                                "its seccomp filter cannot be written in the data directory: {e}"
+                            ),
+                            })?,
+                        )
+                    }
+                    None => {
+                        tracing::warn!(
+                            "no seccomp filter for this architecture: sandboxed agents can \
+                             create user namespaces of their own (docs/security.md)"
+                        );
+                        None
+                    }
+                };
                 let bwrap = Bubblewrap {
                     program: find_program("bwrap").ok_or_else(|| Error::Bwrap {
                         environment: env.id.clone(),
                         problem: "no bwrap program is on the server's PATH".into(),
                     })?,
                     hidden: hidden_paths(config),
-                    user: user.clone(),
+                    filter,
+                    filter_file,
                 };
                 // A network namespace is only asked of the host when an environment needs one.
                 let offline = config
                     .environments
                     .iter()
                     .any(|e| e.sandbox == Some(Sandbox::Bwrap) && !e.network);
-                probe(&bwrap, !offline).map_err(|problem| Error::Bwrap {
+                probe(&bwrap, !offline, probe_user).map_err(|problem| Error::Bwrap {
                     environment: env.id.clone(),
                     problem,
                 })?;
@@ -470,15 +504,25 @@ impl Sandboxes {
             Arc::new(Bubblewrap {
                 program: b.program.clone(),
                 hidden: roots,
-                user: b.user.clone(),
+                filter: b.filter.clone(),
+                filter_file: None,
             })
         });
+        let user = agents.shared_user();
         Ok(Sandboxes {
             bwrap,
             node_bwrap,
             unconfined,
+            agents,
             user,
         })
+    }
+
+    /// Where the uids of runs are recorded, once the store is open: needed before any run
+    /// starts when each run gets a uid of its own.
+    pub fn with_store(mut self, store: crate::store::Store) -> Sandboxes {
+        self.agents.record_in(store);
+        self
     }
 
     /// Without any sandbox or user change: for tests of the harness that need neither.
@@ -486,9 +530,27 @@ impl Sandboxes {
         Sandboxes {
             bwrap: None,
             node_bwrap: None,
-            unconfined: Arc::new(Unconfined { user: None }),
+            unconfined: Arc::new(Unconfined),
+            agents: Agents::server(),
             user: None,
         }
+    }
+
+    /// The handle of one run: its files are handed to, and its processes run as, the run's
+    /// user. A run's first execution takes a uid of the range and records it durably before
+    /// anything of the run is made; every later one (after a restart too) finds it again.
+    /// `Err` says why the run cannot have one (the range is used up, the store failed).
+    pub async fn for_run(&self, run: crate::domain::RunId) -> Result<Sandboxes, String> {
+        Ok(Sandboxes {
+            user: self.agents.user_of(run).await?,
+            ..self.clone()
+        })
+    }
+
+    /// Whether agents run as a user other than the server's, so that what they must reach in
+    /// the data directory has to be traversable by others.
+    pub fn agents_of_another_user(&self) -> bool {
+        !self.agents.are_the_servers()
     }
 
     /// The bubblewrap of Slurm's job steps (`node_bwrap`), when an environment asked for
@@ -573,16 +635,28 @@ fn hidden_paths(config: &Config) -> Vec<PathBuf> {
     kept
 }
 
-fn find_program(name: &str) -> Option<PathBuf> {
+/// Writes the seccomp filter where this host's launches open it: `sandbox/nested-userns.bpf`
+/// in the data directory (which agents never see), replaced whole at every start.
+fn write_filter(data_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
+    let dir = data_dir.join("sandbox");
+    std::fs::create_dir_all(&dir)?;
+    let path = dir.join("nested-userns.bpf");
+    let partial = dir.join("nested-userns.bpf.partial");
+    std::fs::write(&partial, bytes)?;
+    std::fs::rename(&partial, &path)?;
+    Ok(path)
+}
+
+pub(super) fn find_program(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
         .find(|p| p.is_file())
 }
 
-/// Runs `true` in the sandbox an agent would get (as the agent user; without network unless
+/// Runs `true` in the sandbox an agent would get (as `user`; without network unless
 /// `network`).
-fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
+fn probe(bwrap: &Bubblewrap, network: bool, user: Option<AgentUser>) -> Result<(), String> {
     let plan = Plan {
         program: "true".into(),
         args: Vec::new(),
@@ -593,9 +667,11 @@ fn probe(bwrap: &Bubblewrap, network: bool) -> Result<(), String> {
         readable: Vec::new(),
         network,
         cgroups: Vec::new(),
+        user,
     };
-    let output = std::process::Command::new(&bwrap.program)
-        .args(bwrap.args(&plan))
+    let mut argv = bwrap.argv(&plan).into_iter();
+    let output = std::process::Command::new(argv.next().unwrap_or_default())
+        .args(argv)
         .env_clear()
         .envs(&plan.env)
         .stdin(std::process::Stdio::null())
@@ -628,6 +704,11 @@ mod tests {
             readable: vec![PathBuf::from("/data/agent-files/r1/mcp.json")],
             network,
             cgroups: Vec::new(),
+            user: Some(AgentUser {
+                name: "nobody".into(),
+                uid: 65534,
+                gid: 65534,
+            }),
         }
     }
 
@@ -650,11 +731,8 @@ mod tests {
                 secret.clone(),
                 "/nonexistent".into(),
             ],
-            user: Some(AgentUser {
-                name: "nobody".into(),
-                uid: 65534,
-                gid: 65534,
-            }),
+            filter: Some(Arc::from(&[0u8; 8][..])),
+            filter_file: Some(PathBuf::from("/data/sandbox/nested-userns.bpf")),
         };
         let args = text(b.args(&plan(false)));
         let hide = format!("--tmpfs {}", dir.path().display());
@@ -664,6 +742,7 @@ mod tests {
         assert!(args.contains(&format!("--ro-bind /dev/null {}", secret.display())));
         assert!(!args.contains("absent"), "{args}");
         assert!(args.contains("--unshare-net"), "{args}");
+        assert!(args.contains("--new-session --seccomp 4 "), "{args}");
         assert!(args.ends_with(
             "--chdir /data/workspaces/r1 -- setpriv --reuid=65534 --regid=65534 --clear-groups \
              --inh-caps=-all --bounding-set=-all --no-new-privs -- agent --x"

@@ -631,8 +631,9 @@ pub struct StepLauncher {
 }
 
 /// Run by the step on the node: opens the variables file as descriptor 3 for bubblewrap's
-/// `--args 3`, removes it, and becomes bubblewrap.
-const STEP: &str = r#"exec 3<"$1" || exit 125; rm -f -- "$1"; shift; exec "$@""#;
+/// `--args 3` and the seccomp filter file as descriptor 4 for its `--seccomp 4` (when it has
+/// one: an empty name otherwise), removes both, and becomes bubblewrap.
+const STEP: &str = r#"exec 3<"$1" || exit 125; if [ -n "$2" ]; then exec 4<"$2" || exit 125; fi; rm -f -- "$1" ${2:+"$2"}; shift 2; exec "$@""#;
 
 impl StepLauncher {
     pub fn new(
@@ -673,6 +674,26 @@ impl StepLauncher {
         Ok(path)
     }
 
+    /// Writes bubblewrap's seccomp filter for the next step beside its variables, on the
+    /// filesystem its node shares (the server's data directory is not there).
+    fn write_filter(&self, variables: &Path) -> std::io::Result<Option<PathBuf>> {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let Some(bytes) = self.bwrap.filter() else {
+            return Ok(None);
+        };
+        let path = variables.with_extension("bpf");
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        Ok(Some(path))
+    }
+
     /// Removes what the steps left of their files (a step that never started keeps its own).
     pub fn clean(&self) {
         remove_step_files(&self.files);
@@ -687,7 +708,7 @@ pub fn remove_step_files(files: &Path) {
     for entry in entries.flatten() {
         let name = entry.file_name();
         let name = name.to_string_lossy();
-        if name.starts_with("step-") && name.ends_with(".args") {
+        if name.starts_with("step-") && (name.ends_with(".args") || name.ends_with(".bpf")) {
             let _ = std::fs::remove_file(entry.path());
         }
     }
@@ -696,8 +717,11 @@ pub fn remove_step_files(files: &Path) {
 impl Launcher for StepLauncher {
     fn command(&self, plan: &Plan) -> Command {
         let mut cmd = Command::new("srun");
-        let variables = match self.write_variables(plan) {
-            Ok(path) => path,
+        let written = self
+            .write_variables(plan)
+            .and_then(|variables| Ok((self.write_filter(&variables)?, variables)));
+        let (filter, variables) = match written {
+            Ok(paths) => paths,
             Err(e) => {
                 // The spawn fails with the reason, and the execution with it.
                 tracing::error!(error = %e, "cannot write the step's variables");
@@ -725,6 +749,7 @@ impl Launcher for StepLauncher {
             .arg(format!("--chdir={}", plan.cwd.display()))
             .args(["--", "/bin/sh", "-c", STEP, "sh"])
             .arg(&variables)
+            .arg(filter.unwrap_or_default())
             .arg(self.bwrap.program())
             .args(["--args", "3"])
             .args(self.bwrap.args(plan));
@@ -884,6 +909,7 @@ mod tests {
             readable: vec![],
             network: true,
             cgroups: vec![],
+            user: None,
         };
         let cmd = launcher.command(&plan);
         let argv: Vec<String> = cmd
@@ -905,5 +931,76 @@ mod tests {
         assert_eq!(mode & 0o777, 0o600);
         launcher.clean();
         assert!(!file.exists());
+    }
+
+    #[test]
+    fn a_step_runs_as_the_runs_uid_under_the_seccomp_filter_its_shell_opens() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let filter = b"\x20\0\0\0\x04\0\0\0";
+        let launcher = StepLauncher::new(
+            Arc::new(Bubblewrap::for_tests_with_filter(filter)),
+            Allocation {
+                job_id: 7,
+                node: "n1".into(),
+            },
+            dir.path().to_path_buf(),
+            &Environment::demo(),
+            BTreeMap::new(),
+        );
+        let plan = Plan {
+            program: "agent".into(),
+            args: vec![],
+            cwd: dir.path().to_path_buf(),
+            read_only_workspace: false,
+            env: BTreeMap::new(),
+            writable: vec![],
+            readable: vec![],
+            network: true,
+            cgroups: vec![],
+            user: Some(crate::exec::sandbox::AgentUser::of_uid(2_000_000_042)),
+        };
+        let cmd = launcher.command(&plan);
+        let argv: Vec<String> = cmd
+            .as_std()
+            .get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect();
+        let text = argv.join(" ");
+        assert!(text.contains(" --seccomp 4 "), "{text}");
+        assert!(
+            text.contains("setpriv --reuid=2000000042 --regid=2000000042 --clear-groups"),
+            "{text}"
+        );
+        let variables = dir.path().join("step-0.args");
+        let bpf = dir.path().join("step-0.bpf");
+        assert_eq!(std::fs::read(&bpf).expect("written"), filter);
+        // The step's shell, as the node runs it: descriptor 3 the variables, 4 the filter,
+        // both files gone before bwrap (here a shell that shows them) starts.
+        let step = argv
+            .iter()
+            .position(|a| a == STEP)
+            .expect("the step script");
+        assert_eq!(argv[step + 2], variables.display().to_string());
+        assert_eq!(argv[step + 3], bpf.display().to_string());
+        let shown = std::process::Command::new("/bin/sh")
+            .args(["-c", STEP, "sh"])
+            .args(&argv[step + 2..step + 4])
+            .args(["/bin/sh", "-c", "cat <&4; cat <&3"])
+            .output()
+            .expect("sh");
+        assert!(shown.status.success(), "{shown:?}");
+        assert_eq!(&shown.stdout[..filter.len()], filter);
+        assert!(!variables.exists() && !bpf.exists());
+        // Without a filter (an architecture it does not know) the name is empty.
+        std::fs::write(&variables, b"v").expect("write");
+        let shown = std::process::Command::new("/bin/sh")
+            .args(["-c", STEP, "sh"])
+            .arg(&variables)
+            .arg("")
+            .args(["/bin/sh", "-c", "cat <&3"])
+            .output()
+            .expect("sh");
+        assert_eq!(shown.stdout, b"v");
+        assert!(!variables.exists());
     }
 }

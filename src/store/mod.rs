@@ -9,6 +9,7 @@
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
 
+mod agent_uids;
 pub mod api_keys;
 pub mod codec;
 pub mod content;
@@ -24,6 +25,7 @@ use std::sync::Arc;
 use serde::{Deserialize, Serialize};
 
 use crate::domain::{Event, Run, RunId, Timestamp};
+pub use agent_uids::{Taken, MAX_PASSED_OVER};
 pub use codec::{Envelope, ScheduleEnvelope};
 pub use health::{Refusal, Writer};
 pub use sync::SyncError;

@@ -448,8 +448,8 @@ pub fn processes_of(run_id: &str) -> Vec<i32> {
 
 /// A temporary directory that agents can read: not under the host's `/tmp` (a sandboxed agent
 /// gets a private one, so a script there is not there for it), on a path every user can
-/// traverse (agents of a root server run as `nobody`, and the checkout may live under a
-/// private home), and open to every user itself. `/var/tmp` is that on Debian and most
+/// traverse (agents of a root server run as uids of their runs' own, and the checkout may live
+/// under a private home), and open to every user itself. `/var/tmp` is that on Debian and most
 /// systems; the target directory is the fall-back. The sandbox hides the data directory and the
 /// configuration file inside it all the same.
 pub fn agent_visible_dir() -> tempfile::TempDir {

@@ -54,6 +54,13 @@ def endpoint(cli, url):
     return f"{url}/v1" if cli == "codex" else url
 
 
+def agent_path():
+    """The PATH of the agents: runledger gives them the environment's `env.PATH`, never its own,
+    so the CLIs' directory (and node's, which the CLIs start with) is named there."""
+    node = shutil.which("node")
+    return f"{BIN_DIR}:{Path(node).parent if node else '/usr/bin'}:/usr/local/bin:/usr/bin:/bin"
+
+
 def config_text(model_url):
     lines = [
         '[server]\nbind = "127.0.0.1:0"\n',
@@ -76,7 +83,7 @@ def config_text(model_url):
                 f'model_id = "{MODELS[cli]}"\nmodel_base_url = "{endpoint(cli, model_url)}"\n'
                 f"max_runtime_secs = {int(RUN_TIMEOUT)}\n"
                 # Claude Code retries a 401 ten times with backoff (minutes) by default.
-                f'env = {{ CLAUDE_CODE_MAX_RETRIES = "0" }}\n{extra}'
+                f'env = {{ CLAUDE_CODE_MAX_RETRIES = "0", PATH = "{agent_path()}" }}\n{extra}'
             )
     return "\n".join(lines) + "\n"
 
@@ -98,10 +105,8 @@ class Runledger:
         config_file = self.root / "runledger.toml"
         text = config(self.root, model_server.url) if config else config_text(model_server.url)
         config_file.write_text(text)
-        node = shutil.which("node")
-        path = f"{BIN_DIR}:{Path(node).parent if node else '/usr/bin'}:/usr/local/bin:/usr/bin:/bin"
         env = {k: v for k, v in os.environ.items() if not k.startswith("RUNLEDGER_")}
-        env.update({"PATH": path, "RUST_LOG": "warn"})
+        env.update({"PATH": agent_path(), "RUST_LOG": "warn"})
         env.update({f"RL_TEST_{KEYS[c]}": f"test-key-{c}" for c in CLIS})
         self.argv = [str(BIN), "serve", "--config", str(config_file), "--data-dir", str(self.data)]
         self.env = env
