@@ -1643,16 +1643,13 @@ async fn start(
     } else {
         Stdio::null()
     });
-    let observer = env
-        .harness
-        .is_preset()
-        .then(|| {
-            let observer = Observer::new(env.harness).redacting(x.redactor.clone());
-            match env.agent_permissions {
-                AgentPermissions::ReadOnly => observer.read_only(),
-                AgentPermissions::Edit => observer,
-            }
-        });
+    let observer = env.harness.is_preset().then(|| {
+        let observer = Observer::new(env.harness).redacting(x.redactor.clone());
+        match env.agent_permissions {
+            AgentPermissions::ReadOnly => observer.read_only(),
+            AgentPermissions::Edit => observer,
+        }
+    });
     let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {

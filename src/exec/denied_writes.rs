@@ -146,7 +146,7 @@ pub fn named(call: Option<&Call>) -> String {
 }
 
 /// A tool result's text: a string, or the text parts of a list.
-fn text_of(content: &serde_json::Value) -> String {
+pub fn text_of(content: &serde_json::Value) -> String {
     match content {
         serde_json::Value::String(s) => s.clone(),
         serde_json::Value::Array(parts) => parts

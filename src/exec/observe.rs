@@ -553,15 +553,7 @@ fn readable_claude(kind: &str, e: &serde_json::Value) -> Vec<String> {
         "user" => {
             for block in e["message"]["content"].as_array().into_iter().flatten() {
                 if block["type"] == "tool_result" {
-                    let text = match &block["content"] {
-                        serde_json::Value::String(s) => s.clone(),
-                        serde_json::Value::Array(parts) => parts
-                            .iter()
-                            .filter_map(|p| p["text"].as_str())
-                            .collect::<Vec<_>>()
-                            .join("\n"),
-                        _ => String::new(),
-                    };
+                    let text = super::denied_writes::text_of(&block["content"]);
                     let error = if block["is_error"] == true {
                         " (error)"
                     } else {

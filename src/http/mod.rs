@@ -148,9 +148,9 @@ fn authenticate(req: &HttpRequest) -> Result<Principal, ApiError> {
     Ok(Principal(key))
 }
 
-/// The live key of a bearer `Authorization` header.
-fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
-    let secret = header
+/// The secret of a bearer `Authorization` header; `what` names it in the refusal.
+fn bearer_secret<'h>(header: &'h HeaderValue, what: &str) -> Result<&'h str, ApiError> {
+    header
         .to_str()
         .ok()
         .and_then(|h| {
@@ -159,8 +159,15 @@ fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
         })
         .map(str::trim)
         .ok_or_else(|| {
-            ApiError::unauthenticated("the Authorization header must be 'Bearer <key>'")
-        })?;
+            ApiError::unauthenticated(format!(
+                "the Authorization header must be 'Bearer <{what}>'"
+            ))
+        })
+}
+
+/// The live key of a bearer `Authorization` header.
+fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
+    let secret = bearer_secret(header, "key")?;
     state
         .runs
         .keys()

@@ -18,25 +18,13 @@ use super::AppState;
 /// limit protects the API, and a scraper that is throttled loses the very series that would
 /// show why.
 pub fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
-    let given = req
-        .headers()
-        .get(header::AUTHORIZATION)
-        .ok_or_else(|| {
-            ApiError::unauthenticated(
-                "/metrics needs 'Authorization: Bearer <token>' with the metrics token \
+    let given = req.headers().get(header::AUTHORIZATION).ok_or_else(|| {
+        ApiError::unauthenticated(
+            "/metrics needs 'Authorization: Bearer <token>' with the metrics token \
                  (server.metrics_token) or an admin API key",
-            )
-        })?
-        .to_str()
-        .ok()
-        .and_then(|h| {
-            h.strip_prefix("Bearer ")
-                .or_else(|| h.strip_prefix("bearer "))
-        })
-        .map(str::trim)
-        .ok_or_else(|| {
-            ApiError::unauthenticated("the Authorization header must be 'Bearer <token>'")
-        })?;
+        )
+    })?;
+    let given = super::bearer_secret(given, "token")?;
     if let Some(token) = &state.config.metrics_token {
         if same_secret(given, token.expose()) {
             return Ok(());
