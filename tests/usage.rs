@@ -128,6 +128,8 @@ async fn compute_cost_needs_a_price_and_a_later_price_does_not_rewrite_history()
     // The totals survive a restart (saved at the clean stop) and a crash (summed again).
     s.stop_with(nix::sys::signal::Signal::SIGTERM, 20).await;
     let mut s = Server::start_in(dir.path(), &config(dir.path(), PRICES));
+    // /metrics answers an admin key (or the metrics token) only.
+    s.key = key.clone();
     s.wait_ready().await;
     assert_eq!(
         metric(
@@ -137,7 +139,8 @@ async fn compute_cost_needs_a_price_and_a_later_price_does_not_rewrite_history()
         Some(cost)
     );
     s.kill();
-    let s = Server::start_in(dir.path(), &config(dir.path(), PRICES));
+    let mut s = Server::start_in(dir.path(), &config(dir.path(), PRICES));
+    s.key = key;
     s.wait_ready().await;
     let metrics = s.metrics().await;
     assert_eq!(
