@@ -59,7 +59,7 @@ impl Agents {
         if !starts_processes || !nix::unistd::geteuid().is_root() {
             return Ok(Agents::Server);
         }
-        if super::sandbox::find_program("setpriv").is_none() {
+        if super::process::find_program("setpriv").is_none() {
             return Err(
                 "the server runs as root and drops agents to an unprivileged uid with \
                         setpriv, which is not on its PATH; install util-linux"

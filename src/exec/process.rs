@@ -1,4 +1,5 @@
-//! Finding and stopping an agent's whole process tree.
+//! Finding and stopping an agent's whole process tree, and finding the host programs the
+//! server itself starts around agents (bwrap, setpriv) on the server's own `PATH`.
 //!
 //! Every agent (and setup command) is started as the leader of a new process group, and its
 //! environment carries markers: `RUNLEDGER_INSTANCE` (this data directory's instance id),
@@ -159,6 +160,14 @@ pub fn raise_open_file_limit() -> Option<u64> {
         setrlimit(Resource::RLIMIT_NOFILE, hard, hard).ok()?;
     }
     Some(hard)
+}
+
+/// A program on the server's own `PATH` (never an agent's: agents get a fixed one).
+pub(super) fn find_program(name: &str) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|dir| dir.join(name))
+        .find(|p| p.is_file())
 }
 
 #[cfg(test)]

@@ -462,7 +462,7 @@ impl Sandboxes {
                     }
                 };
                 let bwrap = Bubblewrap {
-                    program: find_program("bwrap").ok_or_else(|| Error::Bwrap {
+                    program: super::process::find_program("bwrap").ok_or_else(|| Error::Bwrap {
                         environment: env.id.clone(),
                         problem: "no bwrap program is on the server's PATH".into(),
                     })?,
@@ -645,13 +645,6 @@ fn write_filter(data_dir: &Path, bytes: &[u8]) -> std::io::Result<PathBuf> {
     std::fs::write(&partial, bytes)?;
     std::fs::rename(&partial, &path)?;
     Ok(path)
-}
-
-pub(super) fn find_program(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(name))
-        .find(|p| p.is_file())
 }
 
 /// Runs `true` in the sandbox an agent would get (as `user`; without network unless
