@@ -330,7 +330,7 @@ populate() {
         wait_drained
         log "  populate: $CREATED / $target runs ($(( $(date +%s) - started )) s)"
     done
-    # Transcripts are never fsynced (docs/architecture.md, "No fsync of transcripts"), so the
+    # Transcripts are never fsynced (docs/execution.md, "Invariants of agent processes": no fsync of transcripts), so the
     # populate leaves gigabytes of them for the kernel to write back; the reads that follow
     # would share the disk and a core with that writeback. Flush it first.
     local flush_started
