@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Durable create on its own (issue 2, point 9), separated from what executing the runs costs.
-# NOT run in CI; about 30 seconds. See docs/performance.md ("The store's targets").
+# NOT run in CI; about 30 seconds. See docs/performance.md ("Targets and current figures").
 #
 # Starts the release binary on a fresh data directory with one demo environment whose runs take
 # DEMO_MS milliseconds, 64 at a time, and measures:
