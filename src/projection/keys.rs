@@ -263,7 +263,7 @@ pub fn field_values(run: &Run) -> Vec<(Field, Cow<'_, str>)> {
 
 /// A schedule id as the value of an `F 08` entry: its canonical text (the ULID as the API
 /// writes it), so a list filter hashes the same text whatever case the client sent.
-pub fn schedule_value(id: crate::domain::schedule::ScheduleId) -> String {
+pub fn schedule_value(id: crate::domain::ScheduleId) -> String {
     id.to_string()
 }
 
