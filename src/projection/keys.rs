@@ -188,6 +188,19 @@ pub fn created_prefix(team: &TeamHash) -> Vec<u8> {
     key
 }
 
+/// The smallest byte string greater than every string starting with `prefix`: the end of the
+/// range `prefix`, `None` when the range runs to the end of the tree.
+pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
 /// The position of a run in updated-at order: what follows the prefix in `F` keys.
 pub fn updated_position(run: &Run) -> Vec<u8> {
     let mut pos = Vec::with_capacity(24);
