@@ -188,6 +188,11 @@ pub fn created_prefix(team: &TeamHash) -> Vec<u8> {
     key
 }
 
+/// A key as a message shows it: lowercase hex (keys are bytes, not text).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 /// The smallest byte string greater than every string starting with `prefix`: the end of the
 /// range `prefix`, `None` when the range runs to the end of the tree.
 pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
