@@ -14,7 +14,7 @@ use crate::api_keys::Key;
 use crate::domain::{RunId, RunState, SourceType};
 use crate::http::problem::ApiError;
 use crate::http::session::escape;
-use crate::http::{runs, validate, AppState};
+use crate::http::{access, runs, validate, AppState};
 
 /// The double-submit cookie of the sign-in form: the form's hidden `token` must equal it, so
 /// another site cannot sign a browser in under the attacker's key (login CSRF).
@@ -529,7 +529,7 @@ pub async fn run(
             .get(id)?
             .filter(|run| run.team == who.key.team)
             .ok_or_else(missing)?;
-        let bytes = runs::run_json(&state, &run)?;
+        let bytes = access::run_json(&state, &run)?;
         serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
     })();
     let run = match found {
