@@ -5,7 +5,8 @@
 //! lists every status the handler can answer, naming the reusable problem+json responses of
 //! `error_responses.rs`. This module only assembles those parts, adds what no handler owns (the
 //! bearer scheme, the 429 and 408 every operation may answer, the legacy create path) and
-//! serves the result; it is the one module of `http/` that names the handlers. It must not describe an endpoint by hand: a route
+//! serves the result. Besides the routes in `mod.rs`, it is the one module of `http/` that
+//! names the handlers; no handler names it. It must not describe an endpoint by hand: a route
 //! without a handler attribute here is a route missing from the document.
 
 use std::sync::OnceLock;
