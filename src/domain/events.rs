@@ -9,8 +9,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::ids::Timestamp;
-use super::schedule::ScheduleId;
+use super::ids::{ScheduleId, Timestamp};
 
 /// One change to a run. The time of the change lives in the envelope, not here.
 // `Created` is much larger than the rest, but events live one at a time on the stack while

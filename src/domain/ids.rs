@@ -1,6 +1,6 @@
 //! Identifiers and time values of the domain. A run id is a ULID whose timestamp part is the
 //! run's creation time, so ordering run ids orders runs by `created_at` — the store and the
-//! read index rely on that.
+//! read index rely on that; a schedule's id is the same kind of ULID.
 
 use std::fmt;
 use std::str::FromStr;
@@ -48,6 +48,9 @@ impl RunId {
         RunId::new(at, 0)
     }
 }
+
+/// A schedule's id: a ULID whose time part is its creation time, like a run's.
+pub type ScheduleId = RunId;
 
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

@@ -18,13 +18,13 @@ pub use events::{
     RunAdmitted, RunCreated, RunSchedule, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM,
     REDACTED, TEAM_NAME_RULE,
 };
-pub use ids::{RunId, Timestamp};
+pub use ids::{RunId, ScheduleId, Timestamp};
 pub use run::{
     decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
     ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,
 };
 pub use schedule::{
-    decide_schedule, evolve_schedule, Firing, Schedule, ScheduleCommand, ScheduleEvent, ScheduleId,
+    decide_schedule, evolve_schedule, Firing, Schedule, ScheduleCommand, ScheduleEvent,
     ScheduleRejection, ScheduleSpec, MAX_REMEMBERED_FIRINGS,
 };
 pub use topics::Topic;

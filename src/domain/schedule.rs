@@ -16,10 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::events::{AgentConfig, Creator, Sealed};
-use super::ids::{RunId, Timestamp};
-
-/// A schedule's id: a ULID whose time part is its creation time, like a run's.
-pub type ScheduleId = RunId;
+use super::ids::{RunId, ScheduleId, Timestamp};
 
 /// What a create or an update sets. `cron` and `time_zone` are checked by the shell before a
 /// command is made (a standard 5-field expression or a macro; an IANA name).

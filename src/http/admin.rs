@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpResponse};
 
-use super::openapi::{
+use super::error_responses::{
     BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
     Unavailable,
 };

@@ -10,9 +10,9 @@ use std::collections::{BTreeMap, HashMap};
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{BadRequest, InternalError, NotFound, NotSupported, Unauthorized};
+use super::access::{run_id, visible};
+use super::error_responses::{BadRequest, InternalError, NotFound, NotSupported, Unauthorized};
 use super::problem::ApiError;
-use super::runs::{run_id, visible};
 use super::wire::{
     format_time, session_id, ConversationContentBlock, ConversationMessage,
     ConversationMessageRole, ConversationRedirect, ConversationResponse, ConversationStep,

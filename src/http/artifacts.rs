@@ -19,7 +19,7 @@ use serde::Serialize;
 use subtle::ConstantTimeEq;
 use utoipa::ToSchema;
 
-use super::openapi::{InternalError, NotFound, Unauthorized};
+use super::error_responses::{InternalError, NotFound, Unauthorized};
 use super::problem::ApiError;
 use super::wire::{capability, file_name, format_time};
 use super::{AppState, Principal};

@@ -5,9 +5,9 @@ use actix_web::{web, HttpResponse};
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use super::openapi::{InternalError, NotFound, Unauthorized};
+use super::access::{run_id, visible};
+use super::error_responses::{InternalError, NotFound, Unauthorized};
 use super::problem::ApiError;
-use super::runs::{run_id, visible};
 use super::wire::format_time;
 use super::{AppState, Principal};
 use crate::webhooks::{Attempt, Delivery};

@@ -3,11 +3,13 @@
 //! out (API keys, idempotency records, transcript reads), never to the store, and owns every
 //! status code.
 
+mod access;
 mod admin;
 mod agents;
 mod artifacts;
 pub mod console;
 mod deliveries;
+mod error_responses;
 mod fields;
 mod history;
 pub mod openapi;
@@ -708,7 +710,7 @@ async fn health() -> HttpResponse {
     operation_id = "ready",
     responses(
         (status = 200, description = "Ready", body = Ready),
-        (status = 503, response = openapi::Unavailable),
+        (status = 503, response = error_responses::Unavailable),
     )
 )]
 async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, ApiError> {

@@ -2,104 +2,29 @@
 //!
 //! The document is derived from the code (`utoipa`): the schemas from the DTOs in `wire.rs`
 //! and `problem.rs`, each operation from the `#[utoipa::path]` attribute on its handler, which
-//! lists every status the handler can answer. This module only assembles those parts, adds
-//! what no handler owns (the bearer scheme, the reusable problem+json responses, the legacy
-//! create path) and serves the result. It must not describe an endpoint by hand: a route
+//! lists every status the handler can answer, naming the reusable problem+json responses of
+//! `error_responses.rs`. This module only assembles those parts, adds what no handler owns (the
+//! bearer scheme, the 429 and 408 every operation may answer, the legacy create path) and
+//! serves the result. Besides the routes in `mod.rs`, it is the one module of `http/` that
+//! names the handlers; no handler names it. It must not describe an endpoint by hand: a route
 //! without a handler attribute here is a route missing from the document.
 
 use std::sync::OnceLock;
 
 use actix_web::HttpResponse;
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{ContentBuilder, RefOr, Response, ResponseBuilder};
-use utoipa::{Modify, OpenApi, ToResponse, ToSchema};
+use utoipa::openapi::RefOr;
+use utoipa::{Modify, OpenApi, PartialSchema as _};
 
-use super::problem::{ApiError, Problem};
+use super::error_responses::{
+    problem, BadRequest, Conflict, Forbidden, InternalError, NotFound, NotSupported,
+    PayloadTooLarge, Unauthorized, Unavailable,
+};
+use super::problem::ApiError;
 use super::{admin, agents, artifacts, runs, session};
 
 /// The name of the bearer-key security scheme that `/api/v1` operations require.
 pub const BEARER: &str = "bearerAuth";
-
-/// The media type of every error answer.
-pub const PROBLEM_JSON: &str = "application/problem+json";
-
-/// Declares a reusable problem+json response (`#/components/responses/<name>`). The types are
-/// never constructed; a handler's `responses(...)` names them with `response = ...`.
-macro_rules! problem_response {
-    ($(#[doc = $doc:literal])+ $ty:ident) => {
-        $(#[doc = $doc])+
-        pub enum $ty {}
-
-        impl<'r> ToResponse<'r> for $ty {
-            fn response() -> (&'r str, RefOr<Response>) {
-                (stringify!($ty), problem(concat!($($doc),+).trim()))
-            }
-        }
-    };
-}
-
-fn problem(description: &str) -> RefOr<Response> {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            PROBLEM_JSON,
-            ContentBuilder::new()
-                .schema(Some(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
-                    Problem::name(),
-                ))))
-                .build(),
-        )
-        .header(
-            "x-request-id",
-            utoipa::openapi::header::HeaderBuilder::new()
-                .schema(String::schema())
-                .description(Some("The request id; equals the body's `trace_id`."))
-                .build(),
-        )
-        .into()
-}
-
-use utoipa::PartialSchema as _;
-
-problem_response! {
-    /// Invalid request: a malformed or wrongly typed body, or a value out of range
-    /// (`invalid_request`).
-    BadRequest
-}
-problem_response! {
-    /// No valid API key: the `Authorization: Bearer <key>` header is missing, malformed,
-    /// unknown or revoked (`authentication_required`).
-    Unauthorized
-}
-problem_response! {
-    /// The API key may not do this: only admin keys manage keys (`not_authorized`).
-    Forbidden
-}
-problem_response! {
-    /// No such resource (`resource_not_found`). Malformed ids are answered the same way.
-    NotFound
-}
-problem_response! {
-    /// The request conflicts with the resource's state (`conflict`).
-    Conflict
-}
-problem_response! {
-    /// The request body is larger than 1 MiB (`invalid_request`).
-    PayloadTooLarge
-}
-problem_response! {
-    /// An operation of the Oz API that runledger deliberately does not offer; `detail` says
-    /// what it has instead (`operation_not_supported`). See docs/api.md.
-    NotSupported
-}
-problem_response! {
-    /// The service hit an unexpected error; the request may be retried (`internal_error`).
-    InternalError
-}
-problem_response! {
-    /// Temporarily unavailable; retry shortly (`resource_unavailable`).
-    Unavailable
-}
 
 /// Adds the bearer scheme, which no handler owns.
 struct Security;

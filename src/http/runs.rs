@@ -3,36 +3,22 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{
+use super::access::{links, may_use_environment, run_id, run_json, visible};
+use super::error_responses::{
     BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
     Unavailable,
 };
 use super::problem::{ApiError, Problem};
 use super::wire::{
     self, format_time, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest, FollowupResponse,
-    Links, ListEnvironmentsResponse, ListRunsResponse, PageInfo, RunAgentRequest, RunAgentResponse,
+    ListEnvironmentsResponse, ListRunsResponse, PageInfo, RunAgentRequest, RunAgentResponse,
     RunEvents, RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
 use crate::api_keys::Key;
 use crate::clock::now;
-use crate::domain::{Command, Creator, Run, RunAdmitted, RunId};
+use crate::domain::{Command, Creator, Run, RunAdmitted};
 use crate::idempotency::{IdempotencyKey, Recall};
-
-/// Unknown and malformed run ids are both "no such run".
-pub(super) fn run_id(raw: &str) -> Result<RunId, ApiError> {
-    raw.parse()
-        .map_err(|_| ApiError::not_found(format!("no run with id {raw:?}")))
-}
-
-fn links(state: &AppState) -> Links<'_> {
-    Links {
-        public_url: &state.public_url,
-        secret: &state.session_secret,
-        now: now(),
-        ttl_secs: state.config.session_link_ttl_secs,
-    }
-}
 
 fn created_response(run: &Run, at_capacity: bool) -> HttpResponse {
     HttpResponse::Ok().json(RunAgentResponse {
@@ -217,14 +203,6 @@ pub(super) async fn list_json(state: &AppState, key: &Key, raw: &str) -> Result<
     state
         .rendered
         .page(&page.runs, &page_info, &links(state))
-        .map_err(|e| ApiError::internal(&e))
-}
-
-/// The JSON of `run` as a get answers it (from the render cache).
-pub(super) fn run_json(state: &AppState, run: &Run) -> Result<web::Bytes, ApiError> {
-    state
-        .rendered
-        .run(run, &links(state))
         .map_err(|e| ApiError::internal(&e))
 }
 
@@ -495,37 +473,4 @@ pub async fn environments(
             })
             .collect(),
     }))
-}
-
-/// Run `id` if the key's team may see it. Another team's run is answered exactly as a run
-/// that does not exist, so a key learns nothing of other teams' runs, not even that they exist.
-pub(super) fn visible(state: &AppState, key: &Key, id: RunId) -> Result<Run, ApiError> {
-    state
-        .runs
-        .get(id)?
-        .filter(|run| run.team == key.team)
-        .ok_or_else(|| ApiError::not_found("no run with this id"))
-}
-
-/// Refuses (403, naming it) an environment limited to teams other than the key's. The caller
-/// named the environment (or it is the default), so the answer tells them nothing new beyond
-/// that it is not theirs; the list of environments shows each key only its team's.
-pub(super) fn may_use_environment(
-    state: &AppState,
-    key: &Key,
-    id: Option<&str>,
-) -> Result<(), ApiError> {
-    let environment = match id {
-        Some(id) => state.config.environment(id),
-        None => state.config.environments.first(),
-    };
-    match environment {
-        Some(env) if !env.open_to(&key.team) => Err(ApiError::forbidden(format!(
-            "environment {:?} is limited to the teams {}; this key belongs to team {:?}",
-            env.id,
-            env.teams.join(", "),
-            key.team
-        ))),
-        _ => Ok(()),
-    }
 }

@@ -5,7 +5,8 @@
 
 use actix_web::{web, HttpResponse};
 
-use super::openapi::{
+use super::access::may_use_environment;
+use super::error_responses::{
     BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
 };
 use super::problem::ApiError;
@@ -14,7 +15,7 @@ use super::wire::{
     DeleteScheduledAgentResponse, ListScheduledAgentsResponse, ScheduledAgentHistoryItem,
     ScheduledAgentItem, ScheduledRun, ScopeOut, UpdateScheduledAgentRequest,
 };
-use super::{runs::may_use_environment, validate, AppState, Principal};
+use super::{validate, AppState, Principal};
 use crate::api_keys::Key;
 use crate::domain::{
     AgentConfig, Creator, Schedule, ScheduleCommand, ScheduleId, ScheduleSpec, Sealed,

@@ -8,7 +8,7 @@ use std::collections::HashMap;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::openapi::{Conflict, InternalError, NotFound, Unauthorized, Unavailable};
+use super::error_responses::{Conflict, InternalError, NotFound, Unauthorized, Unavailable};
 use super::problem::ApiError;
 use super::wire::{format_time, session_token_matches, RunItem, SessionLink};
 use super::{AppState, Principal};
@@ -223,15 +223,15 @@ pub async fn revoke(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
-    let id = super::runs::run_id(&path)?;
-    super::runs::visible(&state, &key, id)?;
+    let id = super::access::run_id(&path)?;
+    super::access::visible(&state, &key, id)?;
     let outcome = state
         .runs
         .execute(id, Command::RevokeSessionLink { by: key.id })
         .await?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
-        .body(super::runs::run_json(&state, &outcome.run)?))
+        .body(super::access::run_json(&state, &outcome.run)?))
 }
 
 #[cfg(test)]

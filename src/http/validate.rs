@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use super::problem::ApiError;
 use super::wire::{
     parse_time, AgentConfigIn, AttachmentInput, FollowupRequest, McpServerIn, RunAgentRequest,
+    FOREIGN_STATES, MAX_METADATA_FILTERS, MAX_METADATA_KEYS, SORT_BY, SORT_ORDER,
 };
 use crate::actor::Upload;
 use crate::config::Config;
 use crate::domain::{
     AgentConfig, Creator, FollowupMode, McpServer, RunCreated, RunState, SourceType, Timestamp,
 };
-use crate::projection::{Cursor, Order, Query, SortBy};
+use crate::projection::{Cursor, Query};
 
 pub const MAX_PROMPT_BYTES: usize = 64 * 1024;
 pub const MAX_BASE_PROMPT_BYTES: usize = 16 * 1024;
@@ -22,8 +23,6 @@ pub const MAX_FIELD_BYTES: usize = 256;
 pub const MAX_MCP_SERVERS: usize = 16;
 pub const MAX_MCP_VALUE_BYTES: usize = 2048;
 pub const MAX_FOLLOWUP_BYTES: usize = 64 * 1024;
-pub const MAX_METADATA_KEYS: usize = 20;
-pub const MAX_METADATA_FILTERS: usize = 5;
 /// `q` searches titles (256 characters) and prompts (64 KiB); longer search text is not a
 /// search a person makes, and each listed run is scanned for it.
 pub const MAX_QUERY_TEXT_BYTES: usize = 1024;
@@ -33,21 +32,6 @@ pub const DEFAULT_TRANSCRIPT_LIMIT: usize = 1000;
 pub const MAX_EVENTS_LIMIT: usize = 10_000;
 pub const DEFAULT_EVENTS_LIMIT: usize = 1000;
 const TITLE_FROM_PROMPT_CHARS: usize = 80;
-
-/// `sort_by` values of the list query. One table serves the parser and the OpenAPI document.
-pub const SORT_BY: [(&str, SortBy); 3] = [
-    ("updated_at", SortBy::UpdatedAt),
-    ("created_at", SortBy::CreatedAt),
-    ("title", SortBy::Title),
-];
-
-/// `sort_order` values of the list query.
-pub const SORT_ORDER: [(&str, Order); 2] = [("desc", Order::Desc), ("asc", Order::Asc)];
-
-/// States of the hosted service that runledger runs never take. As `state` filters they are
-/// accepted and match nothing, so a client written for the hosted service gets an empty list
-/// rather than a 400.
-pub const FOREIGN_STATES: [&str; 4] = ["PENDING", "CLAIMED", "BLOCKED", "ERROR"];
 
 /// List filters of the hosted service that name things runledger runs never have (parent runs,
 /// automations): with any of them, whatever its value, nothing matches.
@@ -943,6 +927,7 @@ fn truncated(value: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::projection::{Order, SortBy};
 
     #[test]
     fn agents_query_accepts_the_documented_values_only() {

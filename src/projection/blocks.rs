@@ -30,6 +30,9 @@ use std::ops::Bound;
 use super::keys;
 use super::Error;
 
+/// The positions of a range as they are read, in the walk's order.
+pub type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
+
 /// Bytes of a position in an `F` range.
 pub const FILTER_POS: usize = 24;
 /// Bytes of a position in a `C` range (a run id).
@@ -178,7 +181,7 @@ fn block_key(prefix: &[u8], lower: &[u8]) -> Vec<u8> {
 
 /// The first key after every key of the range `prefix`.
 fn range_end(prefix: &[u8]) -> Bound<Vec<u8>> {
-    match super::query::successor(prefix) {
+    match keys::successor(prefix) {
         Some(end) => Bound::Excluded(end),
         None => Bound::Unbounded,
     }
@@ -451,7 +454,7 @@ pub fn positions(
     prefix: &[u8],
     after: Option<&[u8]>,
     descending: bool,
-) -> super::query::Positions<'static> {
+) -> Positions<'static> {
     let full = |suffix: &[u8]| [prefix, suffix].concat();
     let end = range_end(prefix);
     let after: Option<Vec<u8>> = after.map(<[u8]>::to_vec);

@@ -188,6 +188,24 @@ pub fn created_prefix(team: &TeamHash) -> Vec<u8> {
     key
 }
 
+/// A key as a message shows it: lowercase hex (keys are bytes, not text).
+pub fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The smallest byte string greater than every string starting with `prefix`: the end of the
+/// range `prefix`, `None` when the range runs to the end of the tree.
+pub fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut s = prefix.to_vec();
+    while let Some(last) = s.pop() {
+        if last < 0xFF {
+            s.push(last + 1);
+            return Some(s);
+        }
+    }
+    None
+}
+
 /// The position of a run in updated-at order: what follows the prefix in `F` keys.
 pub fn updated_position(run: &Run) -> Vec<u8> {
     let mut pos = Vec::with_capacity(24);
@@ -263,7 +281,7 @@ pub fn field_values(run: &Run) -> Vec<(Field, Cow<'_, str>)> {
 
 /// A schedule id as the value of an `F 08` entry: its canonical text (the ULID as the API
 /// writes it), so a list filter hashes the same text whatever case the client sent.
-pub fn schedule_value(id: crate::domain::schedule::ScheduleId) -> String {
+pub fn schedule_value(id: crate::domain::ScheduleId) -> String {
     id.to_string()
 }
 

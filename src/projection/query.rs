@@ -13,6 +13,7 @@ use base64::Engine;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use super::blocks::{self, Positions};
 use super::keys::{self, Field};
 use super::{decode_row, Error, Index};
 use crate::domain::{Run, RunId, RunState, SourceType, Timestamp};
@@ -268,7 +269,7 @@ impl Query {
 fn teams(tree: &sled::Tree) -> Result<Vec<keys::TeamHash>, Error> {
     let mut teams = Vec::new();
     let mut from = vec![keys::CREATED];
-    let end = successor(&[keys::CREATED]);
+    let end = keys::successor(&[keys::CREATED]);
     loop {
         let next = match &end {
             Some(end) => tree.range(from.clone()..end.clone()).next(),
@@ -287,7 +288,7 @@ fn teams(tree: &sled::Tree) -> Result<Vec<keys::TeamHash>, Error> {
             });
         };
         teams.push(team);
-        match successor(&key[..keys::TEAM_PREFIX]) {
+        match keys::successor(&key[..keys::TEAM_PREFIX]) {
             Some(after) => from = after,
             None => return Ok(teams),
         }
@@ -303,20 +304,6 @@ fn contains_ci(haystack: &str, needle: &str) -> bool {
             || needle.is_empty();
     }
     haystack.to_lowercase().contains(&needle.to_lowercase())
-}
-
-pub(super) type Positions<'a> = Box<dyn Iterator<Item = Result<Vec<u8>, Error>> + 'a>;
-
-/// The smallest byte string greater than every string starting with `prefix`.
-pub(super) fn successor(prefix: &[u8]) -> Option<Vec<u8>> {
-    let mut s = prefix.to_vec();
-    while let Some(last) = s.pop() {
-        if last < 0xFF {
-            s.push(last + 1);
-            return Some(s);
-        }
-    }
-    None
 }
 
 /// Merges position streams into one stream in `order`. The streams are disjoint (one per
@@ -416,7 +403,7 @@ impl Index {
         let iters = query
             .prefixes(&teams)
             .iter()
-            .map(|p| super::blocks::positions(&trees.index, p, start.as_deref(), descending))
+            .map(|p| blocks::positions(&trees.index, p, start.as_deref(), descending))
             .collect();
         let mut merged = Merge::new(iters, query.order)?;
         while let Some(pos) = merged.next()? {

@@ -2,12 +2,12 @@
 //! usage totals per environment (from the rows), kept in memory under the write lock, moved by
 //! every write, and saved in sled's default tree at a clean stop so that the next open need not
 //! count them again. A saved copy is removed by the first write after it, so one that is there
-//! always matches the index.
+//! always matches the index. The entry writes that move the tally (`Trees::write_entries`) are
+//! made here, through the trees of `trees.rs`, so that the trees need not know the tally.
 
 use std::sync::LazyLock;
 
-use super::trees::current_generation;
-use super::verify::hex;
+use super::trees::{current_generation, Trees};
 use super::{blocks, decode_row, keys, Error, Index, SAVED_TALLY_KEY, SAVED_USAGE_KEY};
 use crate::domain::{Run, RunId, RunState};
 
@@ -196,6 +196,29 @@ pub(super) fn tally_writes(tally: &mut Tally, net: &[(&[u8], i64)]) {
     }
 }
 
+// Here rather than in `trees.rs`: the trees know how to make a set of writes whole, the tally
+// what the writes moved.
+impl Trees {
+    /// Writes the difference between two entry sets, through their ranges' blocks, and moves
+    /// the tally (the caller holds `Index::serial`) by what the ranges gained and lost.
+    pub(super) fn write_entries(
+        &self,
+        db: &sled::Db,
+        removals: Vec<Vec<u8>>,
+        insertions: Vec<Vec<u8>>,
+        tally: &mut Tally,
+    ) -> Result<(), Error> {
+        let mut ops: Vec<blocks::Op> = Vec::new();
+        let planned = blocks::write(&self.index, &removals, &insertions, &mut ops)?;
+        if let Err(e) = self.commit(db, &ops, planned.reshaped) {
+            *tally = None;
+            return Err(e);
+        }
+        tally_writes(tally, &planned.net);
+        Ok(())
+    }
+}
+
 /// The runs per state of the whole instance: one walk of the blocks under `F 01` (the state
 /// ranges of every team), reading each block's length prefixes.
 fn count_state_ranges(tree: &sled::Tree) -> Result<StateCounts, Error> {
@@ -262,7 +285,7 @@ impl Index {
         for row in self.trees().rows.iter() {
             let (key, bytes) = row?;
             let bytes16: [u8; 16] = key.as_ref().try_into().map_err(|_| Error::CorruptRow {
-                run_id: hex(&key),
+                run_id: keys::hex(&key),
                 detail: "the key is not a run id".into(),
             })?;
             let id = RunId::from_bytes(bytes16);

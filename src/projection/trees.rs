@@ -1,9 +1,9 @@
 //! The trees of one generation of the index (`runs.N`, `run_index.N`), how a generation is
 //! named and found, and the journal that makes a write touching several blocks of a range
 //! (a block split or re-key) whole after a crash: the writes are recorded first and redone by
-//! the next open.
+//! the next open. The tally of what such writes move is `tally.rs`'s, which writes through
+//! these trees.
 
-use super::tally::{tally_writes, Tally};
 use super::{blocks, Error, INDEX, ROWS};
 
 /// The generation of the trees in use (absent: 0), in sled's default tree.
@@ -66,25 +66,6 @@ impl Trees {
             rows: db.open_tree(rows)?,
             index: db.open_tree(index)?,
         })
-    }
-
-    /// Writes the difference between two entry sets, through their ranges' blocks, and moves
-    /// the tally (the caller holds `Index::serial`) by what the ranges gained and lost.
-    pub(super) fn write_entries(
-        &self,
-        db: &sled::Db,
-        removals: Vec<Vec<u8>>,
-        insertions: Vec<Vec<u8>>,
-        tally: &mut Tally,
-    ) -> Result<(), Error> {
-        let mut ops: Vec<blocks::Op> = Vec::new();
-        let planned = blocks::write(&self.index, &removals, &insertions, &mut ops)?;
-        if let Err(e) = self.commit(db, &ops, planned.reshaped) {
-            *tally = None;
-            return Err(e);
-        }
-        tally_writes(tally, &planned.net);
-        Ok(())
     }
 
     /// Makes the writes. When a block was split or re-keyed, a crash in the middle could lose

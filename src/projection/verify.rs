@@ -45,8 +45,8 @@ impl std::fmt::Display for Difference {
             Difference::RowMissing(id) => write!(f, "run {id}: missing from the index"),
             Difference::RowExtra(id) => write!(f, "run {id}: in the index but not in the log"),
             Difference::RowDiffers(id) => write!(f, "run {id}: indexed state differs from its log"),
-            Difference::EntryMissing(k) => write!(f, "index entry missing: {}", hex(k)),
-            Difference::EntryExtra(k) => write!(f, "stale index entry: {}", hex(k)),
+            Difference::EntryMissing(k) => write!(f, "index entry missing: {}", keys::hex(k)),
+            Difference::EntryExtra(k) => write!(f, "stale index entry: {}", keys::hex(k)),
             Difference::StateCount {
                 state,
                 kept,
@@ -58,10 +58,6 @@ impl std::fmt::Display for Difference {
             ),
         }
     }
-}
-
-pub(super) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 pub(super) enum Side {

@@ -14,7 +14,7 @@ use crate::api_keys::Key;
 use crate::domain::{RunId, RunState, SourceType};
 use crate::http::problem::ApiError;
 use crate::http::session::escape;
-use crate::http::{runs, validate, AppState};
+use crate::http::{access, runs, wire, AppState};
 
 /// The double-submit cookie of the sign-in form: the form's hidden `token` must equal it, so
 /// another site cannot sign a browser in under the attacker's key (login CSRF).
@@ -401,7 +401,7 @@ fn filters(state: &AppState, key: &Key, pairs: &[(String, String)]) -> String {
         "<div class=\"field\"><label for=\"f-sort\">Sort by</label>\
          <select id=\"f-sort\" name=\"sort_by\">",
     );
-    for (s, _) in validate::SORT_BY {
+    for (s, _) in wire::SORT_BY {
         let selected = if has("sort_by", s) { " selected" } else { "" };
         out.push_str(&format!("<option{selected}>{s}</option>"));
     }
@@ -409,7 +409,7 @@ fn filters(state: &AppState, key: &Key, pairs: &[(String, String)]) -> String {
         "</select></div><div class=\"field\"><label for=\"f-order\">Order</label>\
          <select id=\"f-order\" name=\"sort_order\">",
     );
-    for (s, _) in validate::SORT_ORDER {
+    for (s, _) in wire::SORT_ORDER {
         let selected = if has("sort_order", s) {
             " selected"
         } else {
@@ -529,7 +529,7 @@ pub async fn run(
             .get(id)?
             .filter(|run| run.team == who.key.team)
             .ok_or_else(missing)?;
-        let bytes = runs::run_json(&state, &run)?;
+        let bytes = access::run_json(&state, &run)?;
         serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
     })();
     let run = match found {

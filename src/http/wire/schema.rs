@@ -1,5 +1,6 @@
 //! OpenAPI schemas of the v1 API's own inputs: the metadata of a create and the list query's
-//! sort, state and metadata filters, built from the tables `http::validate` checks against.
+//! sort, state and metadata filters, and the tables they are built from, which `http::validate`
+//! checks against too — one table serves the parser and the document.
 
 use std::borrow::Cow;
 
@@ -9,6 +10,27 @@ use utoipa::ToSchema;
 
 use crate::domain::RunState;
 use crate::format::schema::string_enum_schema;
+use crate::projection::{Order, SortBy};
+
+/// Keys a create's metadata may have.
+pub const MAX_METADATA_KEYS: usize = 20;
+/// `metadata[key]` filters a list query may have.
+pub const MAX_METADATA_FILTERS: usize = 5;
+
+/// `sort_by` values of the list query.
+pub const SORT_BY: [(&str, SortBy); 3] = [
+    ("updated_at", SortBy::UpdatedAt),
+    ("created_at", SortBy::CreatedAt),
+    ("title", SortBy::Title),
+];
+
+/// `sort_order` values of the list query.
+pub const SORT_ORDER: [(&str, Order); 2] = [("desc", Order::Desc), ("asc", Order::Asc)];
+
+/// States of the hosted service that runledger runs never take. As `state` filters they are
+/// accepted and match nothing, so a client written for the hosted service gets an empty list
+/// rather than a 400.
+pub const FOREIGN_STATES: [&str; 4] = ["PENDING", "CLAIMED", "BLOCKED", "ERROR"];
 
 /// Metadata of a create request: at most 20 keys of 1–64 characters `[A-Za-z0-9._-]`, each
 /// value at most 256 bytes without NUL.
@@ -19,7 +41,7 @@ pub fn metadata_request_schema() -> Schema {
             "Free-form labels: at most 20 keys of 1-64 characters [A-Za-z0-9._-], each value \
              at most 256 bytes without NUL.",
         ))
-        .max_properties(Some(crate::http::validate::MAX_METADATA_KEYS))
+        .max_properties(Some(MAX_METADATA_KEYS))
         .into()
 }
 
@@ -43,12 +65,12 @@ pub const METADATA_KEY_PATTERN: &str = "^[A-Za-z0-9._-]{1,64}$";
 
 string_enum_schema! {
     /// Sort field of a list query.
-    SortBySchema as "SortBy" = crate::http::validate::SORT_BY.map(|(name, _)| name)
+    SortBySchema as "SortBy" = SORT_BY.map(|(name, _)| name)
 }
 
 string_enum_schema! {
     /// Sort direction of a list query.
-    SortOrderSchema as "SortOrder" = crate::http::validate::SORT_ORDER.map(|(name, _)| name)
+    SortOrderSchema as "SortOrder" = SORT_ORDER.map(|(name, _)| name)
 }
 
 string_enum_schema! {
@@ -57,7 +79,7 @@ string_enum_schema! {
     StateFilterSchema as "RunStateFilter" = RunState::ALL
         .map(RunState::as_str)
         .into_iter()
-        .chain(crate::http::validate::FOREIGN_STATES)
+        .chain(FOREIGN_STATES)
 }
 
 /// The `metadata[key]=value` filters of a list query.
@@ -66,7 +88,7 @@ pub enum MetadataFilterSchema {}
 impl utoipa::PartialSchema for MetadataFilterSchema {
     fn schema() -> RefOr<Schema> {
         metadata_map(ObjectBuilder::new().schema_type(Type::Object))
-            .max_properties(Some(crate::http::validate::MAX_METADATA_FILTERS))
+            .max_properties(Some(MAX_METADATA_FILTERS))
             .into()
     }
 }
