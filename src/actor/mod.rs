@@ -10,7 +10,6 @@
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
-pub mod feed;
 mod report;
 mod run_actor;
 
@@ -127,7 +126,7 @@ impl TranscriptReader<'_> {
     }
 
     /// Notices of run `id`'s transcript growing and of its writers closing.
-    pub fn follow(&self, id: RunId) -> crate::exec::transcript_feed::Following {
+    pub fn follow(&self, id: RunId) -> crate::notify::Follower<RunId> {
         self.0.follow(id)
     }
 
@@ -158,7 +157,7 @@ struct Inner {
     keys: Keys,
     idempotency: Idempotency,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
-    feed: Arc<feed::Feed>,
+    feed: Arc<crate::notify::Feed<RunId>>,
     projector: Arc<Projector>,
     webhooks: crate::webhooks::Webhooks,
 }
@@ -525,8 +524,8 @@ impl Runs {
     }
 
     /// Follows a run: the subscription wakes when new events of the run are durable.
-    pub fn follow(&self, id: RunId) -> feed::Subscription {
-        self.inner.feed.subscribe(id)
+    pub fn follow(&self, id: RunId) -> crate::notify::Follower<RunId> {
+        self.inner.feed.follow(id)
     }
 
     /// The run's durable, indexed events from sequence `from` on, read from the log as the

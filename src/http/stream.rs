@@ -8,7 +8,7 @@
 //! the stream stays open instead, because a follow-up can resume a finished run; a comment line
 //! every 15 s keeps proxies from closing an idle stream.
 //! Nothing is buffered per client beyond one read of new events: the actor only signals that
-//! the run changed (`actor::feed`), and the stream reads the log itself. When the service shuts
+//! the run changed (`notify`), and the stream reads the log itself. When the service shuts
 //! down, each stream sends the events recorded up to then (the interruption of the run's
 //! execution among them) and ends; the client reconnects with `Last-Event-ID` once the service
 //! is back.
@@ -22,9 +22,9 @@ use actix_web::{HttpRequest, HttpResponse};
 
 use super::problem::ApiError;
 use super::AppState;
-use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
+use crate::notify::Follower;
 
 pub(super) const HEARTBEAT: Duration = Duration::from_secs(15);
 /// The messages both streams send besides their own: the first (how long an EventSource waits
@@ -93,7 +93,7 @@ fn prefers_stream(accept: &str) -> bool {
 struct Follow {
     runs: Runs,
     id: RunId,
-    subscription: Subscription,
+    subscription: Follower<RunId>,
     next: u64,
     pending: VecDeque<Bytes>,
     heartbeat: tokio::time::Interval,

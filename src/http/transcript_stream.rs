@@ -10,7 +10,7 @@
 //! follow-up that resumes the run is followed by reconnecting with the last id.
 //!
 //! Nothing is held per client beyond one read of new entries: the writer only bumps a counter
-//! (`exec::transcript_feed`) and each stream reads the file itself when it gets round to it,
+//! (`notify`) and each stream reads the file itself when it gets round to it,
 //! so a slow client never holds up the agent, and many writes between two reads are one batch.
 
 use std::collections::VecDeque;
@@ -26,11 +26,10 @@ use super::stream::{
 };
 use super::wire::{format_time, TranscriptEntry};
 use super::AppState;
-use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
 use crate::exec::transcript::Entry;
-use crate::exec::transcript_feed::Following;
+use crate::notify::Follower;
 
 /// The bytes of file one read takes: a client that connects to a long transcript is sent it
 /// batch by batch, each read once the previous one has been taken by the connection.
@@ -50,9 +49,9 @@ struct Tail {
     runs: Runs,
     id: RunId,
     /// Notices of the transcript's growth and of its writers closing.
-    output: Following,
+    output: Follower<RunId>,
     /// Notices of the run's events: a run with no writer can still end (a cancel while queued).
-    events: Subscription,
+    events: Follower<RunId>,
     /// The byte offset of the next read.
     next: u64,
     /// A resumed stream's `Last-Event-ID`: the entry at that offset was sent already.
