@@ -13,7 +13,9 @@ use crate::harness::{AgentPermissions, Harness, Limits, OnNodeFailure, RunsOn, S
 use crate::store::DEFAULT_CACHE_MB;
 
 mod access;
+mod range;
 pub use access::{DEFAULT_SESSION_LINK_TTL_SECS, MIN_METRICS_TOKEN_BYTES};
+use range::Range;
 
 pub const DEFAULT_BIND: &str = "127.0.0.1:8080";
 pub const DEFAULT_DATA_DIR: &str = "./runledger-data";
@@ -280,15 +282,8 @@ pub struct ModelPrices {
 }
 
 fn prices(file: PricesFile) -> Result<Prices, Error> {
-    let check = |field: String, value: f64| {
-        if value.is_finite() && (0.0..=MAX_PRICE_USD).contains(&value) {
-            Ok(value)
-        } else {
-            Err(Error::Invalid(format!(
-                "{field}: {value} is not a price; give US dollars from 0 to {MAX_PRICE_USD}"
-            )))
-        }
-    };
+    let price = Range::between(0.0, MAX_PRICE_USD, "a price", "US dollars");
+    let check = |field: String, value: f64| price.check(&field, value);
     let compute_per_cpu_hour = file
         .compute_per_cpu_hour
         .map(|v| check("prices.compute_per_cpu_hour".into(), v))
@@ -533,8 +528,8 @@ fn artifact_limits(limits: &LimitsFile) -> Result<ArtifactLimits, Error> {
     let d = ArtifactLimits::default();
     let size = |name: &str, given: Option<u64>, unit: u32, default: u64| match given {
         None => Ok(default),
-        Some(0) => Err(Error::Invalid(format!("limits.{name}: must be at least 1"))),
-        Some(n) => n
+        Some(n) => Range::at_least(1)
+            .check(&format!("limits.{name}"), n)?
             .checked_shl(unit)
             .filter(|b| b >> unit == n)
             .ok_or_else(|| Error::Invalid(format!("limits.{name}: {n} is too large"))),
@@ -769,18 +764,11 @@ fn resolve(
         stop_grace_secs: file.server.stop_grace_secs.unwrap_or(5),
         disk_reserve_bytes: disk_reserve_bytes(file.server.disk_reserve_mb)?,
         rate_limit,
-        max_queued_per_team: match file
-            .limits
-            .max_queued_per_team
-            .unwrap_or(DEFAULT_MAX_QUEUED)
-        {
-            0 => {
-                return Err(Error::Invalid(
-                    "limits.max_queued_per_team: must be at least 1".into(),
-                ))
-            }
-            n => n,
-        },
+        max_queued_per_team: Range::at_least(1).or_default(
+            "limits.max_queued_per_team",
+            file.limits.max_queued_per_team,
+            DEFAULT_MAX_QUEUED,
+        )?,
         environments,
         loaded_at,
         file: None,
@@ -800,15 +788,11 @@ fn resolve(
         metrics_token,
         session_link_ttl_secs: access::session_link_ttl_secs(file.server.session_link_ttl_secs)?,
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
-        max_schedules_per_team: match file.schedules.max_per_team {
-            None => DEFAULT_MAX_SCHEDULES_PER_TEAM,
-            Some(n @ 1..=1_000_000) => n,
-            Some(n) => {
-                return Err(Error::Invalid(format!(
-                    "schedules.max_per_team: {n} is not between 1 and 1000000"
-                )))
-            }
-        },
+        max_schedules_per_team: Range::between(1, 1_000_000, "a number", "").or_default(
+            "schedules.max_per_team",
+            file.schedules.max_per_team,
+            DEFAULT_MAX_SCHEDULES_PER_TEAM,
+        )?,
     })
 }
 
@@ -947,29 +931,21 @@ fn webhook(
         ));
     }
     let teams = teams(at, hook.teams)?;
-    let timeout_secs = hook.timeout_secs.unwrap_or(DEFAULT_WEBHOOK_TIMEOUT_SECS);
-    if !(1..=300).contains(&timeout_secs) {
-        return Err(invalid(
-            "timeout_secs",
-            format!("{timeout_secs} is out of range; give 1 to 300 seconds"),
-        ));
-    }
-    let retry_initial_ms = hook
-        .retry_initial_ms
-        .unwrap_or(DEFAULT_WEBHOOK_RETRY_INITIAL_MS);
-    if !(1..=3_600_000).contains(&retry_initial_ms) {
-        return Err(invalid(
-            "retry_initial_ms",
-            format!("{retry_initial_ms} is out of range; give 1 to 3600000 milliseconds"),
-        ));
-    }
-    let max_in_flight = hook.max_in_flight.unwrap_or(DEFAULT_WEBHOOK_MAX_IN_FLIGHT);
-    if !(1..=256).contains(&max_in_flight) {
-        return Err(invalid(
-            "max_in_flight",
-            format!("{max_in_flight} is out of range; give 1 to 256"),
-        ));
-    }
+    let timeout_secs = Range::between(1, 300, "a time", "seconds").or_default(
+        &format!("{at}.timeout_secs"),
+        hook.timeout_secs,
+        DEFAULT_WEBHOOK_TIMEOUT_SECS,
+    )?;
+    let retry_initial_ms = Range::between(1, 3_600_000, "a time", "milliseconds").or_default(
+        &format!("{at}.retry_initial_ms"),
+        hook.retry_initial_ms,
+        DEFAULT_WEBHOOK_RETRY_INITIAL_MS,
+    )?;
+    let max_in_flight = Range::between(1, 256, "a number", "").or_default(
+        &format!("{at}.max_in_flight"),
+        hook.max_in_flight,
+        DEFAULT_WEBHOOK_MAX_IN_FLIGHT,
+    )?;
     Ok(Webhook {
         name: hook.name,
         url,
@@ -1082,12 +1058,8 @@ fn environment(
     let sandbox = containment(at, &env)?;
     let slurm = slurm(at, &env, sandbox)?;
     let repos = repos(at, env.repos)?;
-    let max_concurrent = env.max_concurrent.unwrap_or(64);
-    if max_concurrent == 0 {
-        return Err(Error::Invalid(format!(
-            "{at}.max_concurrent: must be at least 1"
-        )));
-    }
+    let max_concurrent =
+        Range::at_least(1).or_default(&format!("{at}.max_concurrent"), env.max_concurrent, 64)?;
     let demo = Environment::demo();
     Ok(Environment {
         name: env.name.unwrap_or_else(|| env.id.clone()),
@@ -1127,15 +1099,13 @@ fn environment(
         agent_permissions: env.agent_permissions.unwrap_or_default(),
         model_base_url: env.model_base_url,
         teams: teams(at, env.teams)?,
-        max_queued: match env.max_queued.unwrap_or(DEFAULT_MAX_QUEUED) {
-            0 => {
-                return Err(Error::Invalid(format!(
-                    "{at}.max_queued: must be at least 1 (a run waits in the queue whenever \
-                     every slot is busy)"
-                )))
-            }
-            n => n,
-        },
+        max_queued: Range::at_least(1)
+            .because("a run waits in the queue whenever every slot is busy")
+            .or_default(
+                &format!("{at}.max_queued"),
+                env.max_queued,
+                DEFAULT_MAX_QUEUED,
+            )?,
         slurm,
     })
 }
@@ -1398,10 +1368,8 @@ fn check_runtime(
     env: &EnvironmentFile,
     secrets: &BTreeMap<String, Secret>,
 ) -> Result<(), Error> {
-    if env.max_runtime_secs == Some(0) {
-        return Err(Error::Invalid(format!(
-            "{at}.max_runtime_secs: must be at least 1"
-        )));
+    if let Some(secs) = env.max_runtime_secs {
+        Range::at_least(1).check(&format!("{at}.max_runtime_secs"), secs)?;
     }
     if let Some(bad) = env
         .env
@@ -1457,26 +1425,23 @@ fn containment(at: &str, env: &EnvironmentFile) -> Result<Option<Sandbox>, Error
         )));
     }
     // Below these an agent could not even start; a typo of 0 must not mean "no limit".
-    for (field, value, least) in [
-        ("memory_mb", env.memory_mb, 16),
-        ("pids_max", env.pids_max, 8),
-        ("cpu_percent", env.cpu_percent, 1),
+    // Above these a number is no limit at all: 1 PiB of memory, 1,024 cores.
+    for (field, value, range) in [
+        (
+            "memory_mb",
+            env.memory_mb,
+            Range::between(16, MAX_CACHE_MB * 1024, "a memory limit", "MiB"),
+        ),
+        ("pids_max", env.pids_max, Range::at_least(8)),
+        (
+            "cpu_percent",
+            env.cpu_percent,
+            Range::between(1, 100 * 1024, "a CPU limit", "percent of one core"),
+        ),
     ] {
-        if value.is_some_and(|v| v < least) {
-            return Err(Error::Invalid(format!(
-                "{at}.{field}: must be at least {least}"
-            )));
+        if let Some(value) = value {
+            range.check(&format!("{at}.{field}"), value)?;
         }
-    }
-    if env.memory_mb.is_some_and(|mb| mb > MAX_CACHE_MB * 1024) {
-        return Err(Error::Invalid(format!(
-            "{at}.memory_mb: more than 1 PiB is not a limit"
-        )));
-    }
-    if env.cpu_percent.is_some_and(|p| p > 100 * 1024) {
-        return Err(Error::Invalid(format!(
-            "{at}.cpu_percent: at most 102400 (1024 cores)"
-        )));
     }
     Ok(sandbox)
 }
@@ -1598,12 +1563,12 @@ fn read_secrets(
 }
 
 fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {
-    match cache_mb.unwrap_or(DEFAULT_CACHE_MB) {
-        mb @ 1..=MAX_CACHE_MB => Ok(mb << 20),
-        mb => Err(Error::Invalid(format!(
-            "server.cache_mb: {mb} is not a cache size from 1 to {MAX_CACHE_MB} (MiB)"
-        ))),
-    }
+    let mb = Range::between(1, MAX_CACHE_MB, "a cache size", "MiB").or_default(
+        "server.cache_mb",
+        cache_mb,
+        DEFAULT_CACHE_MB,
+    )?;
+    Ok(mb << 20)
 }
 
 /// The default space reserve: room for recording how many runs end and for sled's snapshot,
@@ -1611,12 +1576,12 @@ fn cache_bytes(cache_mb: Option<u64>) -> Result<u64, Error> {
 pub const DEFAULT_DISK_RESERVE_MB: u64 = 64;
 
 fn disk_reserve_bytes(mb: Option<u64>) -> Result<u64, Error> {
-    match mb.unwrap_or(DEFAULT_DISK_RESERVE_MB) {
-        mb @ 0..=MAX_CACHE_MB => Ok(mb << 20),
-        mb => Err(Error::Invalid(format!(
-            "server.disk_reserve_mb: {mb} is not a size from 0 to {MAX_CACHE_MB} (MiB)"
-        ))),
-    }
+    let mb = Range::between(0, MAX_CACHE_MB, "a size", "MiB").or_default(
+        "server.disk_reserve_mb",
+        mb,
+        DEFAULT_DISK_RESERVE_MB,
+    )?;
+    Ok(mb << 20)
 }
 
 /// How long a request body may take by default: ample for 1 MiB over a slow link, short
@@ -1626,12 +1591,12 @@ pub const DEFAULT_BODY_TIMEOUT_SECS: u64 = 30;
 const MAX_BODY_TIMEOUT_SECS: u64 = 3600;
 
 fn body_timeout(secs: Option<u64>) -> Result<std::time::Duration, Error> {
-    match secs.unwrap_or(DEFAULT_BODY_TIMEOUT_SECS) {
-        secs @ 1..=MAX_BODY_TIMEOUT_SECS => Ok(std::time::Duration::from_secs(secs)),
-        secs => Err(Error::Invalid(format!(
-            "server.body_timeout_secs: {secs} is not a time from 1 to {MAX_BODY_TIMEOUT_SECS} (seconds)"
-        ))),
-    }
+    let secs = Range::between(1, MAX_BODY_TIMEOUT_SECS, "a time", "seconds").or_default(
+        "server.body_timeout_secs",
+        secs,
+        DEFAULT_BODY_TIMEOUT_SECS,
+    )?;
+    Ok(std::time::Duration::from_secs(secs))
 }
 
 /// A run's transcript size by default (1 GiB): far beyond what an agent's useful output
@@ -1639,12 +1604,12 @@ fn body_timeout(secs: Option<u64>) -> Result<std::time::Duration, Error> {
 pub const DEFAULT_TRANSCRIPT_MAX_MB: u64 = 1024;
 
 fn transcript_max_bytes(mb: Option<u64>) -> Result<u64, Error> {
-    match mb.unwrap_or(DEFAULT_TRANSCRIPT_MAX_MB) {
-        mb @ 1..=MAX_CACHE_MB => Ok(mb << 20),
-        mb => Err(Error::Invalid(format!(
-            "server.transcript_max_mb: {mb} is not a size from 1 to {MAX_CACHE_MB} (MiB)"
-        ))),
-    }
+    let mb = Range::between(1, MAX_CACHE_MB, "a size", "MiB").or_default(
+        "server.transcript_max_mb",
+        mb,
+        DEFAULT_TRANSCRIPT_MAX_MB,
+    )?;
+    Ok(mb << 20)
 }
 
 fn rate_limit(limits: &LimitsFile) -> Result<Option<RateLimit>, Error> {
@@ -1656,13 +1621,9 @@ fn rate_limit(limits: &LimitsFile) -> Result<Option<RateLimit>, Error> {
              (to turn rate limiting off, set limits.rate_limit = false)"
         )));
     }
-    let burst = limits.burst.unwrap_or(DEFAULT_BURST);
-    if burst == 0 {
-        return Err(Error::Invalid(
-            "limits.burst: must be at least 1 (a key with no burst could never send a request)"
-                .into(),
-        ));
-    }
+    let burst = Range::at_least(1)
+        .because("a key with no burst could never send a request")
+        .or_default("limits.burst", limits.burst, DEFAULT_BURST)?;
     Ok(limits
         .rate_limit
         .unwrap_or(true)

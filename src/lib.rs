@@ -21,6 +21,7 @@ pub mod idempotency;
 pub mod memo;
 pub mod memory;
 pub mod metrics;
+pub mod notify;
 pub mod projection;
 pub mod schedules;
 pub mod startup;

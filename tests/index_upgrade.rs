@@ -253,16 +253,16 @@ fn write_layout_9_store_with_scheduled_runs(
         });
         let create = decide(
             None,
-            Command::Create {
+            Command::create(
                 admitted,
-                attachments: Vec::new(),
-                schedule: made_by.map(|schedule_id| RunSchedule {
+                Vec::new(),
+                made_by.map(|schedule_id| RunSchedule {
                     schedule_id,
                     schedule_name: format!("Nightly \"{i}\""),
                     cron_schedule: "0 3 * * *".into(),
                     due: Timestamp(at.0 - 500),
                 }),
-            },
+            ),
         )
         .expect("create");
         let run = create

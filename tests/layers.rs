@@ -22,6 +22,7 @@ const LAYERS: &[&[&str]] = &[
         "memo",
         "memory",
         "metrics",
+        "notify",
         "telemetry",
         "tls",
         "uid_range",

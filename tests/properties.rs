@@ -270,11 +270,11 @@ fn populate_from(store: &Store, index: &Index, specs: &[RunSpec], first: usize) 
             team: team_name(spec.team),
             ..RunAdmitted::from_legacy(created(spec))
         };
-        let commands = std::iter::once(Command::Create {
+        let commands = std::iter::once(Command::create(
             admitted,
-            attachments: Vec::new(),
-            schedule: schedule_of(spec, clock - 3),
-        })
+            Vec::new(),
+            schedule_of(spec, clock - 3),
+        ))
         .chain(
             spec.steps
                 .iter()
@@ -350,11 +350,7 @@ proptest! {
                 let id = RunId::new(Timestamp(1_000_000 + i as u64), i as u128);
                 let decision = decide(
                     None,
-                    Command::Create {
-                        admitted: RunAdmitted::from_legacy(created),
-                        attachments: Vec::new(),
-                        schedule: None,
-                    },
+                    Command::create(RunAdmitted::from_legacy(created), Vec::new(), None),
                 )
                 .expect("create");
                 let envelopes = store::envelopes(id, 0, Timestamp(1_000_000), decision.events);

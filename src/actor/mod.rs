@@ -10,7 +10,6 @@
 //! otherwise, so idle, waiting and finished runs hold no actor. Callers never see actor
 //! addresses: `Runs` activates actors on demand.
 
-pub mod feed;
 mod report;
 mod run_actor;
 
@@ -127,7 +126,7 @@ impl TranscriptReader<'_> {
     }
 
     /// Notices of run `id`'s transcript growing and of its writers closing.
-    pub fn follow(&self, id: RunId) -> crate::exec::transcript_feed::Following {
+    pub fn follow(&self, id: RunId) -> crate::notify::Follower<RunId> {
         self.0.follow(id)
     }
 
@@ -158,7 +157,7 @@ struct Inner {
     keys: Keys,
     idempotency: Idempotency,
     actors: Mutex<HashMap<RunId, Addr<RunActor>>>,
-    feed: Arc<feed::Feed>,
+    feed: Arc<crate::notify::Feed<RunId>>,
     projector: Arc<Projector>,
     webhooks: crate::webhooks::Webhooks,
 }
@@ -376,14 +375,9 @@ impl Runs {
         created: RunAdmitted,
         attachments: Vec<Attachment>,
     ) -> Result<Outcome, Error> {
-        let _waiting = self.reserve(&created)?;
         // A fresh id has no log yet, so the actor need not read one.
-        let command = Command::Create {
-            admitted: created,
-            attachments,
-            schedule: None,
-        };
-        self.execute_inner(self.new_id(), command, true).await
+        self.admit(self.new_id(), created, attachments, None, true)
+            .await
     }
 
     /// Holds a place for a run about to be created in the queues' caps, until it is queued.
@@ -403,13 +397,7 @@ impl Runs {
         created: RunAdmitted,
         attachments: Vec<Attachment>,
     ) -> Result<Outcome, Error> {
-        let _waiting = self.reserve(&created)?;
-        let command = Command::Create {
-            admitted: created,
-            attachments,
-            schedule: None,
-        };
-        self.create_once(id, command).await
+        self.admit(id, created, attachments, None, false).await
     }
 
     /// Creates the run a firing of `schedule` makes, under the id the scheduler chose and
@@ -431,13 +419,8 @@ impl Runs {
         }
         let mut admitted = admitted;
         admitted.created.source = SourceType::ScheduledAgent;
-        let _waiting = self.reserve(&admitted)?;
-        let command = Command::Create {
-            admitted,
-            attachments: Vec::new(),
-            schedule: Some(schedule),
-        };
-        self.create_once(id, command).await
+        self.admit(id, admitted, Vec::new(), Some(schedule), false)
+            .await
     }
 
     /// Whether run `id` exists: a run acknowledged but not yet in the index is among the
@@ -447,10 +430,20 @@ impl Runs {
         Ok(self.get(id)?.is_some())
     }
 
-    /// Executes `command` (a `Create`) under `id`, a place in the queues already reserved by
-    /// the caller; an id that exists is answered with the existing run.
-    async fn create_once(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
-        match self.execute_inner(id, command, false).await {
+    /// Creates run `id`: holds its place in the queues' caps while `Create` is executed, and
+    /// answers an id that exists with the existing run. `fresh`: the id was made just now, so
+    /// the actor need not look for a log.
+    async fn admit(
+        &self,
+        id: RunId,
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        schedule: Option<RunSchedule>,
+        fresh: bool,
+    ) -> Result<Outcome, Error> {
+        let _waiting = self.reserve(&admitted)?;
+        let command = Command::create(admitted, attachments, schedule);
+        match self.execute_inner(id, command, fresh).await {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,
@@ -531,8 +524,8 @@ impl Runs {
     }
 
     /// Follows a run: the subscription wakes when new events of the run are durable.
-    pub fn follow(&self, id: RunId) -> feed::Subscription {
-        self.inner.feed.subscribe(id)
+    pub fn follow(&self, id: RunId) -> crate::notify::Follower<RunId> {
+        self.inner.feed.follow(id)
     }
 
     /// The run's durable, indexed events from sequence `from` on, read from the log as the

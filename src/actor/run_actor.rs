@@ -6,11 +6,11 @@ use actix::prelude::*;
 
 use std::sync::Arc;
 
-use super::feed::Feed;
 use super::{Error, Outcome, Runs, IDLE_AFTER};
 use crate::clock::now;
 use crate::domain::{decide, evolve, Command, Effect, Run, RunId};
 use crate::exec::Executor;
+use crate::notify::Feed;
 use crate::projection::projector::Projector;
 use crate::projection::Index;
 use crate::store::{self, Store};
@@ -24,7 +24,7 @@ pub(super) struct Handles {
     pub index: Index,
     pub projector: Arc<Projector>,
     pub executor: Executor,
-    pub feed: Arc<Feed>,
+    pub feed: Arc<Feed<RunId>>,
     /// Where a decision's owed webhook deliveries are written, and handed over once durable.
     pub webhooks: crate::webhooks::Webhooks,
 }

@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Error, Secret, SecretValue};
+use super::{Error, Range, Secret, SecretValue};
 
 /// How long a `session_link` is valid by default: a week, long enough to share a run's page in
 /// a review or a ticket, short enough that a link found later in a chat log is dead.
@@ -53,13 +53,11 @@ pub(super) fn metrics_token(
 
 /// `server.session_link_ttl_secs`, default `DEFAULT_SESSION_LINK_TTL_SECS`.
 pub(super) fn session_link_ttl_secs(secs: Option<u64>) -> Result<u64, Error> {
-    match secs.unwrap_or(DEFAULT_SESSION_LINK_TTL_SECS) {
-        secs @ 1..=MAX_SESSION_LINK_TTL_SECS => Ok(secs),
-        secs => Err(Error::Invalid(format!(
-            "server.session_link_ttl_secs: {secs} is not a time from 1 to \
-             {MAX_SESSION_LINK_TTL_SECS} (seconds)"
-        ))),
-    }
+    Range::between(1, MAX_SESSION_LINK_TTL_SECS, "a time", "seconds").or_default(
+        "server.session_link_ttl_secs",
+        secs,
+        DEFAULT_SESSION_LINK_TTL_SECS,
+    )
 }
 
 #[cfg(test)]

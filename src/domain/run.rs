@@ -234,6 +234,23 @@ pub enum Command {
     },
 }
 
+impl Command {
+    /// The creation of a run: admitted, with the files attached to it (already in the content
+    /// store) and, for a run a schedule's firing makes, that schedule. The one way every caller
+    /// (a client's create, a schedule's firing, replay checks) spells a `Create`.
+    pub fn create(
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        schedule: Option<RunSchedule>,
+    ) -> Command {
+        Command::Create {
+            admitted,
+            attachments,
+            schedule,
+        }
+    }
+}
+
 /// Why a command was refused. Refusals change nothing.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Rejection {
@@ -603,11 +620,7 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
         Event::Created(_) => return run.is_none(),
         // With the schedule and the attachments, if any: recorded in the same decision,
         // checked below.
-        Event::Admitted(admitted) => Command::Create {
-            admitted,
-            attachments: Vec::new(),
-            schedule: None,
-        },
+        Event::Admitted(admitted) => Command::create(admitted, Vec::new(), None),
         Event::Started { .. } => Command::Start { placement: None },
         Event::StartedOn { placement, .. } => Command::Start {
             placement: Some(placement),
@@ -985,11 +998,7 @@ mod tests {
     }
 
     fn create(admitted: RunAdmitted) -> Command {
-        Command::Create {
-            admitted,
-            attachments: Vec::new(),
-            schedule: None,
-        }
+        Command::create(admitted, Vec::new(), None)
     }
 
     fn content(byte: u8, mime_type: &str) -> crate::domain::Content {
@@ -1022,11 +1031,7 @@ mod tests {
     fn a_create_with_attachments_records_them_with_the_admission() {
         let files = vec![attachment("spec.md"), attachment("logo.png")];
         given_no_run()
-            .when(Command::Create {
-                admitted: created(),
-                attachments: files.clone(),
-                schedule: None,
-            })
+            .when(Command::create(created(), files.clone(), None))
             .then_events([
                 Event::Admitted(created()),
                 Event::Attached {
@@ -1072,11 +1077,11 @@ mod tests {
     #[test]
     fn a_scheduled_create_records_its_schedule_with_the_admission() {
         given_no_run()
-            .when(Command::Create {
-                admitted: scheduled(created()),
-                attachments: Vec::new(),
-                schedule: Some(nightly()),
-            })
+            .when(Command::create(
+                scheduled(created()),
+                Vec::new(),
+                Some(nightly()),
+            ))
             .then_events([
                 Event::Admitted(scheduled(created())),
                 Event::Scheduled {
@@ -1111,11 +1116,11 @@ mod tests {
     fn a_scheduled_create_with_attachments_records_the_schedule_first() {
         let files = vec![attachment("spec.md")];
         given_no_run()
-            .when(Command::Create {
-                admitted: scheduled(created()),
-                attachments: files.clone(),
-                schedule: Some(nightly()),
-            })
+            .when(Command::create(
+                scheduled(created()),
+                files.clone(),
+                Some(nightly()),
+            ))
             .then_events([
                 Event::Admitted(scheduled(created())),
                 Event::Scheduled {

@@ -28,7 +28,6 @@ pub mod sandbox;
 mod seccomp;
 pub mod slurm;
 pub mod transcript;
-pub mod transcript_feed;
 pub mod usage;
 
 use std::collections::{HashMap, VecDeque};

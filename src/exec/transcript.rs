@@ -10,8 +10,8 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-use super::transcript_feed::{Feed, Following, Writing};
 use crate::domain::{RunId, Timestamp};
+use crate::notify::{Feed, Follower, Writing};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
@@ -65,7 +65,7 @@ pub struct Transcripts {
     /// The size of a transcript after which output is dropped (`server.transcript_max_mb`).
     max_bytes: u64,
     /// Who writes and who follows each run's transcript (shared by every clone).
-    feed: std::sync::Arc<Feed>,
+    feed: std::sync::Arc<Feed<RunId>>,
 }
 
 /// An open transcript, appended to by one execution.
@@ -87,7 +87,7 @@ pub struct Writer {
     execution: u32,
     /// Tells followers of each write; dropped after the closing note, so a follower that
     /// sees no writer has every entry in the file.
-    writing: Writing,
+    writing: Writing<RunId>,
 }
 
 impl Drop for Writer {
@@ -457,7 +457,7 @@ impl Transcripts {
     }
 
     /// Follows the run's transcript: a notice after each write and when a writer closes.
-    pub fn follow(&self, id: RunId) -> Following {
+    pub fn follow(&self, id: RunId) -> Follower<RunId> {
         self.feed.follow(id)
     }
 

@@ -20,6 +20,7 @@ mod runs;
 mod schedules;
 mod scrape;
 mod session;
+mod sse;
 mod stream;
 mod transcript_stream;
 pub mod validate;

@@ -5,36 +5,23 @@
 //! JSON as in the history. A client that reconnects with `Last-Event-ID: n` resumes at `n + 1`,
 //! so nothing is missed or repeated. Once every event of a terminal run is sent, an `end`
 //! message names the state and the response ends, so `curl -N` returns. With `keep_open=true`
-//! the stream stays open instead, because a follow-up can resume a finished run; a comment line
-//! every 15 s keeps proxies from closing an idle stream.
-//! Nothing is buffered per client beyond one read of new events: the actor only signals that
-//! the run changed (`actor::feed`), and the stream reads the log itself. When the service shuts
-//! down, each stream sends the events recorded up to then (the interruption of the run's
-//! execution among them) and ends; the client reconnects with `Last-Event-ID` once the service
-//! is back.
+//! the stream stays open instead, because a follow-up can resume a finished run.
+//! The actor only signals that the run changed (`notify`), and the stream reads the log itself,
+//! in the loop every SSE stream shares (`sse`: batches, heartbeat, shutdown). When the service
+//! shuts down, the events recorded up to then include the interruption of the run's execution.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
-use std::time::Duration;
 
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 
 use super::problem::ApiError;
+use super::sse::{self, end_message, Source, STATE_UNREADABLE};
 use super::AppState;
-use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
+use crate::notify::Follower;
 
-pub(super) const HEARTBEAT: Duration = Duration::from_secs(15);
-/// The messages both streams send besides their own: the first (how long an EventSource waits
-/// before it reconnects after a dropped connection), the heartbeat's comment, the last one of a
-/// stream the service's shutdown ends, and the errors that end a stream.
-pub(super) const RETRY: Bytes = Bytes::from_static(b"retry: 2000\n\n");
-pub(super) const KEEP_ALIVE: Bytes = Bytes::from_static(b": keep-alive\n\n");
-pub(super) const SHUTTING_DOWN: Bytes = Bytes::from_static(b": the service is shutting down\n\n");
-pub(super) const STATE_UNREADABLE: Bytes =
-    Bytes::from_static(b"event: error\ndata: {\"detail\":\"the run's state cannot be read\"}\n\n");
 const HISTORY_UNREADABLE: Bytes = Bytes::from_static(
     b"event: error\ndata: {\"detail\":\"the stored history of this run cannot be read\"}\n\n",
 );
@@ -90,70 +77,76 @@ fn prefers_stream(accept: &str) -> bool {
     stream > 0.0 && stream >= json
 }
 
-struct Follow {
+/// A run's events as an SSE source.
+struct Events {
     runs: Runs,
     id: RunId,
-    subscription: Subscription,
+    subscription: Follower<RunId>,
+    /// The sequence number of the next event to send.
     next: u64,
-    pending: VecDeque<Bytes>,
-    heartbeat: tokio::time::Interval,
-    /// `AppState::closing`.
-    closing: tokio::sync::watch::Receiver<bool>,
-    /// The service is shutting down: end once the log has nothing newer.
-    closing_seen: bool,
     /// `keep_open=true`: follow the run across resumptions instead of ending once it is terminal.
     keep_open: bool,
-    done: bool,
 }
 
-/// Reads the next batch of durable events into `pending`; returns how many.
-fn read_batch(f: &mut Follow) -> Result<usize, crate::actor::Error> {
-    let Some(events) = f.runs.durable_events(f.id, f.next)? else {
-        return Ok(0);
-    };
-    crate::memory::note_activity();
-    let (mut sent, mut bytes) = (0, 0);
-    for e in events {
-        let e = e?;
-        f.next = e.seq + 1;
-        let message = Bytes::from(format!(
-            "id: {}\nevent: {}\ndata: {}\n\n",
-            e.seq,
-            e.event.kind(),
-            super::wire::event_json(&e)
-        ));
-        bytes += message.len();
-        f.pending.push_back(message);
-        sent += 1;
-        if sent == BATCH_EVENTS || bytes >= BATCH_BYTES {
-            break;
-        }
-    }
-    Ok(sent)
-}
-
-impl Drop for Follow {
-    /// A stream that ends frees its connection's buffers after its last batch: that, too, is
-    /// activity to collect after.
-    fn drop(&mut self) {
+impl Events {
+    /// Reads the next batch of durable events into `out`; returns how many.
+    fn read_batch(&mut self, out: &mut VecDeque<Bytes>) -> Result<usize, crate::actor::Error> {
+        let Some(events) = self.runs.durable_events(self.id, self.next)? else {
+            return Ok(0);
+        };
         crate::memory::note_activity();
+        let (mut sent, mut bytes) = (0, 0);
+        for e in events {
+            let e = e?;
+            self.next = e.seq + 1;
+            let message = Bytes::from(format!(
+                "id: {}\nevent: {}\ndata: {}\n\n",
+                e.seq,
+                e.event.kind(),
+                super::wire::event_json(&e)
+            ));
+            bytes += message.len();
+            out.push_back(message);
+            sent += 1;
+            if sent == BATCH_EVENTS || bytes >= BATCH_BYTES {
+                break;
+            }
+        }
+        Ok(sent)
+    }
+
+    /// The `end` message when the run is terminal and its every event has been sent.
+    fn ended(&self) -> Result<Option<Bytes>, crate::actor::Error> {
+        let Some(run) = self.runs.get(self.id)? else {
+            return Ok(None);
+        };
+        Ok((run.state.is_terminal() && run.next_seq <= self.next).then(|| end_message(run.state)))
     }
 }
 
-/// The `end` message when the run is terminal and its every event has been sent.
-fn ended(f: &Follow) -> Result<Option<Bytes>, crate::actor::Error> {
-    let Some(run) = f.runs.get(f.id)? else {
-        return Ok(None);
-    };
-    Ok((run.state.is_terminal() && run.next_seq <= f.next).then(|| end_message(run.state)))
-}
+impl Source for Events {
+    async fn read(&mut self, out: &mut VecDeque<Bytes>) -> Result<bool, Bytes> {
+        self.read_batch(out).map(|sent| sent > 0).map_err(|e| {
+            // A damaged record (or a failing disk): say so in the stream and end it; the log
+            // names the record.
+            tracing::error!(run_id = %self.id, error = %e, "cannot follow the run's events");
+            HISTORY_UNREADABLE
+        })
+    }
 
-/// `event: end` with the terminal state: the last message of a stream that ends on its own.
-pub(super) fn end_message(state: crate::domain::RunState) -> Bytes {
-    Bytes::from(format!(
-        "event: end\ndata: {{\"state\":\"{}\"}}\n\n",
-        state.as_str()
-    ))
+    fn end(&mut self) -> Result<Option<Bytes>, Bytes> {
+        if self.keep_open {
+            return Ok(None);
+        }
+        self.ended().map_err(|e| {
+            tracing::error!(run_id = %self.id, error = %e, "cannot read the run's state");
+            STATE_UNREADABLE
+        })
+    }
+
+    async fn changed(&mut self) {
+        self.subscription.changed().await;
+    }
 }
 
 /// `keep_open` of the events stream's query: `true` or `false` (the default).
@@ -169,24 +162,6 @@ pub(super) fn keep_open(query: &str) -> Result<bool, ApiError> {
         }
     }
     Ok(keep)
-}
-
-/// The response of an SSE stream.
-pub(super) fn sse_response<S>(stream: S) -> HttpResponse
-where
-    S: futures_util::Stream<Item = Result<Bytes, Infallible>> + 'static,
-{
-    HttpResponse::Ok()
-        .content_type("text/event-stream")
-        .insert_header(("cache-control", "no-cache"))
-        // Tells nginx not to buffer the stream.
-        .insert_header(("x-accel-buffering", "no"))
-        .streaming(stream)
-}
-
-/// Returns once the service is closing, or its state is gone.
-pub(super) async fn closed(closing: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = closing.wait_for(|closing| *closing).await;
 }
 
 pub async fn follow(
@@ -212,69 +187,14 @@ pub async fn follow(
     if runs.get(id)?.is_none() {
         return Err(ApiError::not_found("no run with this id"));
     }
-    let mut pending = VecDeque::new();
-    pending.push_back(RETRY);
-    let follow = Follow {
+    let events = Events {
         runs,
         id,
         subscription,
         next,
-        pending,
-        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
-        closing: state.closing.subscribe(),
-        closing_seen: false,
         keep_open,
-        done: false,
     };
-    let stream = futures_util::stream::unfold(follow, |mut f| async move {
-        loop {
-            if let Some(chunk) = f.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(chunk), f));
-            }
-            if f.done {
-                return None;
-            }
-            match read_batch(&mut f) {
-                Ok(sent) if sent > 0 => continue,
-                Ok(_) => {}
-                Err(e) => {
-                    // A damaged record (or a failing disk): say so in the stream and end it;
-                    // the log names the record.
-                    tracing::error!(run_id = %f.id, error = %e, "cannot follow the run's events");
-                    f.pending.push_back(HISTORY_UNREADABLE);
-                    f.done = true;
-                    continue;
-                }
-            }
-            if !f.keep_open {
-                match ended(&f) {
-                    Ok(Some(end)) => {
-                        f.pending.push_back(end);
-                        f.done = true;
-                        continue;
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        tracing::error!(run_id = %f.id, error = %e, "cannot read the run's state");
-                        f.pending.push_back(STATE_UNREADABLE);
-                        f.done = true;
-                        continue;
-                    }
-                }
-            }
-            if f.closing_seen {
-                f.pending.push_back(SHUTTING_DOWN);
-                f.done = true;
-                continue;
-            }
-            tokio::select! {
-                () = f.subscription.changed() => {}
-                () = closed(&mut f.closing) => f.closing_seen = true,
-                _ = f.heartbeat.tick() => return Some((Ok(KEEP_ALIVE), f)),
-            }
-        }
-    });
-    Ok(sse_response(stream))
+    Ok(sse::respond(events, state.closing.subscribe()))
 }
 
 #[cfg(test)]

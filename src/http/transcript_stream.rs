@@ -10,27 +10,23 @@
 //! follow-up that resumes the run is followed by reconnecting with the last id.
 //!
 //! Nothing is held per client beyond one read of new entries: the writer only bumps a counter
-//! (`exec::transcript_feed`) and each stream reads the file itself when it gets round to it,
-//! so a slow client never holds up the agent, and many writes between two reads are one batch.
+//! (`notify`) and each stream reads the file itself when the loop every SSE stream shares
+//! (`sse`) asks, so a slow client never holds up the agent, and many writes between two reads
+//! are one batch.
 
 use std::collections::VecDeque;
-use std::convert::Infallible;
 
 use actix_web::web::{self, Bytes};
 use actix_web::{HttpRequest, HttpResponse};
 
 use super::problem::ApiError;
-use super::stream::{
-    closed, end_message, sse_response, HEARTBEAT, KEEP_ALIVE, RETRY, SHUTTING_DOWN,
-    STATE_UNREADABLE,
-};
+use super::sse::{self, end_message, Source, STATE_UNREADABLE};
 use super::wire::{format_time, TranscriptEntry};
 use super::AppState;
-use crate::actor::feed::Subscription;
 use crate::actor::Runs;
 use crate::domain::RunId;
 use crate::exec::transcript::Entry;
-use crate::exec::transcript_feed::Following;
+use crate::notify::Follower;
 
 /// The bytes of file one read takes: a client that connects to a long transcript is sent it
 /// batch by batch, each read once the previous one has been taken by the connection.
@@ -46,24 +42,27 @@ const BATCH_BYTES: u64 = 256 * 1024;
 const PACE: std::time::Duration = std::time::Duration::from_millis(200);
 const LIVE_BATCH_BYTES: u64 = 64 * 1024;
 
+const TRANSCRIPT_UNREADABLE: Bytes = Bytes::from_static(
+    b"event: error\ndata: {\"detail\":\"the transcript of this run cannot be read\"}\n\n",
+);
+
+/// A run's transcript as an SSE source.
 struct Tail {
     runs: Runs,
     id: RunId,
     /// Notices of the transcript's growth and of its writers closing.
-    output: Following,
+    output: Follower<RunId>,
     /// Notices of the run's events: a run with no writer can still end (a cancel while queued).
-    events: Subscription,
+    events: Follower<RunId>,
     /// The byte offset of the next read.
     next: u64,
     /// A resumed stream's `Last-Event-ID`: the entry at that offset was sent already.
     skip: Option<u64>,
-    pending: VecDeque<Bytes>,
-    heartbeat: tokio::time::Interval,
-    closing: tokio::sync::watch::Receiver<bool>,
-    closing_seen: bool,
     /// When the last read that found something began (see `PACE`).
     last_read: Option<tokio::time::Instant>,
-    done: bool,
+    /// The run's terminal state, taken before the last read while nothing was writing its
+    /// transcript: that read, finding nothing new, drained it.
+    finished: Option<crate::domain::RunState>,
 }
 
 /// What one read found.
@@ -74,7 +73,7 @@ enum Read {
     Nothing,
 }
 
-fn read_batch(t: &mut Tail, max_bytes: u64) -> std::io::Result<Read> {
+fn read_batch(t: &mut Tail, out: &mut VecDeque<Bytes>, max_bytes: u64) -> std::io::Result<Read> {
     let slice = t.runs.transcripts().read_raw(t.id, t.next, max_bytes)?;
     if slice.next_offset <= t.next {
         return Ok(Read::Nothing);
@@ -92,7 +91,7 @@ fn read_batch(t: &mut Tail, max_bytes: u64) -> std::io::Result<Read> {
     // Only the first entry read can be the one a resumed client saw last.
     t.skip = None;
     if !batch.is_empty() {
-        t.pending.push_back(Bytes::from(batch));
+        out.push_back(Bytes::from(batch));
     }
     Ok(Read::Progress)
 }
@@ -164,11 +163,49 @@ fn reencode(out: &mut Vec<u8>, offset: u64, line: &[u8]) -> bool {
     serde_json::to_writer(out, &TranscriptEntry::of(offset, &e)).is_ok()
 }
 
-impl Drop for Tail {
-    /// A stream that ends frees its connection's buffers after its last batch: that, too, is
-    /// activity to collect after.
-    fn drop(&mut self) {
-        crate::memory::note_activity();
+impl Source for Tail {
+    async fn read(&mut self, out: &mut VecDeque<Bytes>) -> Result<bool, Bytes> {
+        // Taken before the read: if the run was terminal with nothing writing its output, a
+        // read that finds nothing new has drained it.
+        let live = self.output.writing();
+        self.finished = if live {
+            if let Some(last) = self.last_read {
+                tokio::time::sleep_until(last + PACE).await;
+            }
+            None
+        } else {
+            match self.runs.get(self.id) {
+                Ok(run) => run.map(|r| r.state).filter(|s| s.is_terminal()),
+                Err(e) => {
+                    tracing::error!(run_id = %self.id, error = %e, "cannot read the run's state");
+                    return Err(STATE_UNREADABLE);
+                }
+            }
+        };
+        let began = tokio::time::Instant::now();
+        let budget = if live { LIVE_BATCH_BYTES } else { BATCH_BYTES };
+        match read_batch(self, out, budget) {
+            Ok(Read::Progress) => {
+                self.last_read = Some(began);
+                Ok(true)
+            }
+            Ok(Read::Nothing) => Ok(false),
+            Err(e) => {
+                tracing::error!(run_id = %self.id, error = %e, "cannot follow the run's transcript");
+                Err(TRANSCRIPT_UNREADABLE)
+            }
+        }
+    }
+
+    fn end(&mut self) -> Result<Option<Bytes>, Bytes> {
+        Ok(self.finished.map(end_message))
+    }
+
+    async fn changed(&mut self) {
+        tokio::select! {
+            () = self.output.changed() => {}
+            () = self.events.changed() => {}
+        }
     }
 }
 
@@ -208,8 +245,6 @@ pub async fn follow(
     if runs.get(id)?.is_none() {
         return Err(ApiError::not_found("no run with this id"));
     }
-    let mut pending = VecDeque::new();
-    pending.push_back(RETRY);
     let tail = Tail {
         runs,
         id,
@@ -217,76 +252,10 @@ pub async fn follow(
         events,
         next,
         skip,
-        pending,
-        heartbeat: tokio::time::interval_at(tokio::time::Instant::now() + HEARTBEAT, HEARTBEAT),
-        closing: state.closing.subscribe(),
-        closing_seen: false,
         last_read: None,
-        done: false,
+        finished: None,
     };
-    let stream = futures_util::stream::unfold(tail, |mut t| async move {
-        loop {
-            if let Some(chunk) = t.pending.pop_front() {
-                return Some((Ok::<_, Infallible>(chunk), t));
-            }
-            if t.done {
-                return None;
-            }
-            // Taken before the read: if the run was terminal with nothing writing its output,
-            // a read that finds nothing new has drained it.
-            let live = t.output.writing();
-            let finished = if live {
-                if let Some(last) = t.last_read {
-                    tokio::time::sleep_until(last + PACE).await;
-                }
-                None
-            } else {
-                match t.runs.get(t.id) {
-                    Ok(run) => run.map(|r| r.state).filter(|s| s.is_terminal()),
-                    Err(e) => {
-                        tracing::error!(run_id = %t.id, error = %e, "cannot read the run's state");
-                        t.pending.push_back(STATE_UNREADABLE);
-                        t.done = true;
-                        continue;
-                    }
-                }
-            };
-            let began = tokio::time::Instant::now();
-            let budget = if live { LIVE_BATCH_BYTES } else { BATCH_BYTES };
-            match read_batch(&mut t, budget) {
-                Ok(Read::Progress) => {
-                    t.last_read = Some(began);
-                    continue;
-                }
-                Ok(Read::Nothing) => {}
-                Err(e) => {
-                    tracing::error!(run_id = %t.id, error = %e, "cannot follow the run's transcript");
-                    t.pending.push_back(Bytes::from_static(
-                        b"event: error\ndata: {\"detail\":\"the transcript of this run cannot be read\"}\n\n",
-                    ));
-                    t.done = true;
-                    continue;
-                }
-            }
-            if let Some(state) = finished {
-                t.pending.push_back(end_message(state));
-                t.done = true;
-                continue;
-            }
-            if t.closing_seen {
-                t.pending.push_back(SHUTTING_DOWN);
-                t.done = true;
-                continue;
-            }
-            tokio::select! {
-                () = t.output.changed() => {}
-                () = t.events.changed() => {}
-                () = closed(&mut t.closing) => t.closing_seen = true,
-                _ = t.heartbeat.tick() => return Some((Ok(KEEP_ALIVE), t)),
-            }
-        }
-    });
-    Ok(sse_response(stream))
+    Ok(sse::respond(tail, state.closing.subscribe()))
 }
 
 #[cfg(test)]

@@ -1022,11 +1022,11 @@ mod tests {
         };
         let decision = crate::domain::decide(
             None,
-            crate::domain::Command::Create {
-                admitted: RunAdmitted::from_legacy(sample_created(2)),
-                attachments: Vec::new(),
-                schedule: Some(schedule.clone()),
-            },
+            crate::domain::Command::create(
+                RunAdmitted::from_legacy(sample_created(2)),
+                Vec::new(),
+                Some(schedule.clone()),
+            ),
         )
         .expect("create");
         assert_eq!(decision.events.len(), 2);
