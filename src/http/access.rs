@@ -3,12 +3,14 @@
 //! key's team may see it (another team's run is answered like one that does not exist), an
 //! environment only if it is open to the key's team. Beside them, the JSON a visible run is
 //! answered with (`run_json`, with this server's links), which the API, the session page and
-//! the console share. This module names no handler.
+//! the console share, and a page of the team's runs (`list_json`), which the list endpoint and
+//! the console's runs page share. This module names no handler.
 
 use actix_web::web;
 
 use super::problem::ApiError;
-use super::wire::Links;
+use super::validate;
+use super::wire::{Links, PageInfo};
 use super::AppState;
 use crate::api_keys::Key;
 use crate::clock::now;
@@ -70,4 +72,21 @@ pub(super) fn may_use_environment(
         ))),
         _ => Ok(()),
     }
+}
+
+/// One page of the runs of `key`'s team that the list query `raw` asks for: the bytes
+/// `ListRunsResponse` serialises to, from the runs' cached JSON (the list's answer, and what the
+/// console's runs page shows).
+pub(super) async fn list_json(state: &AppState, key: &Key, raw: &str) -> Result<Vec<u8>, ApiError> {
+    let mut query = validate::list_query(raw)?;
+    query.team = key.team.clone();
+    let page = state.runs.list(&query).await?;
+    let page_info = PageInfo {
+        has_next_page: page.next_cursor.is_some(),
+        next_cursor: page.next_cursor.map(|c| c.encode()),
+    };
+    state
+        .rendered
+        .page(&page.runs, &page_info, &links(state))
+        .map_err(|e| ApiError::internal(&e))
 }

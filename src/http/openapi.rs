@@ -5,7 +5,7 @@
 //! lists every status the handler can answer, naming the reusable problem+json responses of
 //! `error_responses.rs`. This module only assembles those parts, adds what no handler owns (the
 //! bearer scheme, the 429 and 408 every operation may answer, the legacy create path) and
-//! serves the result. Besides the routes in `mod.rs`, it is the one module of `http/` that
+//! serves the result. Besides the route table (`routes.rs`), it is the one module of `http/` that
 //! names the handlers; no handler names it. It must not describe an endpoint by hand: a route
 //! without a handler attribute here is a route missing from the document.
 
@@ -107,7 +107,7 @@ impl Modify for RateLimited {
 }
 
 /// `POST /api/v1/agent/run` is the same handler as `POST /api/v1/agent/runs` (older SDKs use
-/// it; see `http/mod.rs`), so its operation is a copy under the hosted service's operation id.
+/// it; see `http/routes.rs`), so its operation is a copy under the hosted service's operation id.
 struct LegacyCreate;
 
 impl Modify for LegacyCreate {
@@ -173,9 +173,9 @@ impl Modify for LegacyCreate {
         admin::revoke,
         admin::teams,
         admin::create_team,
-        super::health,
-        super::ready,
-        super::metrics,
+        super::probes::health,
+        super::probes::ready,
+        super::prometheus::metrics,
         document,
         session::page,
     ),

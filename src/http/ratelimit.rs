@@ -1,7 +1,7 @@
 //! Per-API-key request rate limiting: one token bucket per authenticated key, kept in memory in
 //! a sharded map. It owns the bucket arithmetic (pure, with time passed in as a value so tests
 //! need no clock) and the map's eviction of idle buckets; it knows nothing of HTTP, which
-//! `http/mod.rs` adds (the 429 and its `Retry-After`). Buckets are not persisted: a restart
+//! `http/charge.rs` adds (the 429 and its `Retry-After`). Buckets are not persisted: a restart
 //! gives every key a full bucket, which errs on the side of serving.
 
 use std::collections::HashMap;

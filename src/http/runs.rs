@@ -3,7 +3,7 @@
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::access::{links, may_use_environment, run_id, run_json, visible};
+use super::access::{list_json, may_use_environment, run_id, run_json, visible};
 use super::error_responses::{
     BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
     Unavailable,
@@ -11,11 +11,10 @@ use super::error_responses::{
 use super::problem::{ApiError, Problem};
 use super::wire::{
     self, format_time, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest, FollowupResponse,
-    ListEnvironmentsResponse, ListRunsResponse, PageInfo, RunAgentRequest, RunAgentResponse,
-    RunEvents, RunItem, TranscriptEntry, TranscriptPage,
+    ListEnvironmentsResponse, ListRunsResponse, RunAgentRequest, RunAgentResponse, RunEvents,
+    RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
-use crate::api_keys::Key;
 use crate::clock::now;
 use crate::domain::{Command, Creator, Run, RunAdmitted};
 use crate::idempotency::{IdempotencyKey, Recall};
@@ -187,23 +186,6 @@ pub async fn list(
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(list_json(&state, &key, req.query_string()).await?))
-}
-
-/// One page of the runs of `key`'s team that the list query `raw` asks for: the bytes
-/// `ListRunsResponse` serialises to, from the runs' cached JSON (the list's answer, and what the
-/// console's runs page shows).
-pub(super) async fn list_json(state: &AppState, key: &Key, raw: &str) -> Result<Vec<u8>, ApiError> {
-    let mut query = validate::list_query(raw)?;
-    query.team = key.team.clone();
-    let page = state.runs.list(&query).await?;
-    let page_info = PageInfo {
-        has_next_page: page.next_cursor.is_some(),
-        next_cursor: page.next_cursor.map(|c| c.encode()),
-    };
-    state
-        .rendered
-        .page(&page.runs, &page_info, &links(state))
-        .map_err(|e| ApiError::internal(&e))
 }
 
 /// One run in full.

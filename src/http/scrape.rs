@@ -24,7 +24,7 @@ pub fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
                  (server.metrics_token) or an admin API key",
         )
     })?;
-    let given = super::bearer_secret(given, "token")?;
+    let given = super::auth::bearer_secret(given, "token")?;
     if let Some(token) = &state.config.metrics_token {
         if same_secret(given, token.expose()) {
             return Ok(());

@@ -9,6 +9,7 @@ use std::collections::HashMap;
 use actix_web::{web, HttpRequest, HttpResponse};
 
 use super::error_responses::{Conflict, InternalError, NotFound, Unauthorized, Unavailable};
+use super::html::escape;
 use super::problem::ApiError;
 use super::wire::{format_time, session_token_matches, RunItem, SessionLink};
 use super::{AppState, Principal};
@@ -39,31 +40,6 @@ fn param(query: &str, name: &str) -> Option<String> {
     let mut values = pairs.into_iter().filter(|(k, _)| k == name).map(|(_, v)| v);
     let value = values.next()?;
     values.next().is_none().then_some(value)
-}
-
-/// Text as HTML: the markup characters escaped, and control characters (which HTML does not
-/// allow in a document, and which a terminal would act on) shown as the Unicode symbols for
-/// them (`␀` for NUL, `␛` for ESC, `␡` for DEL). Tab and newline stay; C1 controls, which
-/// have no symbol, are dropped.
-pub(super) fn escape(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            '\t' | '\n' => out.push(c),
-            '\u{0}'..='\u{1f}' => {
-                out.push(char::from_u32(0x2400 + u32::from(c)).unwrap_or('\u{fffd}'))
-            }
-            '\u{7f}' => out.push('\u{2421}'),
-            '\u{80}'..='\u{9f}' => {}
-            c => out.push(c),
-        }
-    }
-    out
 }
 
 /// The entries as blocks of text: a piece of a long line (`continued`) is joined to the next
@@ -252,14 +228,6 @@ mod tests {
     fn the_style_hash_is_of_the_style_sent() {
         assert!(style_hash().starts_with("sha256-"));
         assert_eq!(style_hash().len(), "sha256-".len() + 44);
-    }
-
-    #[test]
-    fn control_characters_are_shown_as_symbols_or_dropped() {
-        assert_eq!(
-            escape("a\u{0}\u{1b}[1m\r\u{7f}\u{85}\t\n<&>\"'é"),
-            "a␀␛[1m␍␡\t\n&lt;&amp;&gt;&quot;&#39;é"
-        );
     }
 
     #[test]

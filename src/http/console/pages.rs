@@ -12,9 +12,9 @@ use subtle::ConstantTimeEq as _;
 use super::{assets, cookie_name, cross_site, html, live_key, see_other, session_cookie, Session};
 use crate::api_keys::Key;
 use crate::domain::{RunId, RunState, SourceType};
+use crate::http::html::escape;
 use crate::http::problem::ApiError;
-use crate::http::session::escape;
-use crate::http::{access, runs, wire, AppState};
+use crate::http::{access, wire, AppState};
 
 /// The double-submit cookie of the sign-in form: the form's hidden `token` must equal it, so
 /// another site cannot sign a browser in under the attacker's key (login CSRF).
@@ -447,7 +447,7 @@ pub async fn runs(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse 
     let mut body = String::from("<h1>Runs</h1>");
     body.push_str(&filters(&state, &who.key, &pairs));
     let listed = async {
-        let bytes = runs::list_json(&state, &who.key, raw).await?;
+        let bytes = access::list_json(&state, &who.key, raw).await?;
         serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
     }
     .await;
