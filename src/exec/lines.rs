@@ -1,6 +1,6 @@
 //! Agent output as transcript text: cuts the bytes a child prints into transcript entries, and
 //! keeps the end of its stderr for a failure message. Pure: no I/O, no clock, no processes; the
-//! command harness reads the pipes and writes the transcript (`command.rs`).
+//! command harness reads the pipes and writes the transcript (`command/output.rs`).
 //!
 //! An entry holds one or more whole lines (the final newline removed), or a piece of a line
 //! longer than `ENTRY_BYTES`. A line of up to `ENTRY_BYTES` bytes (without its newline) is never

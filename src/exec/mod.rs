@@ -7,7 +7,7 @@
 //! never overwrite a cancellation. Agent output goes to the transcript, beside the log.
 //!
 //! Harnesses: `demo` (in-process, `demo.rs`) and the `command` harness with its presets
-//! (`command.rs`, `presets.rs`), whose child processes `process.rs` finds and stops, and whose
+//! (`command/`, `presets.rs`), whose child processes `process.rs` finds and stops, and whose
 //! agents report artifacts through a file (`report.rs`). This
 //! module alone knows processes; nothing else in the service spawns or signals one.
 

@@ -13,7 +13,7 @@
 //! implementation of `Launcher`.
 //!
 //! This module only builds commands and checks the host at start-up; it never waits for or
-//! signals a process (that is `command.rs` and `process.rs`).
+//! signals a process (that is `command/` and `process.rs`).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
