@@ -1,32 +1,26 @@
 //! runledger: a self-hosted, event-sourced service that runs AI coding agents on request.
-//! See `docs/architecture.md` for the map.
+//! The crates under `crates/` hold the code (`docs/architecture.md` maps them); this package is
+//! the binary that wires them at start-up (`startup`) and sets up logging (`telemetry`). Its
+//! library re-exports the crates under their module names for the integration tests and
+//! benches; no crate depends on it.
 
 // The package denies `unsafe` (Cargo.toml); the library forbids it outright. The binary
 // configures its allocator through FFI (`main.rs`, docs/decisions/0007-allocator-purge.md).
 #![forbid(unsafe_code)]
 
-pub mod actor;
-pub mod api_keys;
-pub mod cli;
-pub mod clock;
-pub mod config;
-pub mod credentials;
-pub mod domain;
-pub mod exec;
-pub mod failure;
-pub mod format;
-pub mod harness;
-pub mod http;
-pub mod idempotency;
-pub mod memo;
-pub mod memory;
-pub mod metrics;
-pub mod notify;
-pub mod projection;
-pub mod schedules;
 pub mod startup;
-pub mod store;
 pub mod telemetry;
-pub mod tls;
-pub mod uid_range;
-pub mod webhooks;
+
+pub use runledger_base::{clock, memo, memory, metrics, notify};
+pub use runledger_cli as cli;
+pub use runledger_config as config;
+pub use runledger_config::tls;
+pub use runledger_domain as domain;
+pub use runledger_domain::{harness, uid_range};
+pub use runledger_exec as exec;
+pub use runledger_format as format;
+pub use runledger_http as http;
+pub use runledger_projection as projection;
+pub use runledger_runs::{actor, api_keys, failure, idempotency, schedules, webhooks};
+pub use runledger_store as store;
+pub use runledger_store::credentials;

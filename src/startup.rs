@@ -6,7 +6,7 @@
 //! workers' threads, so agents are stopped and their runs recorded *before* the workers stop,
 //! and the last group-commit sync comes after both.
 
-use crate::domain::DEFAULT_TEAM;
+use runledger_domain::DEFAULT_TEAM;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -15,30 +15,30 @@ use std::time::Duration;
 use actix_web::{web, HttpServer};
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
-use crate::actor::Runs;
-use crate::clock::now;
-use crate::config::Config;
-use crate::exec::{Executor, Supervision, Transcripts};
-use crate::http::{self, AppState};
-use crate::projection::Index;
-use crate::schedules::Schedules;
-use crate::store::api_keys::KeyKind;
-use crate::store::{self, Store};
-use crate::webhooks::Webhooks;
+use runledger_base::clock::now;
+use runledger_config::Config;
+use runledger_exec::{Executor, Supervision, Transcripts};
+use runledger_http::{self as http, AppState};
+use runledger_projection::Index;
+use runledger_runs::actor::Runs;
+use runledger_runs::schedules::Schedules;
+use runledger_runs::webhooks::Webhooks;
+use runledger_store::api_keys::KeyKind;
+use runledger_store::{self as store, Store};
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Store(#[from] crate::store::Error),
+    Store(#[from] runledger_store::Error),
     #[error(transparent)]
-    Index(#[from] crate::projection::Error),
+    Index(#[from] runledger_projection::Error),
     #[error("cannot create the transcripts directory under {path}: {source}")]
     Transcripts {
         path: std::path::PathBuf,
         source: std::io::Error,
     },
     #[error("recovery failed: {0}")]
-    Recovery(crate::actor::Error),
+    Recovery(runledger_runs::actor::Error),
     #[error("cannot listen on {addr}: {source}")]
     Listen {
         addr: SocketAddr,
@@ -49,15 +49,15 @@ pub enum Error {
     #[error("the HTTP server failed: {0}")]
     Serve(std::io::Error),
     #[error("the final sync at shutdown failed: {0}")]
-    FinalSync(crate::store::Error),
+    FinalSync(runledger_store::Error),
     #[error("webhooks: {0}")]
-    Webhooks(crate::webhooks::Error),
+    Webhooks(runledger_runs::webhooks::Error),
     #[error(transparent)]
-    Sandbox(#[from] crate::exec::sandbox::Error),
+    Sandbox(#[from] runledger_exec::sandbox::Error),
     #[error(transparent)]
-    Cgroup(#[from] crate::exec::cgroup::Error),
+    Cgroup(#[from] runledger_exec::cgroup::Error),
     #[error(transparent)]
-    Slurm(#[from] crate::exec::slurm::Unavailable),
+    Slurm(#[from] runledger_exec::slurm::Unavailable),
     #[error(
         "cannot end the Slurm jobs an earlier server of this data directory left: {0}. They \
          would work on beside the executions this start would begin; cancel them (scancel) or \
@@ -100,86 +100,14 @@ pub struct Application {
     interrupt: Signal,
 }
 
-/// How long a start waits for a data directory another process has locked (see `open_store`).
-const LOCK_WAIT: Duration = Duration::from_secs(3);
-
-/// Opens the store and brings the read index up to date with the log. A store that lost
-/// acknowledged writes is refused unless `accept_lost_writes` (see `store::watermark`).
-/// A data directory locked by another process is retried for `LOCK_WAIT` first.
+/// Opens the store and brings the read index up to date (`runledger_projection::open`), with the
+/// cache size the configuration names.
 pub fn open_store(config: &Config, accept_lost_writes: bool) -> Result<(Store, Index), Error> {
     let options = store::Options {
         cache_bytes: config.cache_bytes,
         accept_lost_writes,
     };
-    // A server killed a moment ago may leave its lock held for a moment longer: a child it
-    // had forked but not yet exec'd holds the locked file until its exec closes it. A start
-    // right after a crash (a supervisor's restart) waits that out; another process that
-    // really holds the data directory is still refused, a few seconds later.
-    let deadline = std::time::Instant::now() + LOCK_WAIT;
-    let store = loop {
-        match Store::open(&config.data_dir, &options) {
-            Err(store::Error::Locked(_)) if std::time::Instant::now() < deadline => {
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            result => break result?,
-        }
-    };
-    let index = Index::open(store.db())?;
-    if Index::remove_verify_scratch(&config.data_dir)? {
-        tracing::info!("removed the scratch database of an interrupted `replay --verify`");
-    }
-    if !Index::layout_is_current(store.db())? {
-        if !index.is_empty() || store.event_count() > 0 {
-            tracing::info!("read index layout changed; rebuilding it from the log");
-            let rebuilt = index.rebuild(&store)?;
-            tracing::info!(
-                runs = rebuilt.runs,
-                events = rebuilt.events,
-                build_ms = rebuilt.build.as_millis() as u64,
-                drop_ms = rebuilt.drop.as_millis() as u64,
-                "rebuilt the read index"
-            );
-        } else {
-            Index::mark_layout_current(store.db())?;
-        }
-        store.sync_blocking()?;
-    }
-    // Runs whose log may have got ahead of the index before a crash: those marked dirty and
-    // those created since the index floor (see `projection::projector`). Caught up before any
-    // request is served, so no live command can race the repair.
-    let mut check = store.dirty_runs()?;
-    if let Some(floor) = store.index_floor()? {
-        check.extend(store.runs_created_since(floor)?);
-        check.sort_unstable();
-        check.dedup();
-    }
-    let (mut fixed, mut damaged) = (0, 0);
-    for id in &check {
-        match index.catch_up(&store, &[*id]) {
-            Ok(n) => fixed += n,
-            // A run whose log is damaged stays dirty and fails on its own (its commands and
-            // history answer "damaged"); it must not keep every other run from being served.
-            // Marked, because the floor is about to pass it.
-            Err(crate::projection::Error::Store(e @ store::Error::Corrupt { .. })) => {
-                tracing::error!(run_id = %id, error = %e, "cannot catch up a run with a damaged log");
-                store.mark_dirty(*id)?;
-                damaged += 1;
-            }
-            Err(e) => return Err(e.into()),
-        }
-    }
-    // Every run is caught up (or marked): this process covers the runs created from now on.
-    store.set_index_floor(crate::clock::now())?;
-    store.sync_blocking()?;
-    if !check.is_empty() {
-        tracing::info!(
-            checked = check.len(),
-            fixed,
-            damaged,
-            "read index caught up with the log"
-        );
-    }
-    Ok((store, index))
+    Ok(runledger_projection::open(&config.data_dir, &options)?)
 }
 
 /// How long a clean stop waits for the last handle of the store to be dropped before it gives
@@ -228,9 +156,9 @@ impl Application {
         // Before anything is created: every file and directory of this process is its user's.
         store::private_umask();
         // Before anything is opened: a host that cannot contain the agents stops start-up.
-        let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config)?;
+        let sandboxes = runledger_exec::sandbox::Sandboxes::prepare(&config)?;
         // The same for Slurm: its commands answer and every partition named exists.
-        crate::exec::slurm::check(&config.environments)?;
+        runledger_exec::slurm::check(&config.environments)?;
         let (store, index) = open_store(&config, false)?;
         make_store_private(&config.data_dir, sandboxes.agents_of_another_user());
         let sandboxes = sandboxes.with_store(store.clone());
@@ -241,7 +169,7 @@ impl Application {
         let executor = executor(&config, &store, sandboxes)?;
         // Watched from here on: before this, a start on a full disk fails on its own writes.
         store.watch_space(config.disk_reserve_bytes);
-        // Before any command: the outbox is settled against the log (`crate::webhooks`).
+        // Before any command: the outbox is settled against the log (`runledger_runs::webhooks`).
         let webhooks = Webhooks::open(&config, &store).map_err(Error::Webhooks)?;
         let runs = Runs::new(store.clone(), index, executor.clone(), webhooks.clone());
         let secret = store.instance_secret(store::SESSION_SECRET)?;
@@ -368,7 +296,7 @@ impl Application {
 
 /// A webhook's `data`: the run as `GET /api/v1/agent/runs/{id}` answers it, with the clock read
 /// as the event's time, so that every attempt of a delivery sends the same bytes.
-fn render_for_webhooks(state: &web::Data<AppState>) -> crate::webhooks::Render {
+fn render_for_webhooks(state: &web::Data<AppState>) -> runledger_runs::webhooks::Render {
     let public_url = state.public_url.clone();
     let secret = state.session_secret;
     let ttl_secs = state.config.session_link_ttl_secs;
@@ -465,7 +393,7 @@ async fn create_first_key(store: &Store) -> Result<(), Error> {
 fn executor(
     config: &Config,
     store: &Store,
-    sandboxes: crate::exec::sandbox::Sandboxes,
+    sandboxes: runledger_exec::sandbox::Sandboxes,
 ) -> Result<Executor, Error> {
     // Agents' output stops being recorded while the store refuses writes, so that it
     // cannot eat the room kept for recording how their runs end (`store::space`).
@@ -491,13 +419,13 @@ fn executor(
             .finalize();
         digest.iter().take(12).map(|b| format!("{b:02x}")).collect()
     };
-    crate::exec::process::raise_open_file_limit();
-    let orphans = crate::exec::process::kill_orphans(&instance);
+    runledger_exec::process::raise_open_file_limit();
+    let orphans = runledger_exec::process::kill_orphans(&instance);
     if orphans > 0 {
         tracing::warn!(orphans, "killed agent processes left by a previous server");
     }
-    let cgroups = crate::exec::cgroup::Cgroups::prepare(config, &instance)?;
-    let cluster = crate::exec::slurm::Cluster::new(&instance);
+    let cgroups = runledger_exec::cgroup::Cgroups::prepare(config, &instance)?;
+    let cluster = runledger_exec::slurm::Cluster::new(&instance);
     Ok(Executor::new(
         config.environments.clone(),
         Supervision {
@@ -507,10 +435,10 @@ fn executor(
             grace: std::time::Duration::from_secs(config.stop_grace_secs),
             sandboxes,
             cgroups,
-            mirrors: crate::exec::repos::Mirrors::new(&config.data_dir),
+            mirrors: runledger_exec::repos::Mirrors::new(&config.data_dir),
             secrets: Arc::new(config.secrets.clone()),
             prices: Arc::new(config.prices.clone()),
-            credentials: crate::credentials::Credentials::new(
+            credentials: runledger_store::credentials::Credentials::new(
                 store.instance_secret(store::CREDENTIAL_KEY)?,
             ),
             content: store.content().clone(),
@@ -561,7 +489,7 @@ fn serve(
     http::install_dispatcher_answers();
     let server = HttpServer::new(move || {
         // Called on each worker's thread, inside its runtime.
-        crate::memory::watch_this_thread();
+        runledger_base::memory::watch_this_thread();
         http::app(app_state.clone())
     })
     .disable_signals()
@@ -623,10 +551,10 @@ fn spawn_resume(runs: &Runs, executor: &Executor, store: &Store) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::domain::{evolve, Event, RunId};
+    use runledger_domain::{evolve, Event, RunId};
 
     fn config(dir: &std::path::Path) -> Config {
-        let overrides = crate::config::Overrides {
+        let overrides = runledger_config::Overrides {
             data_dir: Some(dir.to_path_buf()),
             bind: None,
         };
@@ -659,7 +587,7 @@ mod tests {
             .expect("floor")
             .expect("set by the open");
         let id = RunId::new(now().max(floor), 7);
-        let event = Event::Created(crate::domain::sample_created(7));
+        let event = Event::Created(runledger_domain::sample_created(7));
         let run = evolve(None, id, &event, id.created_at()).expect("created");
         store
             .append(&store::envelopes(id, 0, id.created_at(), vec![event]))
@@ -684,14 +612,14 @@ mod tests {
     /// in one team, from the index, also after a restart.
     #[actix_rt::test]
     async fn a_firing_makes_one_scheduled_run_listed_under_its_schedule() {
-        use crate::domain::{RunSchedule, SourceType, Timestamp};
-        use crate::projection::Query;
+        use runledger_domain::{RunSchedule, SourceType, Timestamp};
+        use runledger_projection::Query;
         let dir = tempfile::tempdir().expect("tempdir");
         let mut config = config(dir.path());
         config.max_queued_per_team = 2;
         config.environments[0].max_concurrent = 1;
         config.environments[0].demo_duration_ms = 600_000;
-        let sandboxes = crate::exec::sandbox::Sandboxes::prepare(&config).expect("sandboxes");
+        let sandboxes = runledger_exec::sandbox::Sandboxes::prepare(&config).expect("sandboxes");
         let (store, index) = open_store(&config, false).expect("open");
         let executor = executor(&config, &store, sandboxes).expect("executor");
         let webhooks = Webhooks::open(&config, &store).expect("webhooks");
@@ -704,7 +632,8 @@ mod tests {
             due: Timestamp(due),
         };
         let admitted = |team: &str| {
-            let mut a = crate::domain::RunAdmitted::from_legacy(crate::domain::sample_created(1));
+            let mut a =
+                runledger_domain::RunAdmitted::from_legacy(runledger_domain::sample_created(1));
             a.team = team.into();
             a
         };
@@ -738,7 +667,7 @@ mod tests {
         // one is answered with the run it made, unchanged.
         let (_, refused) = fire(2, 2_000, "infra").await;
         assert!(
-            matches!(refused, Err(crate::actor::Error::QueueFull(_))),
+            matches!(refused, Err(runledger_runs::actor::Error::QueueFull(_))),
             "{refused:?}"
         );
         let retried = runs
@@ -756,7 +685,7 @@ mod tests {
         let listed = |runs: Runs, team: &'static str, schedule_id: RunId| async move {
             let query = Query {
                 team: team.into(),
-                schedule_id: Some(crate::projection::keys::schedule_value(schedule_id)),
+                schedule_id: Some(runledger_projection::keys::schedule_value(schedule_id)),
                 limit: 10,
                 ..Query::default()
             };
@@ -777,10 +706,10 @@ mod tests {
         // From a fresh handle on the index once the projector has written everything (what
         // a restart lists from), and the index is what a rebuild from the log makes.
         runs.stop_projector();
-        let index = crate::projection::Index::open(store.db()).expect("reopen");
+        let index = runledger_projection::Index::open(store.db()).expect("reopen");
         let query = Query {
             team: "infra".into(),
-            schedule_id: Some(crate::projection::keys::schedule_value(one)),
+            schedule_id: Some(runledger_projection::keys::schedule_value(one)),
             limit: 10,
             ..Query::default()
         };

@@ -1,67 +1,12 @@
-//! The folder import graph of `src/` has no cycle, and every import between the modules listed
-//! in `LAYERS` points down (docs/decisions/0018-layers.md). The graph is read from the source:
-//! every `crate::…` path (in `use` lines, groups `use crate::{a, b}` and inline paths) names the
-//! top-level module it reaches; comments are left out. A module missing from `LAYERS` still
-//! takes part in the cycle check.
-//!
-//! Inside each folder the files import one another without a circle either: the graph of a
-//! folder's files (a subfolder counts as one node) is read from their `crate::`, `super::` and
-//! `self::` paths, test modules left out. `mod.rs` is the folder's table of contents: a name it
-//! re-exports counts as an import of the file that defines it; what `mod.rs` still defines
-//! itself is outside this check.
+//! Inside each crate of the workspace the files import one another without a circle: the
+//! graph of a folder's files (a subfolder counts as one node; the crate's `src/` is a folder
+//! too) is read from their `crate::`, `super::` and `self::` paths, test modules left out.
+//! `lib.rs` and `mod.rs` are the folders' tables of contents: a name one re-exports counts as
+//! an import of the file that defines it; what they still define themselves is outside this
+//! check. Which crate may use which is the crates' own `Cargo.toml` (tests/architecture.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-
-/// The top-level modules, lowest first. A module may import only modules on an earlier line;
-/// modules on one line import none of each other.
-const LAYERS: &[&[&str]] = &[
-    // Leaves: no import of another module of the crate, except `domain`'s types.
-    &[
-        "domain",
-        "memo",
-        "memory",
-        "metrics",
-        "notify",
-        "telemetry",
-        "tls",
-        "uid_range",
-    ],
-    &["clock", "harness"],
-    // The event log; what a failure of it means to a caller; the handles over its API keys and
-    // idempotency records; the JSON formats shared by the API and the CLI; the read index.
-    &["store"],
-    &["failure"],
-    &["api_keys", "idempotency"],
-    &["format"],
-    &["projection"],
-    // The configuration reads the file into values (`harness` describes how environments run).
-    &["config"],
-    // Agent processes, driven by the configuration, recording through the store; webhook
-    // deliveries, written beside the log and sent from it.
-    &["exec", "webhooks"],
-    // The run actors and the `Runs` handle: decide, append, project, start executions.
-    &["actor"],
-    // The HTTP API, then the wiring of a server, then the command line.
-    &["http"],
-    &["startup"],
-    &["cli"],
-];
-
-fn rank(module: &str) -> Option<usize> {
-    LAYERS.iter().position(|layer| layer.contains(&module))
-}
-
-/// The top-level module a file under `src/` belongs to; `None` for the crate roots.
-fn module_of(src: &Path, file: &Path) -> Option<String> {
-    let rel = file.strip_prefix(src).ok()?;
-    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
-    match first.strip_suffix(".rs") {
-        Some("lib" | "main") => None,
-        Some(name) => Some(name.to_string()),
-        None => Some(first),
-    }
-}
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
@@ -91,170 +36,6 @@ fn ident(s: &str) -> &str {
         .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
         .unwrap_or(s.len());
     &s[..end]
-}
-
-/// The top-level modules a piece of code names through `crate::`.
-fn imports(code: &str) -> BTreeSet<String> {
-    let mut out = BTreeSet::new();
-    for (at, _) in code.match_indices("crate::") {
-        // `runledger::crate::` does not occur; skip identifiers that merely end in "crate".
-        if at > 0 {
-            let before = code[..at].chars().next_back().unwrap_or(' ');
-            if before.is_ascii_alphanumeric() || before == '_' {
-                continue;
-            }
-        }
-        let rest = code[at + "crate::".len()..].trim_start();
-        if let Some(group) = rest.strip_prefix('{') {
-            // `crate::{a, b::c, d::{e, f}}`: the first segment of each top-level item.
-            let mut depth = 0usize;
-            let mut item_start = true;
-            for (i, c) in group.char_indices() {
-                match c {
-                    '{' => depth += 1,
-                    '}' if depth == 0 => break,
-                    '}' => depth -= 1,
-                    ',' if depth == 0 => item_start = true,
-                    c if c.is_whitespace() => {}
-                    _ if item_start && depth == 0 => {
-                        item_start = false;
-                        let name = ident(&group[i..]);
-                        if !name.is_empty() && name != "self" {
-                            out.insert(name.to_string());
-                        }
-                    }
-                    _ => {}
-                }
-            }
-        } else {
-            let name = ident(rest);
-            if !name.is_empty() {
-                out.insert(name.to_string());
-            }
-        }
-    }
-    out
-}
-
-/// module → (imported module → the files that import it).
-fn graph() -> BTreeMap<String, BTreeMap<String, BTreeSet<String>>> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let modules: BTreeSet<String> = files.iter().filter_map(|f| module_of(&src, f)).collect();
-    let mut graph: BTreeMap<String, BTreeMap<String, BTreeSet<String>>> = BTreeMap::new();
-    for file in &files {
-        let Some(from) = module_of(&src, file) else {
-            continue;
-        };
-        let text =
-            std::fs::read_to_string(file).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-        let edges = graph.entry(from.clone()).or_default();
-        for to in imports(&code(&text)) {
-            if to != from && modules.contains(&to) {
-                let shown = file
-                    .strip_prefix(&src)
-                    .unwrap_or(file)
-                    .display()
-                    .to_string();
-                edges.entry(to).or_default().insert(shown);
-            }
-        }
-    }
-    graph
-}
-
-#[test]
-fn the_parser_reads_paths_groups_and_nested_groups() {
-    let found = imports(&code(
-        "use crate::store::{self, Store};\nuse crate::{clock, domain::{Run, Event}, self};\n\
-         let x = crate::exec::cgroup::Limits::default(); // crate::http in a comment\n\
-         fn f(_: &crate::config::Config) {}\nlet _ = mycrate::actor;",
-    ));
-    let want: BTreeSet<String> = ["store", "clock", "domain", "exec", "config"]
-        .into_iter()
-        .map(String::from)
-        .collect();
-    assert_eq!(found, want);
-}
-
-#[test]
-fn every_listed_module_exists_once() {
-    let listed: Vec<&str> = LAYERS.iter().flat_map(|l| l.iter().copied()).collect();
-    let unique: BTreeSet<&str> = listed.iter().copied().collect();
-    assert_eq!(
-        listed.len(),
-        unique.len(),
-        "a module is listed twice in LAYERS"
-    );
-    let graph = graph();
-    for module in listed {
-        assert!(
-            graph.contains_key(module),
-            "LAYERS lists `{module}`, which src/ does not have"
-        );
-    }
-}
-
-#[test]
-fn imports_between_listed_modules_point_down() {
-    let mut wrong = Vec::new();
-    for (from, edges) in graph() {
-        for (to, files) in edges {
-            if let (Some(a), Some(b)) = (rank(&from), rank(&to)) {
-                if a <= b {
-                    wrong.push(format!(
-                        "{from} → {to} ({})",
-                        Vec::from_iter(files).join(", ")
-                    ));
-                }
-            }
-        }
-    }
-    assert!(
-        wrong.is_empty(),
-        "imports against the layering of tests/layers.rs:\n{}",
-        wrong.join("\n")
-    );
-}
-
-#[test]
-fn the_folder_import_graph_has_no_cycle() {
-    let graph = graph();
-    // Depth-first search; a module met again while still on the path closes a cycle.
-    fn visit<'a>(
-        module: &'a str,
-        graph: &'a BTreeMap<String, BTreeMap<String, BTreeSet<String>>>,
-        path: &mut Vec<&'a str>,
-        done: &mut BTreeSet<&'a str>,
-    ) -> Option<Vec<String>> {
-        if let Some(at) = path.iter().position(|m| *m == module) {
-            let mut cycle: Vec<String> = path[at..].iter().map(|m| m.to_string()).collect();
-            cycle.push(module.to_string());
-            return Some(cycle);
-        }
-        if done.contains(module) {
-            return None;
-        }
-        path.push(module);
-        for to in graph.get(module).into_iter().flat_map(|e| e.keys()) {
-            if let Some(cycle) = visit(to, graph, path, done) {
-                return Some(cycle);
-            }
-        }
-        path.pop();
-        done.insert(module);
-        None
-    }
-    let mut done = BTreeSet::new();
-    for module in graph.keys() {
-        let cycle = visit(module, &graph, &mut Vec::new(), &mut done);
-        assert!(
-            cycle.is_none(),
-            "import cycle: {}",
-            cycle.unwrap_or_default().join(" → ")
-        );
-    }
 }
 
 /// Reads a `use` tree or an inline path: segments joined by `::`, `{…}` groups, `as` aliases.
@@ -453,7 +234,7 @@ fn module_path(file: &Path) -> Vec<String> {
         .collect();
     if let Some(last) = path.pop() {
         match last.strip_suffix(".rs") {
-            Some("mod") => {}
+            Some("mod" | "lib") => {}
             Some(stem) => path.push(stem.to_string()),
             None => path.push(last),
         }
@@ -476,7 +257,10 @@ fn folder_graphs(sources: &[(PathBuf, String)]) -> FolderGraphs {
         .iter()
         .map(|(file, text)| {
             let path = module_path(file);
-            let is_mod = file.file_name().is_some_and(|n| n == "mod.rs") || folders.contains(&path);
+            let is_mod = file
+                .file_name()
+                .is_some_and(|n| n == "mod.rs" || n == "lib.rs")
+                || folders.contains(&path);
             (path, is_mod, production_code(text))
         })
         .collect();
@@ -484,7 +268,7 @@ fn folder_graphs(sources: &[(PathBuf, String)]) -> FolderGraphs {
     let mut nodes: BTreeMap<Vec<String>, BTreeSet<String>> = BTreeMap::new();
     for (path, is_mod, _) in &modules {
         let depth = if *is_mod { path.len() } else { path.len() - 1 };
-        for folder in 1..=depth {
+        for folder in 0..=depth {
             if let Some(node) = path.get(folder) {
                 nodes
                     .entry(path[..folder].to_vec())
@@ -573,7 +357,7 @@ fn folder_graphs(sources: &[(PathBuf, String)]) -> FolderGraphs {
 
 /// Every circle of each folder, as its files and the imports between them: a strongly connected
 /// component of the folder's graph with more than one node.
-fn folder_circles(sources: &[(PathBuf, String)]) -> Vec<String> {
+fn folder_circles(krate: &str, sources: &[(PathBuf, String)]) -> Vec<String> {
     type Edges = BTreeMap<String, BTreeMap<String, BTreeSet<String>>>;
     fn reachable<'a>(from: &'a str, graph: &'a Edges) -> BTreeSet<&'a str> {
         let mut seen = BTreeSet::new();
@@ -616,30 +400,51 @@ fn folder_circles(sources: &[(PathBuf, String)]) -> Vec<String> {
                         })
                 })
                 .collect();
-            circles.push(format!("src/{}: {}", folder.join("/"), edges.join("; ")));
+            let mut place = Path::new(krate).join("src");
+            if !folder.is_empty() {
+                place.push(folder.join("/"));
+            }
+            circles.push(format!("{}: {}", place.display(), edges.join("; ")));
         }
     }
     circles
 }
 
-fn all_sources() -> Vec<(PathBuf, String)> {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    files.sort();
-    files
-        .into_iter()
-        .map(|file| {
-            let text = std::fs::read_to_string(&file)
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
-            (file.strip_prefix(&src).unwrap_or(&file).to_path_buf(), text)
+/// Every crate's directory, and its sources by their path under its `src/`.
+fn crates() -> Vec<(String, Vec<(PathBuf, String)>)> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut dirs = vec![root.to_path_buf()];
+    let members = std::fs::read_dir(root.join("crates")).expect("crates/");
+    dirs.extend(members.map(|e| e.expect("a directory entry").path()));
+    dirs.sort();
+    dirs.into_iter()
+        .map(|dir| {
+            let src = dir.join("src");
+            let mut files = Vec::new();
+            rust_files(&src, &mut files);
+            files.sort();
+            let sources = files
+                .into_iter()
+                .map(|file| {
+                    let text = std::fs::read_to_string(&file)
+                        .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+                    (file.strip_prefix(&src).unwrap_or(&file).to_path_buf(), text)
+                })
+                .collect();
+            let name = dir.strip_prefix(root).unwrap_or(&dir).display().to_string();
+            (name, sources)
         })
         .collect()
 }
 
 #[test]
 fn the_files_of_each_folder_import_one_another_without_a_circle() {
-    let circles = folder_circles(&all_sources());
+    let crates = crates();
+    assert!(crates.len() > 5, "the workspace's crates are under crates/");
+    let circles: Vec<String> = crates
+        .iter()
+        .flat_map(|(name, sources)| folder_circles(name, sources))
+        .collect();
     assert!(
         circles.is_empty(),
         "import circles between the files of a folder:\n{}",
@@ -650,7 +455,7 @@ fn the_files_of_each_folder_import_one_another_without_a_circle() {
 #[test]
 fn the_folder_check_finds_circles_through_groups_reexports_and_subfolders() {
     let source = |path: &str, text: &str| (PathBuf::from(path), text.to_string());
-    let found = folder_circles(&[
+    let found = folder_circles("crates/x", &[
         // Through a group and a name `mod.rs` re-exports.
         source("a/mod.rs", "mod x;\nmod y;\npub use y::Wanted;"),
         source("a/x.rs", "use super::{Wanted, y as _};"),
@@ -664,6 +469,10 @@ fn the_folder_check_finds_circles_through_groups_reexports_and_subfolders() {
         source("d.rs", "mod e;\nmod f;\npub use e::Thing;"),
         source("d/e.rs", "use super::f::g;"),
         source("d/f.rs", "use super::Thing;"),
+        // Between the files at the crate's root, through `crate::`.
+        source("lib.rs", "mod g;\nmod h;"),
+        source("g.rs", "use crate::h::x;"),
+        source("h.rs", "fn f() { crate::g::y(); }"),
         // No circle: a test module's `super::*` and a comment are not imports.
         source("c/mod.rs", "mod p;\nmod q;"),
         source("c/p.rs", "use super::q::g; // super::q"),
@@ -672,9 +481,10 @@ fn the_folder_check_finds_circles_through_groups_reexports_and_subfolders() {
     assert_eq!(
         found,
         vec![
-            "src/a: x → y (Wanted, y); y → x (x::f)".to_string(),
-            "src/b: deep → z (Found); z → deep (deep::h)".to_string(),
-            "src/d: e → f (f::g); f → e (Thing)".to_string(),
+            "crates/x/src: g → h (h::x); h → g (g::y)".to_string(),
+            "crates/x/src/a: x → y (Wanted, y); y → x (x::f)".to_string(),
+            "crates/x/src/b: deep → z (Found); z → deep (deep::h)".to_string(),
+            "crates/x/src/d: e → f (f::g); f → e (Thing)".to_string(),
         ]
     );
 }

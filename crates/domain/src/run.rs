@@ -1,0 +1,1901 @@
+//! The run state machine: the state a run's events fold into, the commands clients and the
+//! executor issue, and the rules that decide them.
+//!
+//! `QUEUED → INPROGRESS → SUCCEEDED | FAILED`; `QUEUED | INPROGRESS → CANCELLED` by cancel; a
+//! follow-up on a terminal run puts it back to `QUEUED` for a new execution. Decisions return
+//! side effects as data (`Effect`); the shell performs them only after the events are durable,
+//! and replay never performs them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::events::{
+    AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, Placement,
+    RunAdmitted, RunSchedule, Sealed, SourceType, StatusMessage,
+};
+use super::ids::{RunId, Timestamp};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub enum RunState {
+    Queued,
+    InProgress,
+    Succeeded,
+    Failed,
+    Cancelled,
+}
+
+impl RunState {
+    pub const ALL: [RunState; 5] = [
+        RunState::Queued,
+        RunState::InProgress,
+        RunState::Succeeded,
+        RunState::Failed,
+        RunState::Cancelled,
+    ];
+
+    pub fn is_terminal(self) -> bool {
+        matches!(
+            self,
+            RunState::Succeeded | RunState::Failed | RunState::Cancelled
+        )
+    }
+
+    /// The wire name (OpenAPI `RunState`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "QUEUED",
+            RunState::InProgress => "INPROGRESS",
+            RunState::Succeeded => "SUCCEEDED",
+            RunState::Failed => "FAILED",
+            RunState::Cancelled => "CANCELLED",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<RunState> {
+        RunState::ALL.into_iter().find(|v| v.as_str() == s)
+    }
+}
+
+/// A follow-up message waiting for, or handed to, an execution.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Followup {
+    pub message: String,
+    pub mode: FollowupMode,
+}
+
+/// The state of one run: the fold of its events.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Run {
+    pub id: RunId,
+    pub title: String,
+    pub prompt: String,
+    pub config: AgentConfig,
+    pub creator: Creator,
+    pub source: SourceType,
+    pub metadata: BTreeMap<String, String>,
+    /// The team of the key that created the run: only that team's keys see it.
+    pub team: String,
+    /// The run's credential values, sealed (see `RunAdmitted`); `None` when it has none or
+    /// they were stored in plain text in `config` (a legacy `Created`).
+    pub sealed: Option<Sealed>,
+    pub state: RunState,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    /// When the first execution started.
+    pub started_at: Option<Timestamp>,
+    pub status_message: Option<StatusMessage>,
+    /// How many executions have started (0 while the first one is queued).
+    pub executions: u32,
+    /// Follow-ups received while queued, handed to the next execution when it starts.
+    pub pending_followups: Vec<Followup>,
+    /// The follow-up that resumed a finished run, for the execution it resumes.
+    pub resumed_by: Option<Followup>,
+    /// Follow-ups owed to the current (or just ended) execution that it has not reported
+    /// taking: the ones handed to it at its start and the ones received while it ran, oldest
+    /// first. What an execution ends without taking is requeued (`Event::Requeued`), so no
+    /// follow-up is lost to a turn that could not take it or to a crash.
+    pub owed: Vec<Followup>,
+    /// Time spent in finished executions.
+    pub run_time_ms: u64,
+    /// Start of the execution in progress, if any.
+    pub execution_started_at: Option<Timestamp>,
+    /// Number of events folded; the next event's sequence number.
+    pub next_seq: u64,
+    /// What the run's executions used, summed over those whose usage was recorded.
+    pub usage: RunUsage,
+    /// What the run's executions produced, in the order they reported it.
+    pub artifacts: Vec<ReportedArtifact>,
+    /// The files attached when the run was created.
+    pub attachments: Vec<Attachment>,
+    /// The schedule whose firing made the run; `None` for every other run, including one
+    /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
+    /// admits `API`, but an imported log may hold such a run).
+    pub schedule: Option<RunSchedule>,
+    /// How many times the run's session links were revoked (`Event::SessionLinkRevoked`): a
+    /// link's token signs the epoch it was handed out in, so a revoke ends every earlier link
+    /// and survives a restart with the log.
+    pub session_epoch: u32,
+}
+
+/// An artifact with when, and by which execution, it was reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReportedArtifact {
+    pub at: Timestamp,
+    pub execution: u32,
+    pub artifact: Artifact,
+}
+
+/// The sum of a run's recorded `ExecutionUsage`s. A cost is `None` until some execution
+/// recorded one: an unknown cost is never reported as 0.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct RunUsage {
+    pub inference_nano_usd: Option<u64>,
+    pub compute_nano_usd: Option<u64>,
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    pub cpu_ms: u64,
+    /// The latest execution whose usage was recorded (0: none), so each is recorded once.
+    pub recorded: u32,
+}
+
+impl RunUsage {
+    /// Adds one execution's usage. Saturating: a sum never wraps into a small number.
+    fn add(&mut self, execution: u32, usage: &ExecutionUsage) {
+        fn plus(sum: &mut Option<u64>, part: Option<u64>) {
+            if let Some(part) = part {
+                *sum = Some(sum.unwrap_or(0).saturating_add(part));
+            }
+        }
+        plus(
+            &mut self.inference_nano_usd,
+            usage.inference.map(|c| c.nano_usd),
+        );
+        plus(&mut self.compute_nano_usd, usage.compute_nano_usd);
+        if let Some(tokens) = usage.tokens {
+            self.input_tokens = self.input_tokens.saturating_add(tokens.input);
+            self.output_tokens = self.output_tokens.saturating_add(tokens.output);
+        }
+        self.cpu_ms = self.cpu_ms.saturating_add(usage.cpu_ms.unwrap_or(0));
+        self.recorded = self.recorded.max(execution);
+    }
+}
+
+impl Run {
+    /// Total time the agent has worked on the run, counting a live execution up to `now`.
+    pub fn run_time_ms(&self, now: Timestamp) -> u64 {
+        let live = match (self.state, self.execution_started_at) {
+            (RunState::InProgress, Some(start)) => now.0.saturating_sub(start.0),
+            _ => 0,
+        };
+        self.run_time_ms + live
+    }
+
+    /// Whether the run has had a session (an execution has started).
+    pub fn has_session(&self) -> bool {
+        self.executions > 0
+    }
+}
+
+/// What a client or the executor asks of a run.
+#[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Command {
+    /// Admit a new run with the files attached to it (already in the content store) and, for
+    /// a run a schedule's firing makes, that schedule.
+    Create {
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        schedule: Option<RunSchedule>,
+    },
+    /// The executor has a free slot for this queued run (and, for an environment that runs on
+    /// a cluster, the scheduler has placed it: `placement`).
+    Start {
+        placement: Option<Placement>,
+    },
+    Followup {
+        message: String,
+        mode: FollowupMode,
+        by: String,
+    },
+    Cancel {
+        by: String,
+    },
+    /// Execution `execution` ended: `Ok` for success, `Err` with the reason for failure.
+    Finish {
+        execution: u32,
+        outcome: Result<(), StatusMessage>,
+    },
+    /// Execution `execution` was lost with its node (or with the service): the run is queued
+    /// again for a new execution instead of failing (`on_node_failure = "requeue"`).
+    Lose {
+        execution: u32,
+        status: StatusMessage,
+    },
+    /// Execution `execution` took the next `count` follow-ups owed to it.
+    Delivered {
+        execution: u32,
+        count: u32,
+    },
+    /// What execution `execution` used, priced by the shell.
+    RecordUsage {
+        execution: u32,
+        usage: ExecutionUsage,
+    },
+    /// Execution `execution`'s agent reported an artifact (its bytes already in the content
+    /// store).
+    ReportArtifact {
+        execution: u32,
+        artifact: Artifact,
+    },
+    /// End every session link handed out for the run so far (asked by the key `by`).
+    RevokeSessionLink {
+        by: String,
+    },
+}
+
+impl Command {
+    /// The creation of a run: admitted, with the files attached to it (already in the content
+    /// store) and, for a run a schedule's firing makes, that schedule. The one way every caller
+    /// (a client's create, a schedule's firing, replay checks) spells a `Create`.
+    pub fn create(
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        schedule: Option<RunSchedule>,
+    ) -> Command {
+        Command::Create {
+            admitted,
+            attachments,
+            schedule,
+        }
+    }
+}
+
+/// Why a command was refused. Refusals change nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Rejection {
+    #[error("the run already exists")]
+    AlreadyExists,
+    #[error("the run does not exist")]
+    NotFound,
+    #[error("the run is already {}", .0.as_str())]
+    AlreadyTerminal(RunState),
+    #[error("the run is not queued")]
+    NotQueued,
+    #[error("execution {0} is not the one in progress")]
+    StaleExecution(u32),
+    #[error("a follow-up needs a non-empty message")]
+    EmptyMessage,
+    #[error("the run already has {MAX_PENDING_FOLLOWUPS} follow-ups waiting to reach its agent")]
+    TooManyPending,
+    #[error("execution {0} owes no follow-up")]
+    NothingOwed(u32),
+    #[error("the run already has {MAX_ARTIFACTS} artifacts")]
+    TooManyArtifacts,
+}
+
+/// How many artifacts one run may hold; bounds the size of its state and of a `RunItem`.
+pub const MAX_ARTIFACTS: usize = 200;
+
+/// How many follow-ups may wait for a queued run, or wait to reach the agent of a running
+/// one; bounds the size of its state.
+pub const MAX_PENDING_FOLLOWUPS: usize = 100;
+
+/// Work for the shell to do once the decision's events are durable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Effect {
+    /// Put the run in its environment's queue to wait for a slot.
+    Enqueue,
+    /// Take the run out of its environment's queue.
+    Dequeue,
+    /// Launch execution `execution` of the agent with what it needs to know.
+    Launch {
+        execution: u32,
+        followups: Vec<Followup>,
+        resumed_by: Option<Followup>,
+    },
+    /// Hand a follow-up to the live execution.
+    Deliver(Followup),
+    /// Stop the live execution and its process tree.
+    Stop { execution: u32 },
+}
+
+/// The outcome of deciding a command: events to append, then effects to perform.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Decision {
+    pub events: Vec<Event>,
+    pub effects: Vec<Effect>,
+}
+
+/// Decides `command` against the current state of a run (`None`: the run does not exist).
+pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection> {
+    let decision = |events, effects| Ok(Decision { events, effects });
+    let Some(run) = run else {
+        return match command {
+            Command::Create {
+                admitted,
+                attachments,
+                schedule,
+            } => {
+                let mut events = vec![Event::Admitted(admitted)];
+                if let Some(schedule) = schedule {
+                    events.push(Event::Scheduled { schedule });
+                }
+                if !attachments.is_empty() {
+                    events.push(Event::Attached { attachments });
+                }
+                decision(events, vec![Effect::Enqueue])
+            }
+            _ => Err(Rejection::NotFound),
+        };
+    };
+    match command {
+        Command::Create { .. } => Err(Rejection::AlreadyExists),
+        Command::Start { placement } => {
+            if run.state != RunState::Queued {
+                return Err(Rejection::NotQueued);
+            }
+            let execution = run.executions + 1;
+            let started = match placement {
+                None => Event::Started { execution },
+                Some(placement) => Event::StartedOn {
+                    execution,
+                    placement,
+                },
+            };
+            decision(
+                vec![started],
+                vec![Effect::Launch {
+                    execution,
+                    followups: run.pending_followups.clone(),
+                    resumed_by: run.resumed_by.clone(),
+                }],
+            )
+        }
+        Command::Followup { message, mode, by } => {
+            if message.is_empty() {
+                return Err(Rejection::EmptyMessage);
+            }
+            let waiting = match run.state {
+                RunState::Queued => run.pending_followups.len(),
+                RunState::InProgress => run.owed.len(),
+                _ => 0,
+            };
+            if waiting >= MAX_PENDING_FOLLOWUPS {
+                return Err(Rejection::TooManyPending);
+            }
+            let effects = match run.state {
+                RunState::Queued => vec![],
+                RunState::InProgress => vec![Effect::Deliver(Followup {
+                    message: message.clone(),
+                    mode,
+                })],
+                // A finished run resumes: it waits for a slot like a new one.
+                _ => vec![Effect::Enqueue],
+            };
+            decision(vec![Event::FollowupReceived { message, mode, by }], effects)
+        }
+        Command::Cancel { by } => match run.state {
+            RunState::Queued => decision(vec![Event::Cancelled { by }], vec![Effect::Dequeue]),
+            RunState::InProgress => decision(
+                vec![Event::Cancelled { by }],
+                vec![Effect::Stop {
+                    execution: run.executions,
+                }],
+            ),
+            terminal => Err(Rejection::AlreadyTerminal(terminal)),
+        },
+        Command::Finish { execution, outcome } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            let event = match outcome {
+                Ok(()) => Event::Succeeded { execution },
+                Err(status) => Event::Failed { execution, status },
+            };
+            if run.owed.is_empty() {
+                decision(vec![event], vec![])
+            } else {
+                // However the execution ended, what it did not take goes to the next one.
+                decision(
+                    vec![event, Event::Requeued { execution }],
+                    vec![Effect::Enqueue],
+                )
+            }
+        }
+        // Like a `Finish`, only the execution in progress can be lost; what it owed goes to
+        // the next one, which starts as this one did.
+        Command::Lose { execution, status } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(
+                vec![Event::Lost { execution, status }],
+                vec![Effect::Enqueue],
+            )
+        }
+        Command::Delivered { execution, count } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            // An execution reports what it took; it cannot take more than it was owed.
+            let count = count.min(u32::try_from(run.owed.len()).unwrap_or(u32::MAX));
+            if count == 0 {
+                return Err(Rejection::NothingOwed(execution));
+            }
+            decision(vec![Event::FollowupsDelivered { execution, count }], vec![])
+        }
+        // The latest execution only, and once: its usage is recorded before its end, or
+        // after a cancel stopped it (the CPU time was spent all the same). An earlier
+        // execution's report is as stale as its `Finish` would be.
+        Command::RecordUsage { execution, usage } => {
+            if execution == 0 || execution != run.executions || run.usage.recorded >= execution {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(vec![Event::UsageRecorded { execution, usage }], vec![])
+        }
+        // Only the execution in progress reports: what a cancelled or superseded execution
+        // says afterwards is as stale as its `Finish`.
+        Command::ReportArtifact {
+            execution,
+            artifact,
+        } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            if run.artifacts.len() >= MAX_ARTIFACTS {
+                return Err(Rejection::TooManyArtifacts);
+            }
+            decision(
+                vec![Event::ArtifactReported {
+                    execution,
+                    artifact,
+                }],
+                vec![],
+            )
+        }
+        // In any state: a finished run's page stays readable through its links, so a link
+        // shared too widely must be revocable after the run ends too.
+        Command::RevokeSessionLink { by } => {
+            decision(vec![Event::SessionLinkRevoked { by }], vec![])
+        }
+    }
+}
+
+/// Folds one event, recorded at `at`, into the state of run `id`. Total: an event that does not
+/// apply (which a log written through `decide` never contains) changes nothing but the run's
+/// bookkeeping (`next_seq`, `updated_at`), so positions in the log stay consistent.
+pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
+    let Some(mut run) = run else {
+        let (created, team, sealed) = match event {
+            Event::Created(created) => (created, crate::DEFAULT_TEAM, None),
+            Event::Admitted(a) => (&a.created, a.team.as_str(), a.sealed.as_ref()),
+            _ => return None,
+        };
+        return Some(Run {
+            id,
+            title: created.title.clone(),
+            prompt: created.prompt.clone(),
+            config: created.config.clone(),
+            creator: created.creator.clone(),
+            source: created.source,
+            metadata: created.metadata.clone(),
+            team: team.to_string(),
+            sealed: sealed.cloned(),
+            state: RunState::Queued,
+            created_at: at,
+            updated_at: at,
+            started_at: None,
+            status_message: None,
+            executions: 0,
+            pending_followups: Vec::new(),
+            resumed_by: None,
+            owed: Vec::new(),
+            run_time_ms: 0,
+            execution_started_at: None,
+            next_seq: 1,
+            usage: RunUsage::default(),
+            artifacts: Vec::new(),
+            attachments: Vec::new(),
+            schedule: None,
+            session_epoch: 0,
+        });
+    };
+    run.next_seq += 1;
+    run.updated_at = run.updated_at.max(at);
+    match event {
+        Event::Created(_) | Event::Admitted(_) => {}
+        Event::Started { execution } | Event::StartedOn { execution, .. } => {
+            run.state = RunState::InProgress;
+            run.executions = *execution;
+            run.started_at.get_or_insert(at);
+            run.execution_started_at = Some(at);
+            // Handed to this execution at its start; owed until it reports taking them.
+            run.owed = std::mem::take(&mut run.pending_followups);
+            run.status_message = None;
+        }
+        Event::FollowupReceived { message, mode, .. } => {
+            let followup = Followup {
+                message: message.clone(),
+                mode: *mode,
+            };
+            match run.state {
+                RunState::Queued => run.pending_followups.push(followup),
+                RunState::InProgress => run.owed.push(followup),
+                _ => {
+                    run.state = RunState::Queued;
+                    run.resumed_by = Some(followup);
+                    run.status_message = None;
+                }
+            }
+        }
+        Event::Succeeded { .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Succeeded;
+        }
+        Event::Failed { status, .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Failed;
+            run.status_message = Some(status.clone());
+        }
+        Event::Cancelled { .. } => {
+            finish_execution(&mut run, at);
+            run.state = RunState::Cancelled;
+            run.pending_followups.clear();
+            run.owed.clear();
+        }
+        Event::FollowupsDelivered { execution, count } => {
+            if run.state == RunState::InProgress && *execution == run.executions {
+                let taken = (*count as usize).min(run.owed.len());
+                run.owed.drain(..taken);
+            }
+        }
+        Event::Requeued { execution } => {
+            let finished = matches!(run.state, RunState::Succeeded | RunState::Failed);
+            if finished && *execution == run.executions && !run.owed.is_empty() {
+                let mut owed = std::mem::take(&mut run.owed).into_iter();
+                run.state = RunState::Queued;
+                run.resumed_by = owed.next();
+                run.pending_followups = owed.collect();
+                run.status_message = None;
+            }
+        }
+        Event::Lost { execution, status } => {
+            if run.state == RunState::InProgress && *execution == run.executions {
+                finish_execution(&mut run, at);
+                run.state = RunState::Queued;
+                // Owed first: they were received before anything still pending. The run keeps
+                // its `resumed_by`, so the next execution starts as the lost one did.
+                let mut owed = std::mem::take(&mut run.owed);
+                owed.append(&mut run.pending_followups);
+                run.pending_followups = owed;
+                run.status_message = Some(status.clone());
+            }
+        }
+        Event::UsageRecorded { execution, usage } => run.usage.add(*execution, usage),
+        Event::ArtifactReported {
+            execution,
+            artifact,
+        } => run.artifacts.push(ReportedArtifact {
+            at,
+            execution: *execution,
+            artifact: artifact.clone(),
+        }),
+        // Only right after the run's admission: a later one would change what its agent
+        // was given.
+        Event::Attached { attachments } => {
+            if run.next_seq == 2 + u64::from(run.schedule.is_some()) && run.attachments.is_empty() {
+                run.attachments = attachments.clone();
+            }
+        }
+        // Only as the second event of the admission (before any `Attached`): a later one
+        // would make a run that was not a schedule's into one.
+        Event::Scheduled { schedule } => {
+            if run.next_seq == 2 && run.schedule.is_none() && run.attachments.is_empty() {
+                run.schedule = Some(schedule.clone());
+            }
+        }
+        Event::SessionLinkRevoked { .. } => {
+            run.session_epoch = run.session_epoch.saturating_add(1);
+        }
+    }
+    Some(run)
+}
+
+fn finish_execution(run: &mut Run, at: Timestamp) {
+    if let Some(start) = run.execution_started_at.take() {
+        run.run_time_ms += at.0.saturating_sub(start.0);
+    }
+}
+
+/// Whether `decide` would record `event` in the run's current state: the event is turned back
+/// into the command it records, and that command must be accepted with exactly this event.
+/// Every log the service writes passes; a log from an edited file, or from a version with
+/// other rules, may not. `evolve` still folds such a log (it is total), so this is for tools
+/// that want to report it (`runledger import`), not a condition of folding.
+pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
+    let command = match event.clone() {
+        // Runs are admitted since teams exist: a `Created` is only ever the first event of a
+        // run from before.
+        Event::Created(_) => return run.is_none(),
+        // With the schedule and the attachments, if any: recorded in the same decision,
+        // checked below.
+        Event::Admitted(admitted) => Command::create(admitted, Vec::new(), None),
+        Event::Started { .. } => Command::Start { placement: None },
+        Event::StartedOn { placement, .. } => Command::Start {
+            placement: Some(placement),
+        },
+        Event::Lost { execution, status } => Command::Lose { execution, status },
+        Event::FollowupReceived { message, mode, by } => Command::Followup { message, mode, by },
+        Event::Succeeded { execution } => Command::Finish {
+            execution,
+            outcome: Ok(()),
+        },
+        Event::Failed { execution, status } => Command::Finish {
+            execution,
+            outcome: Err(status),
+        },
+        Event::Cancelled { by } => Command::Cancel { by },
+        Event::SessionLinkRevoked { by } => Command::RevokeSessionLink { by },
+        Event::FollowupsDelivered { execution, count } => Command::Delivered { execution, count },
+        // Recorded right after the `Succeeded` or `Failed` of an execution that ended owing
+        // follow-ups (the second event of that `Finish`).
+        Event::Requeued { execution } => {
+            return run.is_some_and(|r| {
+                matches!(r.state, RunState::Succeeded | RunState::Failed)
+                    && r.executions == execution
+                    && !r.owed.is_empty()
+            });
+        }
+        Event::UsageRecorded { execution, usage } => Command::RecordUsage { execution, usage },
+        Event::ArtifactReported {
+            execution,
+            artifact,
+        } => Command::ReportArtifact {
+            execution,
+            artifact,
+        },
+        // The event after the admission (and its `Scheduled`, if any) of a create with
+        // attachments.
+        Event::Attached { attachments } => {
+            return !attachments.is_empty()
+                && run.is_some_and(|r| {
+                    r.next_seq == 1 + u64::from(r.schedule.is_some()) && r.attachments.is_empty()
+                });
+        }
+        // The second event of a create a schedule's firing made.
+        Event::Scheduled { .. } => {
+            return run.is_some_and(|r| {
+                r.next_seq == 1 && r.schedule.is_none() && r.attachments.is_empty()
+            });
+        }
+    };
+    // An event is recordable as the first event of its command's decision (a `Finish` may
+    // add a `Requeued`, checked on its own above).
+    decide(run, command).is_ok_and(|d| d.events.first() == Some(event))
+}
+
+/// Folds a whole log, oldest first.
+pub fn fold<'a>(
+    id: RunId,
+    events: impl IntoIterator<Item = (&'a Event, Timestamp)>,
+) -> Option<Run> {
+    events
+        .into_iter()
+        .fold(None, |run, (event, at)| evolve(run, id, event, at))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::events::{CreatorKind, RunCreated};
+
+    /// Given / when / then over `decide` and `fold`, as cqrs-es's test framework reads:
+    /// `given(history).when(command).then_events(..)`. The n-th event of a history is
+    /// recorded at `Timestamp(n * 10)`, so run times in the assertions are multiples of 10.
+    mod scenario {
+        use super::super::*;
+
+        const ID: RunId = RunId(42);
+
+        /// The run `history` folds to, each event stamped 10 ms after the one before.
+        fn fold_history(history: &[Event]) -> Option<Run> {
+            fold(
+                ID,
+                history
+                    .iter()
+                    .enumerate()
+                    .map(|(i, e)| (e, Timestamp(i as u64 * 10))),
+            )
+        }
+
+        /// A run's recorded history: the "given" of a scenario.
+        #[derive(Clone)]
+        pub struct Given {
+            history: Vec<Event>,
+        }
+
+        /// A run that has these events.
+        pub fn given(history: impl IntoIterator<Item = Event>) -> Given {
+            Given {
+                history: history.into_iter().collect(),
+            }
+        }
+
+        /// A run that does not exist yet.
+        pub fn given_no_run() -> Given {
+            given(Vec::new())
+        }
+
+        impl Given {
+            /// The same history followed by `events`.
+            pub fn and(mut self, events: impl IntoIterator<Item = Event>) -> Self {
+                self.history.extend(events);
+                self
+            }
+
+            /// The command decided against the state the history folds to.
+            pub fn when(self, command: Command) -> When {
+                let outcome = decide(fold_history(&self.history).as_ref(), command);
+                When {
+                    history: self.history,
+                    outcome,
+                }
+            }
+
+            /// The state the history folds to passes `check`.
+            #[track_caller]
+            pub fn then_state(self, check: impl FnOnce(&Run)) -> Self {
+                check(&fold_history(&self.history).expect("the history creates the run"));
+                self
+            }
+
+            /// The history folds to no run at all.
+            #[track_caller]
+            pub fn then_no_run(self) -> Self {
+                assert_eq!(fold_history(&self.history), None);
+                self
+            }
+
+            /// Every event of the history is one the service may record where it stands.
+            #[track_caller]
+            pub fn then_recordable(self) -> Self {
+                for (i, event) in self.history.iter().enumerate() {
+                    let before = fold_history(&self.history[..i]);
+                    assert!(recordable(before.as_ref(), event), "event {i}");
+                }
+                self
+            }
+
+            /// `event` is not one the service would record after this history.
+            #[track_caller]
+            pub fn then_refuses_to_record(self, event: Event) -> Self {
+                let run = fold_history(&self.history);
+                assert!(!recordable(run.as_ref(), &event), "{event:?}");
+                self
+            }
+        }
+
+        /// A decided command: the "when" of a scenario, checked by its `then_*` steps.
+        pub struct When {
+            history: Vec<Event>,
+            outcome: Result<Decision, Rejection>,
+        }
+
+        impl When {
+            #[track_caller]
+            fn decision(&self) -> &Decision {
+                match &self.outcome {
+                    Ok(decision) => decision,
+                    Err(rejection) => panic!("the command was rejected: {rejection:?}"),
+                }
+            }
+
+            /// The history with the decided events appended.
+            fn after(&self) -> Vec<Event> {
+                let mut all = self.history.clone();
+                all.extend(self.decision().events.iter().cloned());
+                all
+            }
+
+            /// The command is accepted (whatever it decides).
+            #[track_caller]
+            pub fn then_accepted(self) -> Self {
+                self.decision();
+                self
+            }
+
+            /// The command is accepted and records exactly `events`.
+            #[track_caller]
+            pub fn then_events(self, events: impl IntoIterator<Item = Event>) -> Self {
+                let expected: Vec<Event> = events.into_iter().collect();
+                assert_eq!(self.decision().events, expected);
+                self
+            }
+
+            /// The command is accepted and asks the shell for exactly `effects`.
+            #[track_caller]
+            pub fn then_effects(self, effects: impl IntoIterator<Item = Effect>) -> Self {
+                let expected: Vec<Effect> = effects.into_iter().collect();
+                assert_eq!(self.decision().effects, expected);
+                self
+            }
+
+            /// The command is refused with `rejection`.
+            #[track_caller]
+            pub fn then_rejects(self, rejection: Rejection) {
+                assert_eq!(self.outcome, Err(rejection));
+            }
+
+            /// The command is refused with `rejection`, for the reason `why`.
+            #[track_caller]
+            pub fn then_rejects_because(self, rejection: Rejection, why: &str) {
+                assert_eq!(self.outcome, Err(rejection), "{why}");
+            }
+
+            /// The state after the decided events passes `check`.
+            #[track_caller]
+            pub fn then_state(self, check: impl FnOnce(&Run)) -> Self {
+                check(&fold_history(&self.after()).expect("the history creates the run"));
+                self
+            }
+
+            /// Each decided event is one the service may record where it lands.
+            #[track_caller]
+            pub fn then_recordable(self) -> Self {
+                let all = self.after();
+                for i in self.history.len()..all.len() {
+                    let before = fold_history(&all[..i]);
+                    assert!(recordable(before.as_ref(), &all[i]), "event {i}");
+                }
+                self
+            }
+
+            /// A new scenario whose history holds the decided events: the next "given".
+            #[track_caller]
+            pub fn and_then(self) -> Given {
+                given(self.after())
+            }
+        }
+    }
+
+    use scenario::{given, given_no_run};
+
+    fn created() -> RunAdmitted {
+        RunAdmitted {
+            created: legacy(),
+            team: "infra".into(),
+            sealed: None,
+        }
+    }
+
+    /// What a run from before teams started with.
+    fn legacy() -> RunCreated {
+        RunCreated {
+            title: "Fix the bug".into(),
+            prompt: "Fix the bug in auth.go".into(),
+            config: AgentConfig::default(),
+            creator: Creator {
+                kind: CreatorKind::User,
+                uid: "key1".into(),
+                display_name: "alice".into(),
+            },
+            source: SourceType::Api,
+            metadata: BTreeMap::new(),
+        }
+    }
+
+    fn failure() -> StatusMessage {
+        StatusMessage {
+            message: "exit code 1".into(),
+            error_code: None,
+            retryable: None,
+        }
+    }
+
+    fn received(message: &str) -> Event {
+        Event::FollowupReceived {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        }
+    }
+
+    fn followup(message: &str) -> Followup {
+        Followup {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+        }
+    }
+
+    fn send(message: &str) -> Command {
+        Command::Followup {
+            message: message.into(),
+            mode: FollowupMode::Normal,
+            by: "k".into(),
+        }
+    }
+
+    fn cancel() -> Command {
+        Command::Cancel { by: "k".into() }
+    }
+
+    fn usage(input: u64, nano_usd: Option<u64>, cpu_ms: Option<u64>) -> ExecutionUsage {
+        use crate::events::{CostSource, InferenceCost, Tokens};
+        ExecutionUsage {
+            tokens: Some(Tokens {
+                input,
+                cached_input: 0,
+                output: 1,
+            }),
+            model: Some("m".into()),
+            inference: nano_usd.map(|nano_usd| InferenceCost {
+                nano_usd,
+                source: CostSource::Prices,
+            }),
+            cpu_ms,
+            compute_nano_usd: cpu_ms.map(|ms| ms * 10),
+        }
+    }
+
+    fn record(execution: u32, usage: ExecutionUsage) -> Command {
+        Command::RecordUsage { execution, usage }
+    }
+
+    #[test]
+    fn recordable_accepts_what_decide_records_and_nothing_else() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ])
+        .then_recordable()
+        // A cancel of a finished run is not what the service writes.
+        .then_refuses_to_record(Event::Cancelled { by: "key1".into() });
+        // A second Created, a skipped execution number, and a finish of a run never started
+        // are not what the service writes.
+        given([Event::Admitted(created())])
+            .then_refuses_to_record(Event::Admitted(created()))
+            .then_refuses_to_record(Event::Started { execution: 2 })
+            .then_refuses_to_record(Event::Succeeded { execution: 0 });
+        given_no_run().then_refuses_to_record(Event::Started { execution: 1 });
+    }
+
+    #[test]
+    fn create_queues_a_new_run() {
+        given_no_run()
+            .when(create(created()))
+            .then_events([Event::Admitted(created())])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 1);
+                assert_eq!(run.team, "infra");
+            });
+    }
+
+    #[test]
+    fn a_run_from_before_teams_belongs_to_default_and_works_on() {
+        given([Event::Created(legacy()), Event::Started { execution: 1 }])
+            .then_state(|run| {
+                assert_eq!(run.team, crate::DEFAULT_TEAM);
+                assert_eq!(run.sealed, None);
+                assert_eq!(run.state, RunState::InProgress);
+            })
+            .then_recordable()
+            // A legacy creation is read, never written again.
+            .then_refuses_to_record(Event::Created(legacy()));
+    }
+
+    #[test]
+    fn create_twice_is_rejected() {
+        given([Event::Admitted(created())])
+            .when(create(created()))
+            .then_rejects(Rejection::AlreadyExists);
+    }
+
+    fn create(admitted: RunAdmitted) -> Command {
+        Command::create(admitted, Vec::new(), None)
+    }
+
+    fn content(byte: u8, mime_type: &str) -> crate::Content {
+        crate::Content {
+            sha256: [byte; 32],
+            size: u64::from(byte) * 100,
+            mime_type: mime_type.into(),
+        }
+    }
+
+    fn attachment(name: &str) -> Attachment {
+        Attachment {
+            file_name: name.into(),
+            content: content(7, "text/plain"),
+        }
+    }
+
+    fn pull_request(uid: &str) -> Artifact {
+        Artifact {
+            uid: uid.into(),
+            kind: crate::ArtifactKind::PullRequest {
+                url: "https://git.example.com/acme/app/pull/7".into(),
+                branch: "fix-auth".into(),
+                title: Some("Fix auth".into()),
+            },
+        }
+    }
+
+    #[test]
+    fn a_create_with_attachments_records_them_with_the_admission() {
+        let files = vec![attachment("spec.md"), attachment("logo.png")];
+        given_no_run()
+            .when(Command::create(created(), files.clone(), None))
+            .then_events([
+                Event::Admitted(created()),
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+            ])
+            .then_effects([Effect::Enqueue]);
+        given([
+            Event::Admitted(created()),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.attachments, files);
+            assert_eq!(run.state, RunState::Queued);
+        })
+        .then_recordable()
+        // Only as the second event of the creation, and only once.
+        .then_refuses_to_record(Event::Attached {
+            attachments: vec![attachment("late.txt")],
+        });
+        given([Event::Admitted(created())]).then_refuses_to_record(Event::Attached {
+            attachments: Vec::new(),
+        });
+    }
+
+    fn nightly() -> RunSchedule {
+        RunSchedule {
+            schedule_id: RunId(7),
+            schedule_name: "nightly".into(),
+            cron_schedule: "0 3 * * *".into(),
+            due: Timestamp(86_400_000),
+        }
+    }
+
+    fn scheduled(admitted: RunAdmitted) -> RunAdmitted {
+        let mut admitted = admitted;
+        admitted.created.source = SourceType::ScheduledAgent;
+        admitted
+    }
+
+    #[test]
+    fn a_scheduled_create_records_its_schedule_with_the_admission() {
+        given_no_run()
+            .when(Command::create(
+                scheduled(created()),
+                Vec::new(),
+                Some(nightly()),
+            ))
+            .then_events([
+                Event::Admitted(scheduled(created())),
+                Event::Scheduled {
+                    schedule: nightly(),
+                },
+            ])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.schedule, Some(nightly()));
+                assert_eq!(run.source, SourceType::ScheduledAgent);
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 2);
+            })
+            .then_recordable()
+            .and_then()
+            // Only as the second event of the creation, and only once.
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            })
+            .when(create(created()))
+            .then_rejects(Rejection::AlreadyExists);
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            });
+        given_no_run().then_refuses_to_record(Event::Scheduled {
+            schedule: nightly(),
+        });
+    }
+
+    #[test]
+    fn a_scheduled_create_with_attachments_records_the_schedule_first() {
+        let files = vec![attachment("spec.md")];
+        given_no_run()
+            .when(Command::create(
+                scheduled(created()),
+                files.clone(),
+                Some(nightly()),
+            ))
+            .then_events([
+                Event::Admitted(scheduled(created())),
+                Event::Scheduled {
+                    schedule: nightly(),
+                },
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+            ])
+            .then_state(|run| {
+                assert_eq!(run.schedule, Some(nightly()));
+                assert_eq!(run.attachments, files);
+            })
+            .then_recordable()
+            .and_then()
+            .then_refuses_to_record(Event::Scheduled {
+                schedule: nightly(),
+            });
+        // The other order is not what the service writes, and folds without the schedule.
+        given([
+            Event::Admitted(scheduled(created())),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+        ])
+        .then_refuses_to_record(Event::Scheduled {
+            schedule: nightly(),
+        });
+        given([
+            Event::Admitted(scheduled(created())),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+            Event::Scheduled {
+                schedule: nightly(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.schedule, None);
+            assert_eq!(run.attachments, files);
+        });
+    }
+
+    #[test]
+    fn a_schedule_recorded_late_changes_nothing() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Scheduled {
+                schedule: nightly(),
+            },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.schedule, None);
+            assert_eq!(run.next_seq, 3);
+        });
+    }
+
+    #[test]
+    fn a_run_admitted_as_scheduled_without_a_schedule_works_on() {
+        given_no_run()
+            .when(create(scheduled(created())))
+            .then_events([Event::Admitted(scheduled(created()))])
+            .then_state(|run| {
+                assert_eq!(run.source, SourceType::ScheduledAgent);
+                assert_eq!(run.schedule, None);
+            })
+            .and_then()
+            .when(Command::Start { placement: None })
+            .then_events([Event::Started { execution: 1 }]);
+    }
+
+    #[test]
+    fn attachments_recorded_after_the_start_change_nothing() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Attached {
+                attachments: vec![attachment("late.txt")],
+            },
+        ])
+        .then_state(|run| assert!(run.attachments.is_empty()));
+    }
+
+    #[test]
+    fn the_execution_in_progress_reports_artifacts_in_order() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(Command::ReportArtifact {
+                execution: 1,
+                artifact: pull_request("a1"),
+            })
+            .then_events([Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a1"),
+            }]);
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a1"),
+            },
+            Event::ArtifactReported {
+                execution: 1,
+                artifact: pull_request("a2"),
+            },
+            Event::Succeeded { execution: 1 },
+        ])
+        .then_recordable()
+        .then_state(|run| {
+            let uids: Vec<_> = run
+                .artifacts
+                .iter()
+                .map(|a| a.artifact.uid.as_str())
+                .collect();
+            assert_eq!(uids, ["a1", "a2"]);
+            assert_eq!(run.artifacts[0].at, Timestamp(20));
+            assert_eq!(run.artifacts[1].execution, 1);
+        });
+    }
+
+    #[test]
+    fn a_stale_or_finished_execution_cannot_report_artifacts() {
+        let report = |execution| Command::ReportArtifact {
+            execution,
+            artifact: pull_request("late"),
+        };
+        given([Event::Admitted(created())])
+            .when(report(1))
+            .then_rejects(Rejection::StaleExecution(1));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(report(1))
+        .then_rejects(Rejection::StaleExecution(1));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Succeeded { execution: 1 },
+            received("again"),
+            Event::Started { execution: 2 },
+        ])
+        .when(report(1))
+        .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn a_run_holds_at_most_max_artifacts() {
+        let mut history = vec![Event::Admitted(created()), Event::Started { execution: 1 }];
+        history.extend((0..MAX_ARTIFACTS).map(|i| Event::ArtifactReported {
+            execution: 1,
+            artifact: pull_request(&format!("a{i}")),
+        }));
+        given(history)
+            .when(Command::ReportArtifact {
+                execution: 1,
+                artifact: pull_request("one-too-many"),
+            })
+            .then_rejects(Rejection::TooManyArtifacts);
+    }
+
+    #[test]
+    fn commands_on_missing_runs_are_not_found() {
+        for command in [Command::Start { placement: None }, cancel(), send("hi")] {
+            given_no_run()
+                .when(command)
+                .then_rejects(Rejection::NotFound);
+        }
+    }
+
+    #[test]
+    fn start_launches_the_first_execution_with_queued_followups() {
+        given([
+            Event::Admitted(created()),
+            Event::FollowupReceived {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+                by: "k".into(),
+            },
+        ])
+        .when(Command::Start { placement: None })
+        .then_events([Event::Started { execution: 1 }])
+        .then_effects([Effect::Launch {
+            execution: 1,
+            followups: vec![Followup {
+                message: "also add tests".into(),
+                mode: FollowupMode::Plan,
+            }],
+            resumed_by: None,
+        }])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::InProgress);
+            assert!(run.pending_followups.is_empty());
+            assert_eq!(run.started_at, Some(Timestamp(20)));
+        });
+    }
+
+    #[test]
+    fn start_is_refused_unless_queued() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(Command::Start { placement: None })
+            .then_rejects(Rejection::NotQueued);
+    }
+
+    #[test]
+    fn finish_records_success_and_run_time() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(Command::Finish {
+                execution: 1,
+                outcome: Ok(()),
+            })
+            .then_events([Event::Succeeded { execution: 1 }])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Succeeded);
+                assert_eq!(run.run_time_ms, 10);
+            });
+    }
+
+    #[test]
+    fn failure_carries_its_status_message() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(Command::Finish {
+                execution: 1,
+                outcome: Err(failure()),
+            })
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Failed);
+                assert_eq!(run.status_message, Some(failure()));
+            });
+    }
+
+    #[test]
+    fn finish_of_a_stale_execution_is_refused() {
+        let finish = Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        };
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(finish.clone())
+        .then_rejects(Rejection::StaleExecution(1));
+        given([Event::Admitted(created()), Event::Started { execution: 2 }])
+            .when(finish)
+            .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn a_revoke_moves_the_session_epoch_in_every_state_and_nothing_else() {
+        let revoke = || Command::RevokeSessionLink { by: "k".into() };
+        let admitted = Event::Admitted(created());
+        let started = Event::Started { execution: 1 };
+        for history in [
+            vec![admitted.clone()],
+            vec![admitted.clone(), started.clone()],
+            vec![
+                admitted.clone(),
+                started.clone(),
+                Event::Succeeded { execution: 1 },
+            ],
+            vec![admitted.clone(), Event::Cancelled { by: "k".into() }],
+        ] {
+            let before = {
+                let mut run = None;
+                for (i, e) in history.iter().enumerate() {
+                    run = evolve(run, RunId(42), e, Timestamp(i as u64 * 10));
+                }
+                run.expect("a run")
+            };
+            given(history.clone())
+                .when(revoke())
+                .then_events([Event::SessionLinkRevoked { by: "k".into() }])
+                .then_effects([])
+                .then_recordable()
+                .then_state(|run| {
+                    assert_eq!(run.session_epoch, 1);
+                    assert_eq!(run.state, before.state);
+                    assert_eq!(run.executions, before.executions);
+                });
+            let mut twice = history;
+            twice.push(Event::SessionLinkRevoked { by: "k".into() });
+            given(twice)
+                .when(revoke())
+                .then_state(|run| assert_eq!(run.session_epoch, 2));
+        }
+        given_no_run()
+            .when(revoke())
+            .then_rejects(Rejection::NotFound);
+    }
+
+    #[test]
+    fn cancel_queued_dequeues_and_in_progress_stops() {
+        given([Event::Admitted(created())])
+            .when(cancel())
+            .then_events([Event::Cancelled { by: "k".into() }])
+            .then_effects([Effect::Dequeue]);
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(cancel())
+            .then_effects([Effect::Stop { execution: 1 }])
+            .then_state(|run| assert_eq!(run.state, RunState::Cancelled));
+    }
+
+    #[test]
+    fn cancel_of_a_finished_run_is_refused() {
+        for (end, state) in [
+            (Event::Succeeded { execution: 1 }, RunState::Succeeded),
+            (
+                Event::Failed {
+                    execution: 1,
+                    status: failure(),
+                },
+                RunState::Failed,
+            ),
+            (Event::Cancelled { by: "k".into() }, RunState::Cancelled),
+        ] {
+            given([
+                Event::Admitted(created()),
+                Event::Started { execution: 1 },
+                end,
+            ])
+            .then_state(|run| assert_eq!(run.state, state))
+            .when(cancel())
+            .then_rejects(Rejection::AlreadyTerminal(state));
+        }
+    }
+
+    #[test]
+    fn followup_while_in_progress_is_delivered() {
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(send("more"))
+            .then_effects([Effect::Deliver(followup("more"))]);
+    }
+
+    #[test]
+    fn followup_on_a_finished_run_resumes_it_as_a_new_execution() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Failed {
+                execution: 1,
+                status: failure(),
+            },
+        ])
+        .when(send("try again"))
+        .then_events([received("try again")])
+        .then_effects([Effect::Enqueue])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Queued);
+            assert_eq!(run.status_message, None);
+        })
+        .and_then()
+        .when(Command::Start { placement: None })
+        .then_events([Event::Started { execution: 2 }])
+        .then_effects([Effect::Launch {
+            execution: 2,
+            followups: vec![],
+            resumed_by: Some(followup("try again")),
+        }]);
+    }
+
+    fn slurm(job_id: u64, node: &str) -> Placement {
+        Placement::Slurm {
+            job_id,
+            node: node.into(),
+        }
+    }
+
+    fn node_failed() -> StatusMessage {
+        StatusMessage {
+            message: "node n2 failed".into(),
+            error_code: Some("internal_error".into()),
+            retryable: Some(true),
+        }
+    }
+
+    #[test]
+    fn a_start_with_a_placement_records_where_it_runs() {
+        given([Event::Admitted(created())])
+            .when(Command::Start {
+                placement: Some(slurm(42, "n2")),
+            })
+            .then_events([Event::StartedOn {
+                execution: 1,
+                placement: slurm(42, "n2"),
+            }])
+            .then_effects([Effect::Launch {
+                execution: 1,
+                followups: vec![],
+                resumed_by: None,
+            }])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::InProgress);
+                assert_eq!(run.executions, 1);
+            });
+    }
+
+    #[test]
+    fn a_lost_execution_is_queued_again_and_the_next_starts_as_it_did() {
+        given([
+            Event::Admitted(created()),
+            Event::Succeeded { execution: 0 },
+            received("first"),
+            Event::StartedOn {
+                execution: 1,
+                placement: slurm(42, "n2"),
+            },
+            received("during"),
+        ])
+        .when(Command::Lose {
+            execution: 1,
+            status: node_failed(),
+        })
+        .then_events([Event::Lost {
+            execution: 1,
+            status: node_failed(),
+        }])
+        .then_effects([Effect::Enqueue])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Queued);
+            assert_eq!(run.status_message, Some(node_failed()));
+            assert!(run.owed.is_empty());
+        })
+        .and_then()
+        .when(Command::Start {
+            placement: Some(slurm(43, "n1")),
+        })
+        .then_events([Event::StartedOn {
+            execution: 2,
+            placement: slurm(43, "n1"),
+        }])
+        .then_effects([Effect::Launch {
+            execution: 2,
+            followups: vec![followup("during")],
+            resumed_by: Some(followup("first")),
+        }]);
+    }
+
+    #[test]
+    fn only_the_execution_in_progress_can_be_lost() {
+        let lose = |execution| Command::Lose {
+            execution,
+            status: node_failed(),
+        };
+        given([Event::Admitted(created())])
+            .when(lose(0))
+            .then_rejects(Rejection::StaleExecution(0));
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(lose(2))
+            .then_rejects(Rejection::StaleExecution(2));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(lose(1))
+        .then_rejects(Rejection::StaleExecution(1));
+        // A late report of the lost execution is refused like any superseded one.
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Lost {
+                execution: 1,
+                status: node_failed(),
+            },
+            Event::Started { execution: 2 },
+        ])
+        .when(Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        })
+        .then_rejects(Rejection::StaleExecution(1));
+    }
+
+    #[test]
+    fn empty_followups_are_refused() {
+        given([Event::Admitted(created())])
+            .when(send(""))
+            .then_rejects(Rejection::EmptyMessage);
+    }
+
+    #[test]
+    fn followups_waiting_for_a_queued_run_are_bounded() {
+        let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
+        given(std::iter::once(Event::Admitted(created())).chain(waiting))
+            .when(send("one more"))
+            .then_rejects(Rejection::TooManyPending);
+    }
+
+    #[test]
+    fn usage_is_recorded_once_for_the_latest_execution_and_summed() {
+        let recorded = given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(record(1, usage(10, Some(5), None)))
+            .then_effects([])
+            .and_then();
+        recorded
+            .clone()
+            .when(record(1, usage(1, None, None)))
+            .then_rejects_because(Rejection::StaleExecution(1), "once per execution");
+        recorded
+            .clone()
+            .when(record(2, usage(1, None, None)))
+            .then_rejects_because(
+                Rejection::StaleExecution(2),
+                "not an execution that never started",
+            );
+        let second = recorded.and([
+            Event::Succeeded { execution: 1 },
+            received("more"),
+            Event::Started { execution: 2 },
+        ]);
+        second
+            .clone()
+            .when(record(1, usage(1, None, None)))
+            .then_rejects_because(
+                Rejection::StaleExecution(1),
+                "an earlier execution is stale",
+            );
+        second
+            .when(record(2, usage(20, None, Some(7))))
+            .then_state(|run| {
+                assert_eq!(
+                    run.usage,
+                    RunUsage {
+                        inference_nano_usd: Some(5),
+                        compute_nano_usd: Some(70),
+                        input_tokens: 30,
+                        output_tokens: 2,
+                        cpu_ms: 7,
+                        recorded: 2,
+                    }
+                );
+                // The state is not moved: recording usage changes only the sums.
+                assert_eq!(run.state, RunState::InProgress);
+            })
+            .and_then()
+            .then_recordable();
+    }
+
+    #[test]
+    fn a_cancelled_execution_still_records_its_usage() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(record(1, usage(1, None, Some(3))))
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Cancelled);
+            assert_eq!(run.usage.cpu_ms, 3);
+            assert_eq!(run.usage.inference_nano_usd, None, "unknown stays unknown");
+        });
+    }
+
+    #[test]
+    fn usage_sums_saturate() {
+        let most = || usage(u64::MAX, Some(u64::MAX), Some(u64::MAX / 10));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::UsageRecorded {
+                execution: 1,
+                usage: most(),
+            },
+            Event::Succeeded { execution: 1 },
+            received("more"),
+            Event::Started { execution: 2 },
+        ])
+        .when(record(2, most()))
+        .then_state(|run| {
+            assert_eq!(run.usage.input_tokens, u64::MAX);
+            assert_eq!(run.usage.inference_nano_usd, Some(u64::MAX));
+        });
+    }
+
+    #[test]
+    fn evolve_ignores_events_that_do_not_apply() {
+        given([Event::Started { execution: 1 }]).then_no_run();
+        let once = given([Event::Admitted(created())]);
+        let (mut state, mut title) = (None, None);
+        once.then_state(|run| {
+            state = Some(run.state);
+            title = Some(run.title.clone());
+        })
+        .and([Event::Admitted(created())])
+        .then_state(|again| {
+            assert_eq!(Some(again.state), state);
+            assert_eq!(Some(&again.title), title.as_ref());
+        });
+    }
+
+    #[test]
+    fn an_execution_owes_the_followups_handed_at_its_start_and_sent_while_it_runs() {
+        // Given a follow-up sent while the run was queued, and one while it ran,
+        given([
+            Event::Admitted(created()),
+            received("while queued"),
+            Event::Started { execution: 1 },
+            received("while running"),
+        ])
+        // then both are owed to execution 1, oldest first,
+        .then_state(|run| {
+            assert_eq!(
+                run.owed,
+                vec![followup("while queued"), followup("while running")]
+            );
+            assert!(run.pending_followups.is_empty());
+        })
+        // and when it takes one, the other is still owed.
+        .when(Command::Delivered {
+            execution: 1,
+            count: 1,
+        })
+        .then_events([Event::FollowupsDelivered {
+            execution: 1,
+            count: 1,
+        }])
+        .then_state(|run| assert_eq!(run.owed, vec![followup("while running")]));
+    }
+
+    #[test]
+    fn an_execution_cannot_take_more_than_it_is_owed_nor_report_for_another() {
+        let owing = given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            received("one"),
+        ]);
+        // More than owed is recorded as what was owed.
+        owing
+            .clone()
+            .when(Command::Delivered {
+                execution: 1,
+                count: 5,
+            })
+            .then_events([Event::FollowupsDelivered {
+                execution: 1,
+                count: 1,
+            }])
+            .and_then()
+            .when(Command::Delivered {
+                execution: 1,
+                count: 1,
+            })
+            .then_rejects(Rejection::NothingOwed(1));
+        owing
+            .when(Command::Delivered {
+                execution: 2,
+                count: 1,
+            })
+            .then_rejects(Rejection::StaleExecution(2));
+    }
+
+    #[test]
+    fn an_execution_that_ends_owing_followups_requeues_the_run_for_them() {
+        for (outcome, end) in [
+            (Ok(()), Event::Succeeded { execution: 1 }),
+            (
+                Err(failure()),
+                Event::Failed {
+                    execution: 1,
+                    status: failure(),
+                },
+            ),
+        ] {
+            // Given an execution that took the first of three follow-ups,
+            given([
+                Event::Admitted(created()),
+                Event::Started { execution: 1 },
+                received("a"),
+                received("b"),
+                received("c"),
+                Event::FollowupsDelivered {
+                    execution: 1,
+                    count: 1,
+                },
+            ])
+            // when it ends, however it ends,
+            .when(Command::Finish {
+                execution: 1,
+                outcome,
+            })
+            // then the run is queued again: "b" resumes it and "c" waits for that execution.
+            .then_events([end, Event::Requeued { execution: 1 }])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.resumed_by, Some(followup("b")));
+                assert_eq!(run.pending_followups, vec![followup("c")]);
+                assert!(run.owed.is_empty());
+            })
+            // Both events are what the service records.
+            .then_recordable()
+            // The next execution is handed "c" and owes it.
+            .and_then()
+            .when(Command::Start { placement: None })
+            .then_effects([Effect::Launch {
+                execution: 2,
+                followups: vec![followup("c")],
+                resumed_by: Some(followup("b")),
+            }]);
+        }
+    }
+
+    #[test]
+    fn an_execution_that_took_everything_ends_the_run() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::FollowupsDelivered {
+                execution: 1,
+                count: 1,
+            },
+        ])
+        .when(Command::Finish {
+            execution: 1,
+            outcome: Ok(()),
+        })
+        .then_events([Event::Succeeded { execution: 1 }])
+        .then_effects([])
+        // A Requeued the service would not write is not recordable.
+        .and_then()
+        .then_refuses_to_record(Event::Requeued { execution: 1 });
+    }
+
+    #[test]
+    fn a_cancel_drops_what_is_owed() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::Cancelled { by: "k".into() },
+        ])
+        .then_state(|run| {
+            assert!(run.owed.is_empty());
+            assert_eq!(run.state, RunState::Cancelled);
+        });
+    }
+
+    #[test]
+    fn followups_waiting_for_a_running_agent_are_bounded() {
+        let waiting = (0..MAX_PENDING_FOLLOWUPS).map(|i| received(&format!("note {i}")));
+        let full = given(
+            [Event::Admitted(created()), Event::Started { execution: 1 }]
+                .into_iter()
+                .chain(waiting),
+        );
+        full.clone()
+            .when(send("one more"))
+            .then_rejects(Rejection::TooManyPending);
+        // Once the agent takes them, there is room again.
+        full.and([Event::FollowupsDelivered {
+            execution: 1,
+            count: 50,
+        }])
+        .when(send("one more"))
+        .then_accepted();
+    }
+
+    /// Logs written before follow-ups were tracked have in-progress follow-ups without
+    /// `FollowupsDelivered`; they fold to the same states as before.
+    #[test]
+    fn a_log_without_deliveries_folds_as_it_always_did() {
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            received("a"),
+            Event::Succeeded { execution: 1 },
+        ])
+        .then_state(|run| {
+            assert_eq!(run.state, RunState::Succeeded);
+            assert_eq!(run.resumed_by, None);
+        });
+    }
+}
