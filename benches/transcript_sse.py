@@ -144,7 +144,7 @@ def idle_followers(s):
         c = socket.create_connection((host, int(port)))
         c.sendall(request)
         warm.append(c)
-    # Past the workers' collection after a quiet 2 s (src/memory.rs), for both samples.
+    # Past the workers' collection after a quiet 2 s (crates/base/src/memory.rs), for both samples.
     time.sleep(5)
     before = rss_mb(s.proc.pid)
     conns = []
