@@ -1,0 +1,13 @@
+//! Stored events as JSON: `RunEvent` (one line of the events endpoint, of `runledger export`
+//! and of `events --json`) and its exact inverse `event_from_json` (`runledger import`), which
+//! accepts only what `event_json` writes so that a backup restores every event byte for byte.
+
+mod data;
+mod error;
+mod line;
+mod parse;
+
+pub use data::*;
+pub use error::EventJsonError;
+pub use line::{event_json, RunEvent};
+pub use parse::event_from_json;
