@@ -5,7 +5,7 @@
 //! elsewhere cannot open them, and its follow-up fails saying so instead of launching the agent
 //! with `***`; an export `--with-keys` restores them.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -11,7 +11,7 @@
 //!   damaged message: sled refuses to open, and so does everything of ours with a message that
 //!   says what to do, until `runledger replay` sets the snapshot aside and recovers from the log.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

@@ -2,7 +2,7 @@
 //! state, queue depth, append and sync latency) and structured logs whose request id is the
 //! error body's `trace_id`.
 
-mod common;
+use crate::common;
 
 use common::{Server, CONFIG};
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! follow-ups, exit status, setup, cancellation of whole process trees, time limits, restart
 //! recovery of orphans, and the presets driven through fake CLIs on PATH.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 
@@ -276,7 +276,7 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
         "{text}"
     );
     assert!(!text.contains("Follow-up: again"), "{text}");
-    // `UsageRecorded` (before each end, where the host measures CPU time) is tests/usage.rs's.
+    // `UsageRecorded` (before each end, where the host measures CPU time) is tests/it/usage.rs's.
     let events = s.events(&first).await;
     let kinds: Vec<&str> = events
         .iter()
@@ -728,7 +728,7 @@ while true; do sleep 0.1; done"#,
     );
 }
 
-/// The run's event types, without `UsageRecorded` (host-dependent; tests/usage.rs's).
+/// The run's event types, without `UsageRecorded` (host-dependent; tests/it/usage.rs's).
 async fn types_online(s: &Server, id: &str) -> Vec<String> {
     s.events(id)
         .await

@@ -1,6 +1,6 @@
 //! Integration tests: the real binary, real HTTP, a real data directory.
 
-mod common;
+use crate::common;
 
 use common::{cli, problem, Server};
 use serde_json::{json, Value};

@@ -4,7 +4,7 @@
 //! poison neither the wire nor the totals, and `/metrics` keeps the totals per environment
 //! across a restart.
 
-mod common;
+use crate::common;
 
 use common::{script, Server};
 use serde_json::{json, Value};

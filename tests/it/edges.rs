@@ -3,7 +3,7 @@
 //! capped transcripts, problem+json for every client error, server-made trace ids, `Accept`
 //! qualities, the headers of HTML answers and one-line CLI errors.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;

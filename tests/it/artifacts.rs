@@ -7,7 +7,7 @@
 //! transcript and never fail the run. Links expire and cannot be forged, another team sees
 //! nothing, and the artifacts survive a restart and an export/import.
 
-mod common;
+use crate::common;
 
 use std::path::PathBuf;
 

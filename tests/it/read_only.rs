@@ -6,7 +6,7 @@
 //! script in an `"edit"` environment changes the workspace and succeeds, which shows each probe
 //! can tell. The real CLIs are tested the same way in `tests/models/test_read_only.py`.
 
-mod common;
+use crate::common;
 
 use common::{agent_visible_dir, script, Server};
 use serde_json::json;

@@ -3,7 +3,7 @@
 //! too) is read from their `crate::`, `super::` and `self::` paths, test modules left out.
 //! `lib.rs` and `mod.rs` are the folders' tables of contents: a name one re-exports counts as
 //! an import of the file that defines it; what they still define themselves is outside this
-//! check. Which crate may use which is the crates' own `Cargo.toml` (tests/architecture.rs).
+//! check. Which crate may use which is the crates' own `Cargo.toml` (tests/it/architecture.rs).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};

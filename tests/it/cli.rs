@@ -4,7 +4,7 @@
 //! variables and profile, and the failures (a wrong command line, a refused key, a server that
 //! is not runledger) each with its own code, one line and no backtrace.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead as _, BufReader, Read as _, Write as _};
 use std::net::TcpListener;

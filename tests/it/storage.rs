@@ -14,7 +14,7 @@
 //! Mounting needs root (CI runs as root); where a mount fails the test says so and returns.
 //! The mounting tests take a file lock, so they never run at the same time as each other.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};

@@ -4,7 +4,7 @@
 //! receiver checks every signature with the crate's own verifier (the Python suite,
 //! `tests/sdk/test_webhooks.py`, checks them with the `standardwebhooks` library).
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -2,7 +2,7 @@
 //! resumable with `Last-Event-ID`; the end of a terminal run's stream, or following a finished
 //! run that a follow-up resumes (`keep_open=true`); a slow follower never holding up the agent.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

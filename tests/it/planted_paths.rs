@@ -8,7 +8,7 @@
 //! canary file and directory elsewhere on the host are unchanged in owner, mode and content,
 //! and every run either went on or failed naming the path it refused, never by a server error.
 
-mod common;
+use crate::common;
 
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};

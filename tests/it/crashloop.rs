@@ -15,7 +15,7 @@
 //! not applied), or unknown (the connection broke, typically by the kill) — unknown commands
 //! may or may not be in the history, but at most once.
 
-mod common;
+use crate::common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::Path;

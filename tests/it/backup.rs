@@ -4,7 +4,7 @@
 //! never merges into a directory that holds runs or keys, and a malformed backup fails naming
 //! its line and leaves nothing behind.
 
-mod common;
+use crate::common;
 
 use std::io::Write as _;
 use std::path::Path;

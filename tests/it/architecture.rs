@@ -92,7 +92,7 @@ fn each_crate_depends_only_on_the_crates_below_it() {
     }
     assert!(
         wrong.is_empty(),
-        "dependencies against the layering of tests/architecture.rs:\n{}",
+        "dependencies against the layering of tests/it/architecture.rs:\n{}",
         wrong.join("\n")
     );
 }

@@ -6,7 +6,7 @@
 //! webhook bodies, `runledger export`, or any file of the data directory outside the agent's
 //! own directories (its workspace and agent files hold what it wrote there).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};

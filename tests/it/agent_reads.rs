@@ -5,7 +5,7 @@
 //! are answered `422 operation_not_supported`. Another team's run is answered like a missing
 //! one everywhere.
 
-mod common;
+use crate::common;
 
 use common::{problem, Server};
 use serde_json::{json, Value};

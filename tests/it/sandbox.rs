@@ -5,7 +5,7 @@
 //! The same script run unconfined (`sandbox = "none"`) reaches what the sandbox takes away,
 //! which shows that each probe can tell.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

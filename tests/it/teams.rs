@@ -3,7 +3,7 @@
 //! the others with a 403 naming them, the queues' caps answer 429, and teams are managed by
 //! admin keys only, through the API and the CLI.
 
-mod common;
+use crate::common;
 
 use common::{cli, Server};
 use serde_json::{json, Value};

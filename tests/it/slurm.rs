@@ -6,7 +6,7 @@
 //! (`.config/nextest.toml`). `RUNLEDGER_SLURM_LONG=1` runs the long form (200 runs instead of
 //! 50).
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

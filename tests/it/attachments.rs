@@ -4,7 +4,7 @@
 //! missing without following links an agent left; every limit is a 400 naming it, and a
 //! refused create records nothing.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

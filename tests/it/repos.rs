@@ -2,7 +2,7 @@
 //! from a mirror the server keeps and refreshes, and a fetch or checkout that fails ends the
 //! run as a setup failure that says why. The remotes are local bare repositories (`file://`).
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::Command;

@@ -3,7 +3,7 @@
 //! real agent processes), the session page carries no control bytes, a failure message cuts
 //! every stderr line the same way, and the events API pages through a long history.
 
-mod common;
+use crate::common;
 
 use std::io::{Read, Write};
 use std::path::Path;

@@ -3,7 +3,7 @@
 //! the firing instant, one catch-up after a down time, and schedules in export, import,
 //! `events` and `replay --verify`.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

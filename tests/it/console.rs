@@ -4,7 +4,7 @@
 //! session end at once, a restart signs everyone out, pages escape what clients wrote and show
 //! a key only its team's runs, and every page carries the strict security headers.
 
-mod common;
+use crate::common;
 
 use common::{problem, Server};
 use reqwest::header::{HeaderMap, COOKIE, LOCATION, SET_COOKIE};

@@ -3,7 +3,7 @@
 //! startup recovery still finds the waiting runs of every team. An index of layout 9, from
 //! before runs carried their schedule, is rebuilt too, and lists by `schedule_id`.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};

@@ -4,7 +4,7 @@
 //! And what it inherits from the host: a fixed `PATH`, never the server's, and no user
 //! namespaces of its own inside the sandbox.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 
