@@ -1,7 +1,7 @@
 //! Who reaches what without a key of a run's team: `/metrics` only with the metrics token or
 //! an admin key, and a run's `session_link` only until it expires or is revoked.
 
-mod common;
+use crate::common;
 
 use common::Server;
 use serde_json::{json, Value};
