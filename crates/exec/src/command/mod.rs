@@ -15,7 +15,7 @@
 //! configuration, through `safe_fs`), `setup` (repositories and setup commands), `start` (argv,
 //! prompt, spawn, stdin at start), `supervise` (waiting, follow-ups, deadline, stopping the
 //! tree), `output` (the bounded output streaming) and `finish` (exit status to outcome, failure
-//! messages). Their imports form no circle (`tests/layers.rs`): `run` is the top, `execution`
+//! messages). Their imports form no circle (`tests/it/layers.rs`): `run` is the top, `execution`
 //! and `output` import no sibling.
 
 mod execution;

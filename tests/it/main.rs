@@ -1,0 +1,41 @@
+//! The integration tests: one crate, one module per concern, so a change to the service
+//! relinks one test binary instead of one per file (figures: `docs/performance.md`, "Build
+//! times"). Each module drives the real binary, real child processes or the crates' public
+//! API; `common` starts servers and runs the CLI for them.
+
+mod common;
+
+mod access;
+mod agent_reads;
+mod agents;
+mod architecture;
+mod artifacts;
+mod attachments;
+mod backup;
+mod cli;
+mod console;
+mod crashloop;
+mod credentials;
+mod damage;
+mod edges;
+mod golden;
+mod index_upgrade;
+mod layers;
+mod operations;
+mod output;
+mod planted_paths;
+mod properties;
+mod read_only;
+mod redaction;
+mod repos;
+mod sandbox;
+mod schedule_memory;
+mod schedules;
+mod server;
+mod slurm;
+mod sse;
+mod storage;
+mod teams;
+mod uids;
+mod usage;
+mod webhooks;
