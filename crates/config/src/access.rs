@@ -5,7 +5,9 @@
 
 use std::collections::BTreeMap;
 
-use super::{Error, Range, Secret, SecretValue};
+use crate::error::Error;
+use crate::range::Range;
+use crate::secrets::{Secret, SecretValue};
 
 /// How long a `session_link` is valid by default: a week, long enough to share a run's page in
 /// a review or a ticket, short enough that a link found later in a chat log is dead.

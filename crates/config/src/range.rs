@@ -4,7 +4,7 @@
 
 use std::fmt::Display;
 
-use super::Error;
+use crate::error::Error;
 
 /// The numbers a setting accepts, both ends included.
 #[derive(Debug, Clone, Copy)]

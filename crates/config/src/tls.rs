@@ -5,7 +5,7 @@
 //! This module alone knows rustls. It reads the two files once, at start-up, and checks
 //! everything that would otherwise only fail at the first handshake: that each file holds what
 //! it should, that the key is of a supported kind, and that it belongs to the certificate. Its
-//! errors say which of the two files is at fault, so that `config.rs` can name the field and
+//! errors say which of the two files is at fault, so that `server.rs` can name the field and
 //! line. It knows nothing of the config file's syntax or of HTTP.
 
 use std::path::Path;
