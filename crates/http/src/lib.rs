@@ -1,9 +1,10 @@
 //! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
 //! cursors. It talks to runs only through the narrow handles `runledger_runs` makes for it at
 //! start-up (`EdgeHandles`: runs, API keys, transcripts, artifacts, status, deliveries) and the
-//! schedules, never to the store, and owns every status code. This file is the folder's table of contents, plus `AppState`, the state every
-//! file reads: it holds the console's sessions and the console reads it, so no file of its own
-//! could hold it without an import circle with `console/`.
+//! schedules, never to the store, and owns every status code. This file is the folder's table
+//! of contents, plus `AppState`, the state every file reads: it holds the console's sessions
+//! and the console reads it, so no file of its own could hold it without an import circle with
+//! `console/`.
 
 #![forbid(unsafe_code)]
 
