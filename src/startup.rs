@@ -479,7 +479,7 @@ fn serve(
         .clone()
         .unwrap_or_else(|| format!("{scheme}://{addr}"));
     let state = web::Data::new(AppState::new(
-        runs.clone(),
+        runs.edge_handles(),
         schedules.clone(),
         config.clone(),
         public_url,

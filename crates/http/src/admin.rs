@@ -44,7 +44,7 @@ pub async fn list(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
-    let keys = state.runs.keys().list()?;
+    let keys = state.keys.list()?;
     Ok(HttpResponse::Ok().json(ApiKeyList {
         keys: keys.iter().map(ApiKey::from).collect(),
     }))
@@ -91,15 +91,14 @@ pub async fn create(
             "a team name is {TEAM_NAME_RULE}"
         )));
     }
-    if !state.runs.keys().team_exists(team)? {
+    if !state.keys.team_exists(team)? {
         return Err(ApiError::bad_request(format!(
             "there is no team {team:?}: create it first (POST /api/v1/admin/teams, or \
              `runledger teams create {team}`)"
         )));
     }
     let (record, secret) = state
-        .runs
-        .keys()
+        .keys
         .create(&request.name, kind, request.admin.unwrap_or(false), team)
         .await?;
     Ok(HttpResponse::Ok().json(CreatedApiKey {
@@ -133,8 +132,7 @@ pub async fn revoke(
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
     let record = state
-        .runs
-        .keys()
+        .keys
         .revoke(&path)
         .await?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
@@ -160,7 +158,7 @@ pub async fn teams(
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     require_admin(&key)?;
-    let teams = state.runs.keys().teams()?;
+    let teams = state.keys.teams()?;
     Ok(HttpResponse::Ok().json(TeamList {
         teams: teams.iter().map(|(n, at)| Team::from(n, *at)).collect(),
     }))
@@ -198,13 +196,13 @@ pub async fn create_team(
             "a team name is {TEAM_NAME_RULE}"
         )));
     }
-    if !state.runs.keys().create_team(&request.name).await? {
+    if !state.keys.create_team(&request.name).await? {
         return Err(ApiError::conflict(format!(
             "team {:?} exists already",
             request.name
         )));
     }
-    let teams = state.runs.keys().teams()?;
+    let teams = state.keys.teams()?;
     let at = teams
         .iter()
         .find(|(n, _)| *n == request.name)

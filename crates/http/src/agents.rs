@@ -3,8 +3,8 @@
 //! and the same by conversation id), the session and conversation redirect checks, a run's
 //! handoff attachments, and the agent identities, which runledger does not have and answers
 //! `422 operation_not_supported`. What each answers, and why, is in docs/api.md ("Agents,
-//! models and conversations"). Runs are read through `Runs` and the transcript reader, with the
-//! same team scoping as `GET /agent/runs/{id}`.
+//! models and conversations"). Runs are read through the `RunHandle` and the
+//! `TranscriptReader`, with the same team scoping as `GET /agent/runs/{id}`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -402,8 +402,7 @@ fn conversation_of(
 ) -> Result<HttpResponse, ApiError> {
     let run = visible(state, key, id)?;
     let slice = state
-        .runs
-        .transcripts()
+        .transcripts
         .tail(id, CONVERSATION_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
     let start = slice.entries.first().map_or(0, |(offset, _)| *offset);

@@ -1,9 +1,9 @@
 //! Artifacts: `GET /api/v1/agent/artifacts/{artifactUid}` (OpenAPI `ArtifactResponse`) and the
 //! capability download link it hands out for files and screenshots.
 //!
-//! An artifact is found through the index's artifact lookup (`Runs::artifact_run`, one seek)
-//! and shown only to a key of its run's team: another team's artifact is the same 404 as an
-//! unknown uid. A pull request has no `ArtifactResponse` shape; it is answered 404 with a
+//! An artifact is found through the index's artifact lookup (`Artifacts::artifact_run`, one
+//! seek) and shown only to a key of its run's team: another team's artifact is the same 404 as
+//! an unknown uid. A pull request has no `ArtifactResponse` shape; it is answered 404 with a
 //! detail that says so (its url and branch are in the run's `artifacts`).
 //!
 //! `download_url` is `<public_url>/artifacts/{uid}/download?expires=<unix seconds>&token=…`,
@@ -120,7 +120,7 @@ async fn find(
     if uid.is_empty() || uid.len() > MAX_UID_BYTES {
         return Ok(None);
     }
-    let Some(run) = state.runs.artifact_run(uid).await? else {
+    let Some(run) = state.artifacts.artifact_run(uid).await? else {
         return Ok(None);
     };
     if team.is_some_and(|t| t != run.team) {
@@ -184,7 +184,7 @@ pub async fn get(
             )))
         }
         ArtifactKind::Plan { title, content } => {
-            let bytes = state.runs.read_content(&content)?;
+            let bytes = state.artifacts.read_content(&content)?;
             ArtifactResponse::Plan {
                 created_at,
                 data: PlanArtifactResponseData {
@@ -318,7 +318,7 @@ pub async fn download(
         ArtifactKind::Plan { content, .. } => ("plan.md".to_string(), content.clone()),
         ArtifactKind::PullRequest { .. } => return Err(missing()),
     };
-    let file = state.runs.open_content(&content)?;
+    let file = state.artifacts.open_content(&content)?;
     let mime: mime_guess::mime::Mime = content
         .mime_type
         .parse()

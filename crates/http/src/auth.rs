@@ -83,8 +83,7 @@ pub(crate) fn bearer_secret<'h>(header: &'h HeaderValue, what: &str) -> Result<&
 fn bearer(state: &AppState, header: &HeaderValue) -> Result<Key, ApiError> {
     let secret = bearer_secret(header, "key")?;
     state
-        .runs
-        .keys()
+        .keys
         .authenticate(secret)?
         .ok_or_else(|| ApiError::unauthenticated("the API key is not valid or has been revoked"))
 }

@@ -115,9 +115,8 @@ pub async fn deliveries(
     let id = run_id(&path)?;
     visible(&state, &key, id)?;
     let deliveries = state
-        .runs
-        .webhooks()
-        .deliveries(id)
+        .deliveries
+        .of_run(id)
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(DeliveryList {
         deliveries: deliveries.iter().map(DeliveryOut::from).collect(),

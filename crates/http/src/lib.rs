@@ -1,9 +1,10 @@
 //! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
-//! cursors. It talks to runs only through the `Runs` handle and the narrow handles it hands
-//! out (API keys, idempotency records, transcript reads), never to the store, and owns every
-//! status code. This file is the folder's table of contents, plus `AppState`, the state every
-//! file reads: it holds the console's sessions and the console reads it, so no file of its own
-//! could hold it without an import circle with `console/`.
+//! cursors. It talks to runs only through the narrow handles `runledger_runs` makes for it at
+//! start-up (`EdgeHandles`: runs, API keys, transcripts, artifacts, status, deliveries) and the
+//! schedules, never to the store, and owns every status code. This file is the folder's table
+//! of contents, plus `AppState`, the state every file reads: it holds the console's sessions
+//! and the console reads it, so no file of its own could hold it without an import circle with
+//! `console/`.
 
 #![forbid(unsafe_code)]
 
@@ -41,7 +42,10 @@ use std::sync::Arc;
 
 use ratelimit::RateLimiter;
 use runledger_config::Config;
-use runledger_runs::actor::Runs;
+use runledger_runs::actor::{
+    Artifacts, Deliveries, EdgeHandles, RunHandle, Status, TranscriptReader,
+};
+use runledger_runs::api_keys::Keys;
 
 pub use auth::{MaybePrincipal, Principal};
 pub(crate) use charge::charge;
@@ -50,7 +54,18 @@ pub use routes::{app, configure};
 
 /// Shared state of the HTTP layer.
 pub struct AppState {
-    pub runs: Runs,
+    /// Run commands and reads (`runledger_runs::actor::RunHandle`).
+    pub runs: RunHandle,
+    /// The instance's API keys.
+    pub keys: Keys,
+    /// The agents' output.
+    pub transcripts: TranscriptReader,
+    /// Attachments, artifacts and plans in the content store.
+    pub artifacts: Artifacts,
+    /// What the probes and `/metrics` show.
+    pub status: Status,
+    /// Runs' webhook deliveries.
+    pub deliveries: Deliveries,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -71,15 +86,28 @@ pub struct AppState {
 
 impl AppState {
     pub fn new(
-        runs: Runs,
+        handles: EdgeHandles,
         schedules: runledger_runs::schedules::Schedules,
         config: Arc<Config>,
         public_url: String,
         session_secret: [u8; 32],
     ) -> AppState {
+        let EdgeHandles {
+            runs,
+            keys,
+            transcripts,
+            artifacts,
+            status,
+            deliveries,
+        } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
             runs,
+            keys,
+            transcripts,
+            artifacts,
+            status,
+            deliveries,
             schedules,
             config,
             public_url,

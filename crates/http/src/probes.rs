@@ -39,7 +39,7 @@ pub(super) async fn ready(state: web::Data<AppState>) -> Result<HttpResponse, Ap
         return Err(ApiError::unavailable("the service is still recovering"));
     }
     // A store that cannot write takes no new work: a load balancer should send it elsewhere.
-    let health = state.runs.store_health();
+    let health = state.status.store_health();
     if let Some(reason) = health.refusal {
         return Err(ApiError {
             retryable: health.refusal_clears,

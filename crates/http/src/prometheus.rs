@@ -32,8 +32,8 @@ pub(super) async fn metrics(
     scrape::authorize(&req, &state)?;
     use runledger_base::metrics::{escape, family};
     use std::fmt::Write;
-    let runs = &state.runs;
-    let store = runs.store_health();
+    let status = &state.status;
+    let store = status.store_health();
     let (syncs, sync_micros) = store.syncs;
     let mut out = String::new();
     family(
@@ -42,15 +42,15 @@ pub(super) async fn metrics(
         "gauge",
         "Run actors alive (active runs only).",
     );
-    let _ = writeln!(out, "runledger_live_run_actors {}", runs.live_actors());
-    if let Ok(counts) = runs.count_by_state().await {
+    let _ = writeln!(out, "runledger_live_run_actors {}", status.live_actors());
+    if let Ok(counts) = status.count_by_state().await {
         family(&mut out, "runledger_runs", "gauge", "Runs by state.");
         for (state, n) in counts {
             let _ = writeln!(out, "runledger_runs{{state=\"{}\"}} {n}", state.as_str());
         }
     }
-    let load = runs.load();
-    if let Ok(mut usage) = runs.usage_by_environment().await {
+    let load = status.load();
+    if let Ok(mut usage) = status.usage_by_environment().await {
         // Every configured environment has its series, at 0 until a run of it records usage;
         // runs of an environment since removed from the configuration keep theirs.
         for (env, _, _) in &load {

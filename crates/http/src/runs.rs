@@ -79,7 +79,7 @@ pub async fn create(
     };
     let (created, uploads) = validate::create(&body, &state.config, creator)?;
     may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
-    let attachments = state.runs.store_attachments(uploads).await?;
+    let attachments = state.artifacts.store_attachments(uploads).await?;
     // Credentials are sealed before anything is recorded: the log only ever holds `***`.
     let created = state
         .runs
@@ -404,8 +404,7 @@ pub async fn transcript(
     let (offset, limit) = validate::transcript_query(req.query_string())?;
     let run = visible(&state, &key, id)?;
     let slice = state
-        .runs
-        .transcripts()
+        .transcripts
         .read(id, offset, limit, TRANSCRIPT_MAX_BYTES)
         .map_err(|e| ApiError::internal(&e))?;
     Ok(HttpResponse::Ok().json(TranscriptPage {

@@ -30,7 +30,7 @@ pub fn authorize(req: &HttpRequest, state: &AppState) -> Result<(), ApiError> {
             return Ok(());
         }
     }
-    let key = state.runs.keys().authenticate(given)?.ok_or_else(|| {
+    let key = state.keys.authenticate(given)?.ok_or_else(|| {
         ApiError::unauthenticated(
             "neither the metrics token nor a live API key: /metrics needs the metrics token \
              (server.metrics_token) or an admin API key",

@@ -126,8 +126,7 @@ pub async fn page(
         .ok_or_else(missing)?;
     // The page shows the latest output; the full transcript is paged through the API.
     let slice = state
-        .runs
-        .transcripts()
+        .transcripts
         .tail(id, 256 * 1024)
         .map_err(|e| ApiError::internal(&e))?;
     let live = !run.state.is_terminal();

@@ -20,7 +20,7 @@ use super::sse::{self, end_message, Source, STATE_UNREADABLE};
 use super::AppState;
 use runledger_base::notify::Follower;
 use runledger_domain::RunId;
-use runledger_runs::actor::Runs;
+use runledger_runs::actor::RunHandle;
 
 const HISTORY_UNREADABLE: Bytes = Bytes::from_static(
     b"event: error\ndata: {\"detail\":\"the stored history of this run cannot be read\"}\n\n",
@@ -79,7 +79,7 @@ fn prefers_stream(accept: &str) -> bool {
 
 /// A run's events as an SSE source.
 struct Events {
-    runs: Runs,
+    runs: RunHandle,
     id: RunId,
     subscription: Follower<RunId>,
     /// The sequence number of the next event to send.

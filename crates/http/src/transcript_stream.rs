@@ -25,7 +25,7 @@ use super::wire::{format_time, TranscriptEntry};
 use super::AppState;
 use runledger_base::notify::Follower;
 use runledger_domain::RunId;
-use runledger_runs::actor::Runs;
+use runledger_runs::actor::{RunHandle, TranscriptReader};
 use runledger_runs::transcript::Entry;
 
 /// The bytes of file one read takes: a client that connects to a long transcript is sent it
@@ -48,7 +48,8 @@ const TRANSCRIPT_UNREADABLE: Bytes = Bytes::from_static(
 
 /// A run's transcript as an SSE source.
 struct Tail {
-    runs: Runs,
+    runs: RunHandle,
+    transcripts: TranscriptReader,
     id: RunId,
     /// Notices of the transcript's growth and of its writers closing.
     output: Follower<RunId>,
@@ -74,7 +75,7 @@ enum Read {
 }
 
 fn read_batch(t: &mut Tail, out: &mut VecDeque<Bytes>, max_bytes: u64) -> std::io::Result<Read> {
-    let slice = t.runs.transcripts().read_raw(t.id, t.next, max_bytes)?;
+    let slice = t.transcripts.read_raw(t.id, t.next, max_bytes)?;
     if slice.next_offset <= t.next {
         return Ok(Read::Nothing);
     }
@@ -239,14 +240,16 @@ pub async fn follow(
 ) -> Result<HttpResponse, ApiError> {
     let (next, skip) = start(req)?;
     let runs = state.runs.clone();
+    let transcripts = state.transcripts.clone();
     // Subscribe before the first read, so no write or event can fall between the two.
-    let output = runs.transcripts().follow(id);
+    let output = transcripts.follow(id);
     let events = runs.follow(id);
     if runs.get(id)?.is_none() {
         return Err(ApiError::not_found("no run with this id"));
     }
     let tail = Tail {
         runs,
+        transcripts,
         id,
         output,
         events,

@@ -3,10 +3,10 @@
 //! page's script call the public API with a cookie instead of a bearer key.
 //!
 //! It owns the session cookie, the CSRF rules of cookie-authenticated requests and the pages'
-//! markup. It reads runs as the API does — through `Runs`, scoped to the signed-in key's team —
-//! and never writes anything itself: every change (a new run, a follow-up, a cancel, a key) is
-//! a call of the public API by the page's script, so a session can do exactly what its key can
-//! (docs/console.md, docs/decisions/0026-console.md).
+//! markup. It reads runs as the API does — through the `RunHandle`, scoped to the signed-in
+//! key's team — and never writes anything itself: every change (a new run, a follow-up, a
+//! cancel, a key) is a call of the public API by the page's script, so a session can do exactly
+//! what its key can (docs/console.md, docs/decisions/0026-console.md).
 
 mod assets;
 mod pages;
@@ -76,7 +76,7 @@ fn cross_site(req: &HttpRequest, state: &AppState) -> bool {
 /// The live key of `session`: a key revoked (or gone) since sign-in ends all its sessions at
 /// once, so a revocation holds for the console from the next request on, as for bearer keys.
 fn live_key(state: &AppState, session: &Session) -> Result<Option<Key>, ApiError> {
-    match state.runs.keys().get(&session.key_id)? {
+    match state.keys.get(&session.key_id)? {
         Some(key) if key.revoked_at.is_none() => Ok(Some(key)),
         _ => {
             state.console.close_key(&session.key_id);

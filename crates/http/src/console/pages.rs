@@ -216,7 +216,7 @@ pub async fn signin(
         );
     }
     let secret = field(&body, "key").unwrap_or_default();
-    let key = match state.runs.keys().authenticate(secret.trim()) {
+    let key = match state.keys.authenticate(secret.trim()) {
         Ok(Some(key)) => key,
         Ok(None) => {
             return signin_page(

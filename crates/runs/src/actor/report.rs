@@ -2,7 +2,8 @@
 //! handle. Living here, beside `Runs`, it keeps `exec` from importing the actors: `exec` knows
 //! only the interface, and the actors import `exec`.
 
-use super::{Error, Runs};
+use super::error::Error;
+use super::runs::Runs;
 use runledger_domain::{Artifact, Command, ExecutionUsage, Placement, RunId, StatusMessage};
 use runledger_exec::{Report, Started};
 use runledger_store as store;

@@ -1,24 +1,39 @@
 //! The actor of one run: decide, append, sync, hand the new row to the projector, act, reply.
 //! Effects are carried out only after the events are durable (they are dispatched — processes
-//! started, messages queued — just before the reply is sent).
+//! started, messages queued — just before the reply is sent). Also the registry of the live
+//! actors, which an actor leaves when it stops. The actor reports back through the executor's
+//! `Report` interface only, never through `Runs` itself, so that the file defining `Runs` may
+//! start actors without an import circle.
 
 use actix::prelude::*;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use super::{Error, Outcome, Runs, IDLE_AFTER};
+use super::error::Error;
 use runledger_base::clock::now;
 use runledger_base::notify::Feed;
 use runledger_domain::{decide, evolve, Command, Effect, Run, RunId};
-use runledger_exec::Executor;
+use runledger_exec::{Executor, Report};
 use runledger_projection::projector::Projector;
 use runledger_projection::Index;
 use runledger_store::{self as store, Store};
 
+/// How long a live run's actor waits for a message before it stops.
+const IDLE_AFTER: Duration = Duration::from_secs(30);
+
+/// The result of a command that was accepted.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub run: Run,
+    /// Whether the run had to wait for capacity when it was queued.
+    pub at_capacity: bool,
+}
+
 /// What a run's actor works with, handed over at activation: the log it appends to, the index
 /// it repairs, the projector it hands new rows to, the executor that carries out its effects,
-/// and the feed that tells followers about new events. `Runs` itself is kept only to report
-/// back (leaving the registry, queueing and launching through the executor).
+/// and the feed that tells followers about new events.
 pub(super) struct Handles {
     pub store: Store,
     pub index: Index,
@@ -29,9 +44,71 @@ pub(super) struct Handles {
     pub webhooks: crate::webhooks::Webhooks,
 }
 
-pub(super) struct RunActor {
+/// The live actors by run, each activated on demand by the `Runs` handle (`R`).
+pub(super) struct Registry<R: Report + Unpin> {
+    actors: Mutex<HashMap<RunId, Addr<RunActor<R>>>>,
+}
+
+impl<R: Report + Unpin> Registry<R> {
+    pub(super) fn new() -> Registry<R> {
+        Registry {
+            actors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn actors(&self) -> std::sync::MutexGuard<'_, HashMap<RunId, Addr<RunActor<R>>>> {
+        self.actors.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Number of live actors (for metrics and tests).
+    pub(super) fn live(&self) -> usize {
+        self.actors().len()
+    }
+
+    /// The live actor of run `id`, or a new one started with `runs` to report back to and the
+    /// `handles` made by `handles`. `fresh`: the id was made just now, so the actor need not
+    /// look for a log.
+    pub(super) fn activate(
+        self: &Arc<Self>,
+        id: RunId,
+        fresh: bool,
+        runs: &R,
+        handles: impl FnOnce() -> Handles,
+    ) -> Addr<RunActor<R>> {
+        let mut actors = self.actors();
+        if let Some(addr) = actors.get(&id) {
+            if addr.connected() {
+                return addr.clone();
+            }
+        }
+        let actor = RunActor {
+            id,
+            runs: runs.clone(),
+            registry: self.clone(),
+            handles: handles(),
+            state: if fresh { Some(None) } else { None },
+            idle: None,
+        };
+        let addr = actor.start();
+        actors.insert(id, addr.clone());
+        addr
+    }
+
+    /// Called for an actor that stops, so that the next command activates a new one.
+    pub(super) fn deactivated(&self, id: RunId, addr: &Addr<RunActor<R>>) {
+        let mut actors = self.actors();
+        if actors.get(&id) == Some(addr) {
+            actors.remove(&id);
+        }
+    }
+}
+
+/// One run's actor. `runs` is kept only to report back through the executor (queueing and
+/// launching); `registry` is left when the actor stops.
+pub(super) struct RunActor<R: Report + Unpin> {
     id: RunId,
-    runs: Runs,
+    runs: R,
+    registry: Arc<Registry<R>>,
     handles: Handles,
     /// `None` until loaded; `Some(None)` for a run that does not exist (yet).
     state: Option<Option<Run>>,
@@ -42,17 +119,7 @@ pub(super) struct RunActor {
 #[rtype(result = "Result<Outcome, Error>")]
 pub(super) struct Execute(pub Command);
 
-impl RunActor {
-    pub(super) fn new(id: RunId, runs: Runs, handles: Handles, fresh: bool) -> RunActor {
-        RunActor {
-            id,
-            runs,
-            handles,
-            state: if fresh { Some(None) } else { None },
-            idle: None,
-        }
-    }
-
+impl<R: Report + Unpin> RunActor<R> {
     fn reset_idle(&mut self, ctx: &mut Context<Self>) {
         if let Some(handle) = self.idle.take() {
             ctx.cancel_future(handle);
@@ -85,11 +152,11 @@ fn holds_actor(run: &Run) -> bool {
     run.state == runledger_domain::RunState::InProgress
 }
 
-impl RunActor {
+impl<R: Report + Unpin> RunActor<R> {
     /// Stops this actor, leaving the registry first so that the next command for the run goes
     /// straight to a new actor instead of to this stopping one.
     fn retire(&self, ctx: &mut Context<Self>) {
-        self.runs.deactivated(self.id, &ctx.address());
+        self.registry.deactivated(self.id, &ctx.address());
         ctx.stop();
     }
 
@@ -114,7 +181,7 @@ impl RunActor {
     }
 }
 
-impl Actor for RunActor {
+impl<R: Report + Unpin> Actor for RunActor<R> {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
@@ -122,11 +189,11 @@ impl Actor for RunActor {
     }
 
     fn stopped(&mut self, ctx: &mut Self::Context) {
-        self.runs.deactivated(self.id, &ctx.address());
+        self.registry.deactivated(self.id, &ctx.address());
     }
 }
 
-impl Handler<Execute> for RunActor {
+impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
     type Result = AtomicResponse<Self, Result<Outcome, Error>>;
 
     fn handle(&mut self, Execute(command): Execute, ctx: &mut Self::Context) -> Self::Result {

@@ -1,0 +1,43 @@
+//! The narrow handles the HTTP edge holds instead of `Runs`, made from it at start-up: one per
+//! concern, each with only the methods that concern's endpoints call. `Runs` keeps what
+//! start-up, the schedules and the executor use, and is never handed to HTTP.
+
+use super::artifacts::Artifacts;
+use super::deliveries::Deliveries;
+use super::run_handle::RunHandle;
+use super::runs::Runs;
+use super::status::Status;
+use super::transcripts::TranscriptReader;
+use crate::api_keys::Keys;
+
+/// The HTTP edge's handles on the runs, all from one `Runs` (see `Runs::edge_handles`).
+#[derive(Clone)]
+pub struct EdgeHandles {
+    /// Run commands and reads.
+    pub runs: RunHandle,
+    /// The instance's API keys (authentication, the admin endpoints and the console's login).
+    pub keys: Keys,
+    /// The agents' output.
+    pub transcripts: TranscriptReader,
+    /// Attachments in, artifacts and plans out.
+    pub artifacts: Artifacts,
+    /// The probes' and `/metrics`' view of the service.
+    pub status: Status,
+    /// A run's webhook deliveries.
+    pub deliveries: Deliveries,
+}
+
+impl Runs {
+    /// The handles the HTTP edge serves with; they share this `Runs`'s actors, store and index.
+    pub fn edge_handles(&self) -> EdgeHandles {
+        let inner = &self.inner;
+        EdgeHandles {
+            runs: RunHandle::new(self),
+            keys: inner.keys.clone(),
+            transcripts: TranscriptReader::new(&inner.executor),
+            artifacts: Artifacts::new(self),
+            status: Status::new(self),
+            deliveries: Deliveries::new(&inner.webhooks),
+        }
+    }
+}
