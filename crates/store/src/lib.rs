@@ -4,7 +4,7 @@
 //! It also keeps the data directory private: the umask of every process that opens a store,
 //! and the tightening of a directory an earlier version left readable (`tighten`).
 //!
-//! This module alone knows the sled key layout of these trees and the record codec. It knows
+//! This crate alone knows the sled key layout of these trees and the record codec. It knows
 //! nothing of the read index (`projection` owns its own trees) or of HTTP. Writes are plain
 //! inserts — no sled transactions or batches, which cap throughput and inflate memory (see
 //! `docs/decisions/0001-durability.md`); nothing is acknowledged before `sync()` returns.
