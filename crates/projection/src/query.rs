@@ -15,7 +15,8 @@ use sha2::{Digest, Sha256};
 
 use super::blocks::{self, Positions};
 use super::keys::{self, Field};
-use super::{decode_row, Error, Index};
+use super::row::decode_row;
+use super::{Error, Index};
 use runledger_domain::{Run, RunId, RunState, SourceType, Timestamp};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]

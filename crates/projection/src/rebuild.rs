@@ -2,9 +2,11 @@
 //! log, a second writes the rows and a third the secondary keys; then the generation is
 //! switched and the previous one dropped.
 
+use super::layout::{LAYOUT_KEY, LAYOUT_VERSION};
+use super::row::encode_row;
 use super::tally::{state_slot, write_saved_tally, StateCounts};
 use super::trees::{tree_names, Trees, GENERATION_KEY};
-use super::{blocks, encode_row, keys, Error, Index, LAYOUT_KEY, LAYOUT_VERSION};
+use super::{blocks, keys, Error, Index};
 use runledger_domain::{Run, RunId, RunState};
 use runledger_store::Store;
 

@@ -4,7 +4,17 @@
 //! the next open. The tally of what such writes move is `tally.rs`'s, which writes through
 //! these trees.
 
-use super::{blocks, Error, INDEX, ROWS};
+use super::{blocks, Error};
+
+/// The names of the trees of generation 0; a later generation's add `.N`.
+const ROWS: &str = "runs";
+const INDEX: &str = "run_index";
+
+/// Scratch trees that `verify` of earlier versions built inside the store; `Index::open` drops
+/// them if an interrupted verification left them behind.
+pub(super) const VERIFY_ROWS: &str = "verify_runs";
+
+pub(super) const VERIFY_INDEX: &str = "verify_run_index";
 
 /// The generation of the trees in use (absent: 0), in sled's default tree.
 pub(super) const GENERATION_KEY: &str = "projection_generation";

@@ -8,12 +8,6 @@ use super::{blocks, keys, Error, Index};
 use runledger_domain::{RunId, RunState};
 use runledger_store::Store;
 
-/// Scratch trees that `verify` of earlier versions built inside the store; `open` drops them if
-/// an interrupted verification left them behind.
-pub(super) const VERIFY_ROWS: &str = "verify_runs";
-
-pub(super) const VERIFY_INDEX: &str = "verify_run_index";
-
 /// Where `verify` builds its scratch index, in the data directory: a sled database of its own,
 /// so that a verification writes nothing to the store. (Built inside the store, the scratch
 /// copy would grow its file by the index's size and leave the page ids it freed in sled's page
@@ -226,6 +220,7 @@ impl Index {
 mod tests {
     use super::*;
     use crate::tally::write_saved_tally;
+    use crate::trees::{VERIFY_INDEX, VERIFY_ROWS};
     /// `replay --verify` checks a saved tally the open took against the log.
     #[test]
     fn verify_reports_a_saved_tally_the_log_contradicts() {

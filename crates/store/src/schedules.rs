@@ -4,7 +4,8 @@
 //! durable by the same group-commit `sync`.
 
 use super::codec::{self, ScheduleEnvelope};
-use super::{event_key, split_event_key, Error, Store, Writer, SCHEDULE_EVENTS};
+use super::layout::{event_key, split_event_key, SCHEDULE_EVENTS};
+use super::{Error, Store, Writer};
 use runledger_domain::ScheduleId;
 
 impl Store {

@@ -1,0 +1,36 @@
+//! The layout marker: the version of the row encoding and key layout this build writes, and
+//! its record in sled's default tree, which tells an open whether the index must be rebuilt.
+//! It must not decide how the rebuild is done (`rebuild.rs`).
+
+use crate::{Error, Index};
+
+/// Bumped whenever the row encoding or key layout changes, or what every writer must do; a
+/// mismatch triggers a rebuild. 6: writers remove the saved runs-per-state tally
+/// (`SAVED_TALLY_KEY`) before they write. 7: rows carry the follow-ups owed to the run's
+/// execution (`Run::owed`) and the run's usage (`Run::usage`), and writers remove the saved
+/// usage totals (`SAVED_USAGE_KEY`) too. 8: rows carry the run's team and sealed credentials
+/// (`Run::team`, `Run::sealed`), every range is scoped by the team (`F field team hash`,
+/// `T team`), and a `C team` range holds the runs in created-at order; a store of layout 7
+/// rebuilds, and its runs (legacy `Created`) land in the team `default`. 9: rows carry the
+/// run's artifacts and attachments (`Run::artifacts`, `Run::attachments`), an `F 07` range per
+/// artifact type holds the runs with such an artifact, and an `A` range per artifact uid its
+/// run (`keys.rs`). 10: rows carry the schedule whose firing made the run (`Run::schedule`),
+/// and an `F 08` range per schedule id holds its runs; a row of layout 9 lacks the field and
+/// fails to decode rather than reading as something else, and the store rebuilds. 11: rows
+/// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`).
+pub const LAYOUT_VERSION: u32 = 11;
+pub(crate) const LAYOUT_KEY: &str = "projection_layout";
+
+impl Index {
+    /// Whether the index was written by this build's layout; if not it must be rebuilt.
+    pub fn layout_is_current(db: &sled::Db) -> Result<bool, Error> {
+        Ok(db
+            .get(LAYOUT_KEY)?
+            .is_some_and(|v| v.as_ref() == LAYOUT_VERSION.to_be_bytes()))
+    }
+
+    pub fn mark_layout_current(db: &sled::Db) -> Result<(), Error> {
+        db.insert(LAYOUT_KEY, &LAYOUT_VERSION.to_be_bytes())?;
+        Ok(())
+    }
+}
