@@ -28,7 +28,8 @@ use anyhow::{anyhow, bail, Context as _};
 use serde::Deserialize;
 use serde_json::{json, Value};
 
-use super::{held, open_salvage, Cli};
+use crate::commands::Cli;
+use crate::open::{held, open_salvage};
 use runledger_domain::DEFAULT_TEAM;
 use runledger_domain::{evolve, recordable, Event, Run, RunId, Timestamp};
 use runledger_format::events::{event_from_json, event_json};
@@ -1054,7 +1055,7 @@ impl Drop for OutputFile {
 
 pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
-    super::require_store(&config)?;
+    crate::open::require_store(&config)?;
     let store = open_salvage(&config)?;
     if with_keys {
         eprintln!(

@@ -17,7 +17,7 @@ use tokio::sync::mpsc;
 use super::profile;
 use super::remote::{self, Error, Remote, Transcript};
 use super::terminal::{self, printable, Origin};
-use super::{ApiArgs, RunsCmd};
+use crate::commands::{ApiArgs, RunsCmd};
 
 /// How often `--wait` and a follower of a server without the transcript stream ask again.
 const POLL: Duration = Duration::from_millis(500);
