@@ -1,0 +1,310 @@
+//! The command line's shape: the clap definitions of `runledger`, its commands, their flags
+//! and help texts, and the exit codes `--help` lists. Parsing only: what a command does lives
+//! in its own module (`keys`, `replay`, `runs`, …), and nothing here reads a file or the store.
+
+use runledger_domain::DEFAULT_TEAM;
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+/// The exit codes, shown by `--help` (docs/cli.md says the same).
+const EXIT_CODES: &str = "\
+Exit codes of run, runs, login and logout:
+  0   done; with --follow or --wait, or runs logs -f: the run SUCCEEDED
+  1   the run FAILED (run --follow/--wait, runs logs -f)
+  2   the run was CANCELLED (run --follow/--wait, runs logs -f)
+  64  the command line is wrong
+  65  the server refused the request (bad value, unknown run, conflict)
+  69  the server cannot be reached or cannot serve now (429, 5xx)
+  70  another error (writing the output failed)
+  76  the server's answer is not runledger's (not JSON, too large)
+  77  the API key was refused (401, 403)
+  78  no server or API key given, or an unreadable profile or CA file
+Other commands exit 0 on success, 1 on failure and 64 on a wrong command line.";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "runledger",
+    version,
+    about = "Runs AI coding agents on request; every change is an event.",
+    after_help = EXIT_CODES
+)]
+pub struct Cli {
+    /// Config file (TOML).
+    #[arg(long, global = true, env = "RUNLEDGER_CONFIG")]
+    pub config: Option<PathBuf>,
+    /// Data directory; wins over the config file.
+    #[arg(long, global = true, env = "RUNLEDGER_DATA_DIR")]
+    pub data_dir: Option<PathBuf>,
+    /// On failure, print the error's full chain of causes and, with RUST_BACKTRACE=1, where it
+    /// happened (by default, one line).
+    #[arg(long, global = true)]
+    pub debug: bool,
+    #[command(subcommand)]
+    pub command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Cmd {
+    /// Run the service.
+    Serve {
+        /// Listen address; wins over the config file.
+        #[arg(long, env = "RUNLEDGER_BIND")]
+        bind: Option<String>,
+    },
+    /// Start a run on a server; with --follow, stream its transcript, with --wait, wait for it.
+    #[command(after_help = EXIT_CODES)]
+    Run {
+        /// What the agent is asked to do.
+        prompt: String,
+        /// The environment to run in (default: the server's first).
+        #[arg(long = "env", value_name = "ID")]
+        environment: Option<String>,
+        /// The model (default: the environment's).
+        #[arg(long)]
+        model: Option<String>,
+        #[arg(long)]
+        title: Option<String>,
+        /// Stream the transcript until the run ends (stdout and follow-ups to stdout, stderr to
+        /// stderr, runledger's notes to stderr); lines typed on a terminal are sent as
+        /// follow-ups. Exits 0, 1 or 2 as the run SUCCEEDED, FAILED or was CANCELLED.
+        #[arg(long, conflicts_with = "wait")]
+        follow: bool,
+        /// Wait until the run ends, showing its state on a terminal; exits as --follow does.
+        #[arg(long)]
+        wait: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// List, inspect, follow, steer and cancel runs on a server.
+    #[command(after_help = EXIT_CODES)]
+    Runs {
+        #[command(subcommand)]
+        command: RunsCmd,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Check an API key against a server and save both in the login profile
+    /// ($XDG_CONFIG_HOME/runledger/profile.toml, mode 0600). Without --api-key, the key is read
+    /// from stdin (without echo on a terminal).
+    #[command(after_help = EXIT_CODES)]
+    Login {
+        #[command(flatten)]
+        api: ApiArgs,
+    },
+    /// Remove the login profile.
+    Logout,
+    /// Manage API keys.
+    Keys {
+        #[command(subcommand)]
+        command: KeysCmd,
+        #[command(flatten)]
+        server: RunningServer,
+    },
+    /// Manage teams: a key sees and creates only its team's runs.
+    Teams {
+        #[command(subcommand)]
+        command: TeamsCmd,
+        #[command(flatten)]
+        server: RunningServer,
+    },
+    /// Print a run's or a schedule's event history.
+    Events {
+        run_id: String,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print every event of every run as JSON lines (a backup, with --with-keys).
+    Export {
+        /// Also write the API key records (their hashes, never the keys) and the instance
+        /// secrets, framed so that an import notices truncation: a full backup. It holds
+        /// secrets; keep it private.
+        #[arg(long)]
+        with_keys: bool,
+        /// Write to FILE (mode 0600, replaced only once the export is whole) instead of stdout.
+        #[arg(long, short, value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
+    /// Restore an export into a new or empty data directory (all or nothing; never merges).
+    Import {
+        /// The export to read; `-` or nothing reads stdin.
+        #[arg(value_name = "FILE")]
+        file: Option<PathBuf>,
+    },
+    /// Manage the instance's secrets.
+    Secrets {
+        #[command(subcommand)]
+        command: SecretsCmd,
+    },
+    /// Rebuild the read index from the log.
+    Replay {
+        /// Rebuild into a scratch database (`verify-scratch` in the data directory, removed
+        /// afterwards) and report differences instead of replacing the index; the store is
+        /// left as it was.
+        #[arg(long)]
+        verify: bool,
+        /// Storage cache for the replay, in MiB. A replay reads the whole log once while it
+        /// writes a new index; a larger cache than the server's keeps the index being written
+        /// in memory (at 1.15M runs: 12.1 s with 64 MiB, 10.4 s with 1024 MiB). With
+        /// `--verify`, half of it caches the scratch database.
+        #[arg(long, default_value_t = 1024, value_parser = clap::value_parser!(u64).range(8..=1_048_576))]
+        cache_mb: u64,
+    },
+}
+
+/// The server and key of the terminal client. A flag wins over its variable, which wins over
+/// the login profile.
+#[derive(clap::Args, Debug, Default)]
+pub struct ApiArgs {
+    /// The server's base URL, as https://runs.example.com.
+    #[arg(long, global = true, env = "RUNLEDGER_SERVER", value_name = "URL")]
+    pub server: Option<String>,
+    /// An API key (rl_…).
+    #[arg(
+        long,
+        global = true,
+        env = "RUNLEDGER_API_KEY",
+        hide_env_values = true,
+        value_name = "KEY"
+    )]
+    pub api_key: Option<String>,
+    /// A PEM file of certificates to trust besides the public CAs (a self-signed server).
+    #[arg(long, global = true, env = "RUNLEDGER_CA_CERT", value_name = "FILE")]
+    pub ca_cert: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum RunsCmd {
+    /// List runs, most recently updated first: a table on a terminal, tab-separated lines
+    /// (id, state, title, created_at, environment) otherwise, the API's page with --json.
+    List {
+        /// Only runs in this state (QUEUED, INPROGRESS, SUCCEEDED, FAILED, CANCELLED);
+        /// repeatable.
+        #[arg(long = "state", value_name = "STATE")]
+        states: Vec<String>,
+        #[arg(long = "env", value_name = "ID")]
+        environment: Option<String>,
+        /// The agent config's name.
+        #[arg(long)]
+        name: Option<String>,
+        /// The creator's id (an API key id).
+        #[arg(long)]
+        creator: Option<String>,
+        /// The source (API, SCHEDULED_AGENT, …).
+        #[arg(long)]
+        source: Option<String>,
+        #[arg(long)]
+        model: Option<String>,
+        /// Created after this time: RFC 3339, or an age such as 30m, 12h, 7d.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Created before this time: RFC 3339, or an age such as 30m, 12h, 7d.
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// Runs whose title, prompt or skill contains this text (any case).
+        #[arg(long, value_name = "TEXT")]
+        search: Option<String>,
+        /// Runs on the page, 1 to 500 (the server's default: 20).
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The next page: the cursor a previous page named.
+        #[arg(long)]
+        cursor: Option<String>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Show a run.
+    Get {
+        run_id: String,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print a run's transcript: agent stdout and follow-ups to stdout, its stderr to stderr,
+    /// runledger's notes to stderr.
+    Logs {
+        run_id: String,
+        /// Keep following until the run ends; exits 0, 1 or 2 as it SUCCEEDED, FAILED or was
+        /// CANCELLED.
+        #[arg(short, long)]
+        follow: bool,
+    },
+    /// Send a follow-up message to a run (a finished run resumes).
+    Followup {
+        run_id: String,
+        message: String,
+        #[arg(long, default_value = "normal", value_parser = ["normal", "plan", "orchestrate"])]
+        mode: String,
+    },
+    /// Cancel a run.
+    Cancel { run_id: String },
+    /// Revoke a run's session links: every link handed out so far stops opening its page; the
+    /// new link is printed.
+    RevokeLink { run_id: String },
+    /// Print a run's event history (its audit trail) from the server.
+    Events {
+        run_id: String,
+        /// The history as one JSON document, as the API answers it.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// How `keys` and `teams` reach a running server that holds the data directory.
+#[derive(clap::Args, Debug)]
+pub struct RunningServer {
+    /// Admin key for the running server's admin API (used when the server holds the data
+    /// directory).
+    #[arg(
+        long,
+        global = true,
+        env = "RUNLEDGER_ADMIN_KEY",
+        hide_env_values = true
+    )]
+    pub admin_key: Option<String>,
+    /// Base URL of the running server (default: the config's public_url).
+    #[arg(long, global = true, env = "RUNLEDGER_URL")]
+    pub url: Option<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum KeysCmd {
+    /// Create a key; prints the key alone on stdout.
+    Create {
+        #[arg(long)]
+        name: String,
+        #[arg(long, default_value = "personal", value_parser = ["personal", "agent"])]
+        kind: String,
+        /// Allow this key to manage keys and teams.
+        #[arg(long)]
+        admin: bool,
+        /// The team whose runs the key sees and creates (it must exist: `teams create`).
+        #[arg(long, default_value = DEFAULT_TEAM)]
+        team: String,
+    },
+    /// List keys.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a key by id.
+    Revoke { id: String },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum TeamsCmd {
+    /// Create a team.
+    Create { name: String },
+    /// List teams, `default` first.
+    List {
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SecretsCmd {
+    /// Replace the secret that signs session links: every link given out so far stops working.
+    /// Offline only (stop the server first); the server reads the secret when it starts.
+    RotateSession,
+}
