@@ -7,14 +7,13 @@
 //! and replay never performs them.
 //!
 //! `state.rs` is the run, `command.rs` what is asked of it and what a decision returns,
-//! `decide.rs` the rules, `evolve.rs` the fold. This file is their table of contents.
+//! `decide.rs` the rules (and the scenario tests, which decide and fold together), `evolve.rs`
+//! the fold. This file is their table of contents.
 
 mod command;
 mod decide;
 mod evolve;
 mod state;
-#[cfg(test)]
-mod tests;
 
 pub use command::{Command, Decision, Effect, Rejection, MAX_ARTIFACTS, MAX_PENDING_FOLLOWUPS};
 pub use decide::{decide, recordable};
