@@ -13,6 +13,8 @@ pub mod harness;
 pub mod ids;
 pub mod run;
 pub mod schedule;
+#[cfg(any(test, feature = "testing"))]
+mod testing;
 pub mod topics;
 pub mod uid_range;
 
@@ -31,36 +33,6 @@ pub use schedule::{
     decide_schedule, evolve_schedule, Firing, Schedule, ScheduleCommand, ScheduleEvent,
     ScheduleRejection, ScheduleSpec, MAX_REMEMBERED_FIRINGS,
 };
+#[cfg(any(test, feature = "testing"))]
+pub use testing::{sample_created, sample_run};
 pub use topics::Topic;
-
-/// A freshly created run (id time `1_000_000 + i` ms, title `run {i}`), for unit tests.
-#[cfg(any(test, feature = "testing"))]
-pub fn sample_run(i: u64) -> Run {
-    let id = RunId::new(Timestamp(1_000_000 + i), u128::from(i));
-    match evolve(
-        None,
-        id,
-        &Event::Admitted(RunAdmitted::from_legacy(sample_created(i))),
-        id.created_at(),
-    ) {
-        Some(run) => run,
-        None => unreachable!("a Created event always makes a run"),
-    }
-}
-
-/// The creation of `sample_run(i)`.
-#[cfg(any(test, feature = "testing"))]
-pub fn sample_created(i: u64) -> RunCreated {
-    RunCreated {
-        title: format!("run {i}"),
-        prompt: "p".into(),
-        config: AgentConfig::default(),
-        creator: Creator {
-            kind: CreatorKind::User,
-            uid: "k".into(),
-            display_name: "k".into(),
-        },
-        source: SourceType::Api,
-        metadata: Default::default(),
-    }
-}

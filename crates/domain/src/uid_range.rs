@@ -3,7 +3,7 @@
 //!
 //! Pure: it never looks at the host's users, and it does not know which uids of the range are
 //! taken (the store records that, `store/agent_uids.rs`) or how an agent is dropped to one
-//! (`exec/sandbox.rs`).
+//! (`exec/sandbox/`).
 
 use std::ops::RangeInclusive;
 

@@ -5,7 +5,7 @@
 //! (`docs/decisions/0029-agent-uids.md`).
 //!
 //! This module decides the user; it never changes to it (that is `setpriv` in the launchers of
-//! `sandbox.rs`) and never touches a run's files (`Sandboxes::owner`, for `safe_fs`, and
+//! `sandbox/`) and never touches a run's files (`Sandboxes::owner`, for `safe_fs`, and
 //! `Sandboxes::hand_over_tree` do).
 
 use runledger_config::Config;

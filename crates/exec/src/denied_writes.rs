@@ -2,7 +2,7 @@
 //! read-only run: inside runledger's sandbox such a run's workspace (and the whole host but its
 //! home and `/tmp`) is mounted read-only, so a write fails with `EROFS` wherever the CLI sends
 //! it — its shell tool, its own file tool, a script — and the CLI only hands the error to the
-//! model. The observer (`observe.rs`) turns what this module finds into the run's failure.
+//! model. The observer (`observe/`) turns what this module finds into the run's failure.
 //!
 //! Pure: it reads one parsed output event at a time and decides nothing from a tool's output
 //! except the kernel's own message for `EROFS`, and only for a tool call that failed (a command

@@ -6,7 +6,7 @@
 //! root outside the sandbox (`docs/decisions/0029-agent-uids.md`).
 //!
 //! This module only builds the filter's bytes (classic BPF, as `bwrap --seccomp FD` reads
-//! them); `sandbox.rs` hands them to bubblewrap, which installs the filter just before it runs
+//! them); `sandbox/` hands them to bubblewrap, which installs the filter just before it runs
 //! the agent. It never installs anything in the server itself.
 
 /// `struct seccomp_data`: the syscall number, then the architecture, then the arguments.

@@ -211,17 +211,7 @@ pub(super) fn prepare<'a>(
             env.id
         ))
     })?;
-    let mcp = mcp_credentials(job);
-    let redactor = Redactor::new(
-        env.secrets
-            .iter()
-            .filter_map(|name| {
-                sup.secrets
-                    .get(name)
-                    .map(|s| (name.as_str(), s.value.expose()))
-            })
-            .chain(mcp.iter().map(|(name, value)| (name.as_str(), *value))),
-    );
+    let redactor = redactor(job, sup);
     let writer = sup
         .transcripts
         .writer(id)
@@ -244,68 +234,7 @@ pub(super) fn prepare<'a>(
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
     let owner = sup.sandboxes.owner();
-    // A run whose files another user owns (it ran as the one agent user of an earlier version,
-    // or before `agent_user` changed) gets them back, all of them, as its own user's. The look
-    // does not follow a link: what it reads is the entry itself.
-    let inherited = sup.sandboxes.agent_user().is_some_and(|user| {
-        use std::os::unix::fs::MetadataExt;
-        [&workspace, &home]
-            .iter()
-            .any(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() != user.uid))
-    });
-    // `files` and the workspace root are the server's; the workspace and the home are the
-    // agent's, reached through descriptors from there (`safe_fs`).
-    let prepared = private_dir(&files)
-        .map_err(|source| safe_fs::Error::Io {
-            path: files.clone(),
-            source,
-        })
-        .and_then(|()| {
-            if needs_setup {
-                // std's remove_dir_all unlinks links and never follows one (openat/unlinkat).
-                match std::fs::remove_dir_all(&workspace) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-                        return Err(safe_fs::Error::Io {
-                            path: workspace.clone(),
-                            source: e,
-                        })
-                    }
-                    _ => {}
-                }
-            }
-            std::fs::create_dir_all(&workspace).map_err(|source| safe_fs::Error::Io {
-                path: workspace.clone(),
-                source,
-            })?;
-            // A fresh workspace stays the server's until `checkout` has filled it and handed
-            // it over whole: no agent process can plant anything where git writes as root.
-            if !needs_setup {
-                safe_fs::Dir::open(&workspace)?.set_owner(owner)?;
-            }
-            // The agent's HOME lives as long as the run, so a CLI that keeps its session there
-            // (claude's --resume) finds it again in the next execution.
-            let agent_files = safe_fs::Dir::open(&files)?;
-            agent_files.make_dir("home", 0o700)?.set_owner(owner)?;
-            if inherited {
-                // A fresh workspace is handed over by `checkout`, after git is done.
-                if !needs_setup {
-                    sup.sandboxes.hand_over_tree(&workspace)?;
-                }
-                sup.sandboxes.hand_over_tree(&home)?;
-            }
-            if owner.is_some() {
-                // An unconfined agent of another user reaches its home and MCP file by their
-                // paths, without listing the directory (in a sandbox they are mounted for it).
-                agent_files.set_mode(0o711)?;
-            }
-            Ok(())
-        });
-    if let Err(e) = prepared {
-        return Err(unsafe_path(
-            &format!("cannot prepare the workspace {}", workspace.display()),
-            e,
-        ));
-    }
+    make_dirs(sup, &files, &workspace, &home, needs_setup)?;
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
     if let Err(e) = write_private(&mcp_path, mcp.to_string().as_bytes(), owner) {
@@ -331,41 +260,7 @@ pub(super) fn prepare<'a>(
         instance: sup.instance.clone(),
         execution: Some((id.to_string(), job.execution)),
     };
-    let (leaf, steps) = match &job.allocation {
-        // Slurm limits the job itself, on its node.
-        Some(allocation) => {
-            let bwrap = sup.sandboxes.node_bubblewrap().cloned().ok_or_else(|| {
-                internal(format!(
-                    "environment {:?} runs on Slurm, whose steps run in bubblewrap, which was \
-                     not prepared at start-up",
-                    env.id
-                ))
-            })?;
-            // The markers go with the local `srun` (the server's stop and orphan scan find
-            // it); processes on a node are Slurm's to stop, so the agent does not carry the
-            // instance's.
-            let markers = [INSTANCE_VAR, RUN_VAR, EXECUTION_VAR]
-                .into_iter()
-                .filter_map(|k| vars.get(k).map(|v| (k.to_string(), v.clone())))
-                .collect::<BTreeMap<_, _>>();
-            vars.remove(INSTANCE_VAR);
-            let steps = crate::slurm::StepLauncher::new(
-                bwrap,
-                allocation.clone(),
-                files.clone(),
-                env,
-                markers,
-            );
-            (None, Some(steps))
-        }
-        None => {
-            let leaf = sup
-                .cgroups
-                .create(env, &format!("{id}-{}", job.execution))
-                .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
-            (leaf, None)
-        }
-    };
+    let (leaf, steps) = confinement(job, sup, &mut vars, &files)?;
     Ok(Execution {
         job,
         sup,
@@ -391,6 +286,151 @@ pub(super) fn prepare<'a>(
         unconfirmed: 0,
         leaf,
         usage: observe::Usage::default(),
+    })
+}
+
+/// What the execution's output must never show: the environment's secrets and the run's MCP
+/// credentials.
+fn redactor(job: &Assignment, sup: &Supervision) -> Redactor {
+    let env = &job.environment;
+    let mcp = mcp_credentials(job);
+    Redactor::new(
+        env.secrets
+            .iter()
+            .filter_map(|name| {
+                sup.secrets
+                    .get(name)
+                    .map(|s| (name.as_str(), s.value.expose()))
+            })
+            .chain(mcp.iter().map(|(name, value)| (name.as_str(), *value))),
+    )
+}
+
+/// Makes the run's directories: its files directory (the server's), the workspace (emptied
+/// first while setup has not succeeded) and the agent's home, handed to the agent user; a run
+/// whose files another user owns gets them back.
+fn make_dirs(
+    sup: &Supervision,
+    files: &Path,
+    workspace: &Path,
+    home: &Path,
+    needs_setup: bool,
+) -> Result<(), StatusMessage> {
+    let owner = sup.sandboxes.owner();
+    // A run whose files another user owns (it ran as the one agent user of an earlier version,
+    // or before `agent_user` changed) gets them back, all of them, as its own user's. The look
+    // does not follow a link: what it reads is the entry itself.
+    let inherited = sup.sandboxes.agent_user().is_some_and(|user| {
+        use std::os::unix::fs::MetadataExt;
+        [&workspace, &home]
+            .iter()
+            .any(|path| std::fs::symlink_metadata(path).is_ok_and(|m| m.uid() != user.uid))
+    });
+    // `files` and the workspace root are the server's; the workspace and the home are the
+    // agent's, reached through descriptors from there (`safe_fs`).
+    let prepared = private_dir(files)
+        .map_err(|source| safe_fs::Error::Io {
+            path: files.to_path_buf(),
+            source,
+        })
+        .and_then(|()| {
+            if needs_setup {
+                // std's remove_dir_all unlinks links and never follows one (openat/unlinkat).
+                match std::fs::remove_dir_all(workspace) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                        return Err(safe_fs::Error::Io {
+                            path: workspace.to_path_buf(),
+                            source: e,
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            std::fs::create_dir_all(workspace).map_err(|source| safe_fs::Error::Io {
+                path: workspace.to_path_buf(),
+                source,
+            })?;
+            // A fresh workspace stays the server's until `checkout` has filled it and handed
+            // it over whole: no agent process can plant anything where git writes as root.
+            if !needs_setup {
+                safe_fs::Dir::open(workspace)?.set_owner(owner)?;
+            }
+            // The agent's HOME lives as long as the run, so a CLI that keeps its session there
+            // (claude's --resume) finds it again in the next execution.
+            let agent_files = safe_fs::Dir::open(files)?;
+            agent_files.make_dir("home", 0o700)?.set_owner(owner)?;
+            if inherited {
+                // A fresh workspace is handed over by `checkout`, after git is done.
+                if !needs_setup {
+                    sup.sandboxes.hand_over_tree(workspace)?;
+                }
+                sup.sandboxes.hand_over_tree(home)?;
+            }
+            if owner.is_some() {
+                // An unconfined agent of another user reaches its home and MCP file by their
+                // paths, without listing the directory (in a sandbox they are mounted for it).
+                agent_files.set_mode(0o711)?;
+            }
+            Ok(())
+        });
+    prepared.map_err(|e| {
+        unsafe_path(
+            &format!("cannot prepare the workspace {}", workspace.display()),
+            e,
+        )
+    })
+}
+
+/// Where the execution's processes are confined: its cgroup (`None` without limits), or on
+/// Slurm the launcher of its job's steps, which takes the markers out of `vars`.
+fn confinement(
+    job: &Assignment,
+    sup: &Supervision,
+    vars: &mut BTreeMap<String, String>,
+    files: &Path,
+) -> Result<
+    (
+        Option<crate::cgroup::Leaf>,
+        Option<crate::slurm::StepLauncher>,
+    ),
+    StatusMessage,
+> {
+    let env = &job.environment;
+    let id = job.run.id;
+    Ok(match &job.allocation {
+        // Slurm limits the job itself, on its node.
+        Some(allocation) => {
+            let bwrap = sup.sandboxes.node_bubblewrap().cloned().ok_or_else(|| {
+                internal(format!(
+                    "environment {:?} runs on Slurm, whose steps run in bubblewrap, which was \
+                     not prepared at start-up",
+                    env.id
+                ))
+            })?;
+            // The markers go with the local `srun` (the server's stop and orphan scan find
+            // it); processes on a node are Slurm's to stop, so the agent does not carry the
+            // instance's.
+            let markers = [INSTANCE_VAR, RUN_VAR, EXECUTION_VAR]
+                .into_iter()
+                .filter_map(|k| vars.get(k).map(|v| (k.to_string(), v.clone())))
+                .collect::<BTreeMap<_, _>>();
+            vars.remove(INSTANCE_VAR);
+            let steps = crate::slurm::StepLauncher::new(
+                bwrap,
+                allocation.clone(),
+                files.to_path_buf(),
+                env,
+                markers,
+            );
+            (None, Some(steps))
+        }
+        None => {
+            let leaf = sup
+                .cgroups
+                .create(env, &format!("{id}-{}", job.execution))
+                .map_err(|e| internal(format!("cannot create the execution's cgroup: {e}")))?;
+            (leaf, None)
+        }
     })
 }
 

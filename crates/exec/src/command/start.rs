@@ -133,26 +133,7 @@ pub(super) async fn start(
         Some(text) => (text, saved),
         None => prompt_values(x.job, &x.workspace, saved),
     };
-    let model = x.job.run.config.model_id.clone().unwrap_or_default();
-    let values = Values {
-        prompt,
-        // The built-in demo agent's model name means nothing to a CLI (runs created before
-        // presets stopped defaulting to it may still carry it).
-        model_id: if env.harness.is_preset() && model == "demo" {
-            String::new()
-        } else {
-            model
-        },
-        // A preset's CLI learns the report protocol from its base prompt; a command agent
-        // reads it in the documentation.
-        base_prompt: if env.harness.is_preset() {
-            preset_base_prompt(x.job, &x.workspace)
-        } else {
-            x.job.run.config.base_prompt.clone().unwrap_or_default()
-        },
-        mcp_config: x.mcp_path.display().to_string(),
-        workspace: x.workspace.display().to_string(),
-    };
+    let values = values(x, prompt);
     let turn = presets::Turn {
         session: session.as_deref(),
         permissions: env.agent_permissions,
@@ -201,13 +182,7 @@ pub(super) async fn start(
     } else {
         Stdio::null()
     });
-    let observer = env.harness.is_preset().then(|| {
-        let observer = Observer::new(env.harness).redacting(x.redactor.clone());
-        match env.agent_permissions {
-            AgentPermissions::ReadOnly => observer.read_only(),
-            AgentPermissions::Edit => observer,
-        }
-    });
+    let observer = observer(x);
     let mut process = match Process::spawn(cmd, observer) {
         Ok(p) => p,
         Err(e) => {
@@ -226,6 +201,45 @@ pub(super) async fn start(
     }
     feed_stdin(x, &mut process, env.harness, &prompt_text, takes_stdin).await;
     Ok((process, program.clone(), takes_stdin))
+}
+
+/// What a preset's argv is built from: the turn's prompt, the model, the base prompt and the
+/// paths the agent is given.
+fn values(x: &Execution<'_>, prompt: String) -> Values {
+    let env = &x.job.environment;
+    let model = x.job.run.config.model_id.clone().unwrap_or_default();
+    Values {
+        prompt,
+        // The built-in demo agent's model name means nothing to a CLI (runs created before
+        // presets stopped defaulting to it may still carry it).
+        model_id: if env.harness.is_preset() && model == "demo" {
+            String::new()
+        } else {
+            model
+        },
+        // A preset's CLI learns the report protocol from its base prompt; a command agent
+        // reads it in the documentation.
+        base_prompt: if env.harness.is_preset() {
+            preset_base_prompt(x.job, &x.workspace)
+        } else {
+            x.job.run.config.base_prompt.clone().unwrap_or_default()
+        },
+        mcp_config: x.mcp_path.display().to_string(),
+        workspace: x.workspace.display().to_string(),
+    }
+}
+
+/// What reads a preset's output for its usage and its view of the run (`None`: the command
+/// harness, whose output is only transcribed).
+fn observer(x: &Execution<'_>) -> Option<Observer> {
+    let env = &x.job.environment;
+    env.harness.is_preset().then(|| {
+        let observer = Observer::new(env.harness).redacting(x.redactor.clone());
+        match env.agent_permissions {
+            AgentPermissions::ReadOnly => observer.read_only(),
+            AgentPermissions::Edit => observer,
+        }
+    })
 }
 
 /// Writes what the agent reads on its stdin at its start: Claude Code's prompt as a

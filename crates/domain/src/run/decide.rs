@@ -1,333 +1,17 @@
-//! The run state machine: the state a run's events fold into, the commands clients and the
-//! executor issue, and the rules that decide them.
-//!
-//! `QUEUED → INPROGRESS → SUCCEEDED | FAILED`; `QUEUED | INPROGRESS → CANCELLED` by cancel; a
-//! follow-up on a terminal run puts it back to `QUEUED` for a new execution. Decisions return
-//! side effects as data (`Effect`); the shell performs them only after the events are durable,
-//! and replay never performs them.
+//! The rules: which command is accepted in which state, and with which events and effects
+//! (`decide`); and the check that a stored event is one those rules would record
+//! (`recordable`). Pure: it reads the state and returns data, it never changes the state.
 
-use std::collections::BTreeMap;
+use crate::events::Event;
 
-use serde::{Deserialize, Serialize};
-
-use super::events::{
-    AgentConfig, Artifact, Attachment, Creator, Event, ExecutionUsage, FollowupMode, Placement,
-    RunAdmitted, RunSchedule, Sealed, SourceType, StatusMessage,
-};
-use super::ids::{RunId, Timestamp};
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub enum RunState {
-    Queued,
-    InProgress,
-    Succeeded,
-    Failed,
-    Cancelled,
-}
-
-impl RunState {
-    pub const ALL: [RunState; 5] = [
-        RunState::Queued,
-        RunState::InProgress,
-        RunState::Succeeded,
-        RunState::Failed,
-        RunState::Cancelled,
-    ];
-
-    pub fn is_terminal(self) -> bool {
-        matches!(
-            self,
-            RunState::Succeeded | RunState::Failed | RunState::Cancelled
-        )
-    }
-
-    /// The wire name (OpenAPI `RunState`).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunState::Queued => "QUEUED",
-            RunState::InProgress => "INPROGRESS",
-            RunState::Succeeded => "SUCCEEDED",
-            RunState::Failed => "FAILED",
-            RunState::Cancelled => "CANCELLED",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<RunState> {
-        RunState::ALL.into_iter().find(|v| v.as_str() == s)
-    }
-}
-
-/// A follow-up message waiting for, or handed to, an execution.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Followup {
-    pub message: String,
-    pub mode: FollowupMode,
-}
-
-/// The state of one run: the fold of its events.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Run {
-    pub id: RunId,
-    pub title: String,
-    pub prompt: String,
-    pub config: AgentConfig,
-    pub creator: Creator,
-    pub source: SourceType,
-    pub metadata: BTreeMap<String, String>,
-    /// The team of the key that created the run: only that team's keys see it.
-    pub team: String,
-    /// The run's credential values, sealed (see `RunAdmitted`); `None` when it has none or
-    /// they were stored in plain text in `config` (a legacy `Created`).
-    pub sealed: Option<Sealed>,
-    pub state: RunState,
-    pub created_at: Timestamp,
-    pub updated_at: Timestamp,
-    /// When the first execution started.
-    pub started_at: Option<Timestamp>,
-    pub status_message: Option<StatusMessage>,
-    /// How many executions have started (0 while the first one is queued).
-    pub executions: u32,
-    /// Follow-ups received while queued, handed to the next execution when it starts.
-    pub pending_followups: Vec<Followup>,
-    /// The follow-up that resumed a finished run, for the execution it resumes.
-    pub resumed_by: Option<Followup>,
-    /// Follow-ups owed to the current (or just ended) execution that it has not reported
-    /// taking: the ones handed to it at its start and the ones received while it ran, oldest
-    /// first. What an execution ends without taking is requeued (`Event::Requeued`), so no
-    /// follow-up is lost to a turn that could not take it or to a crash.
-    pub owed: Vec<Followup>,
-    /// Time spent in finished executions.
-    pub run_time_ms: u64,
-    /// Start of the execution in progress, if any.
-    pub execution_started_at: Option<Timestamp>,
-    /// Number of events folded; the next event's sequence number.
-    pub next_seq: u64,
-    /// What the run's executions used, summed over those whose usage was recorded.
-    pub usage: RunUsage,
-    /// What the run's executions produced, in the order they reported it.
-    pub artifacts: Vec<ReportedArtifact>,
-    /// The files attached when the run was created.
-    pub attachments: Vec<Attachment>,
-    /// The schedule whose firing made the run; `None` for every other run, including one
-    /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
-    /// admits `API`, but an imported log may hold such a run).
-    pub schedule: Option<RunSchedule>,
-    /// How many times the run's session links were revoked (`Event::SessionLinkRevoked`): a
-    /// link's token signs the epoch it was handed out in, so a revoke ends every earlier link
-    /// and survives a restart with the log.
-    pub session_epoch: u32,
-}
-
-/// An artifact with when, and by which execution, it was reported.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReportedArtifact {
-    pub at: Timestamp,
-    pub execution: u32,
-    pub artifact: Artifact,
-}
-
-/// The sum of a run's recorded `ExecutionUsage`s. A cost is `None` until some execution
-/// recorded one: an unknown cost is never reported as 0.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
-pub struct RunUsage {
-    pub inference_nano_usd: Option<u64>,
-    pub compute_nano_usd: Option<u64>,
-    pub input_tokens: u64,
-    pub output_tokens: u64,
-    pub cpu_ms: u64,
-    /// The latest execution whose usage was recorded (0: none), so each is recorded once.
-    pub recorded: u32,
-}
-
-impl RunUsage {
-    /// Adds one execution's usage. Saturating: a sum never wraps into a small number.
-    fn add(&mut self, execution: u32, usage: &ExecutionUsage) {
-        fn plus(sum: &mut Option<u64>, part: Option<u64>) {
-            if let Some(part) = part {
-                *sum = Some(sum.unwrap_or(0).saturating_add(part));
-            }
-        }
-        plus(
-            &mut self.inference_nano_usd,
-            usage.inference.map(|c| c.nano_usd),
-        );
-        plus(&mut self.compute_nano_usd, usage.compute_nano_usd);
-        if let Some(tokens) = usage.tokens {
-            self.input_tokens = self.input_tokens.saturating_add(tokens.input);
-            self.output_tokens = self.output_tokens.saturating_add(tokens.output);
-        }
-        self.cpu_ms = self.cpu_ms.saturating_add(usage.cpu_ms.unwrap_or(0));
-        self.recorded = self.recorded.max(execution);
-    }
-}
-
-impl Run {
-    /// Total time the agent has worked on the run, counting a live execution up to `now`.
-    pub fn run_time_ms(&self, now: Timestamp) -> u64 {
-        let live = match (self.state, self.execution_started_at) {
-            (RunState::InProgress, Some(start)) => now.0.saturating_sub(start.0),
-            _ => 0,
-        };
-        self.run_time_ms + live
-    }
-
-    /// Whether the run has had a session (an execution has started).
-    pub fn has_session(&self) -> bool {
-        self.executions > 0
-    }
-}
-
-/// What a client or the executor asks of a run.
-#[allow(clippy::large_enum_variant)] // as for `Event`: one command at a time, never collected
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Command {
-    /// Admit a new run with the files attached to it (already in the content store) and, for
-    /// a run a schedule's firing makes, that schedule.
-    Create {
-        admitted: RunAdmitted,
-        attachments: Vec<Attachment>,
-        schedule: Option<RunSchedule>,
-    },
-    /// The executor has a free slot for this queued run (and, for an environment that runs on
-    /// a cluster, the scheduler has placed it: `placement`).
-    Start {
-        placement: Option<Placement>,
-    },
-    Followup {
-        message: String,
-        mode: FollowupMode,
-        by: String,
-    },
-    Cancel {
-        by: String,
-    },
-    /// Execution `execution` ended: `Ok` for success, `Err` with the reason for failure.
-    Finish {
-        execution: u32,
-        outcome: Result<(), StatusMessage>,
-    },
-    /// Execution `execution` was lost with its node (or with the service): the run is queued
-    /// again for a new execution instead of failing (`on_node_failure = "requeue"`).
-    Lose {
-        execution: u32,
-        status: StatusMessage,
-    },
-    /// Execution `execution` took the next `count` follow-ups owed to it.
-    Delivered {
-        execution: u32,
-        count: u32,
-    },
-    /// What execution `execution` used, priced by the shell.
-    RecordUsage {
-        execution: u32,
-        usage: ExecutionUsage,
-    },
-    /// Execution `execution`'s agent reported an artifact (its bytes already in the content
-    /// store).
-    ReportArtifact {
-        execution: u32,
-        artifact: Artifact,
-    },
-    /// End every session link handed out for the run so far (asked by the key `by`).
-    RevokeSessionLink {
-        by: String,
-    },
-}
-
-impl Command {
-    /// The creation of a run: admitted, with the files attached to it (already in the content
-    /// store) and, for a run a schedule's firing makes, that schedule. The one way every caller
-    /// (a client's create, a schedule's firing, replay checks) spells a `Create`.
-    pub fn create(
-        admitted: RunAdmitted,
-        attachments: Vec<Attachment>,
-        schedule: Option<RunSchedule>,
-    ) -> Command {
-        Command::Create {
-            admitted,
-            attachments,
-            schedule,
-        }
-    }
-}
-
-/// Why a command was refused. Refusals change nothing.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum Rejection {
-    #[error("the run already exists")]
-    AlreadyExists,
-    #[error("the run does not exist")]
-    NotFound,
-    #[error("the run is already {}", .0.as_str())]
-    AlreadyTerminal(RunState),
-    #[error("the run is not queued")]
-    NotQueued,
-    #[error("execution {0} is not the one in progress")]
-    StaleExecution(u32),
-    #[error("a follow-up needs a non-empty message")]
-    EmptyMessage,
-    #[error("the run already has {MAX_PENDING_FOLLOWUPS} follow-ups waiting to reach its agent")]
-    TooManyPending,
-    #[error("execution {0} owes no follow-up")]
-    NothingOwed(u32),
-    #[error("the run already has {MAX_ARTIFACTS} artifacts")]
-    TooManyArtifacts,
-}
-
-/// How many artifacts one run may hold; bounds the size of its state and of a `RunItem`.
-pub const MAX_ARTIFACTS: usize = 200;
-
-/// How many follow-ups may wait for a queued run, or wait to reach the agent of a running
-/// one; bounds the size of its state.
-pub const MAX_PENDING_FOLLOWUPS: usize = 100;
-
-/// Work for the shell to do once the decision's events are durable.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Effect {
-    /// Put the run in its environment's queue to wait for a slot.
-    Enqueue,
-    /// Take the run out of its environment's queue.
-    Dequeue,
-    /// Launch execution `execution` of the agent with what it needs to know.
-    Launch {
-        execution: u32,
-        followups: Vec<Followup>,
-        resumed_by: Option<Followup>,
-    },
-    /// Hand a follow-up to the live execution.
-    Deliver(Followup),
-    /// Stop the live execution and its process tree.
-    Stop { execution: u32 },
-}
-
-/// The outcome of deciding a command: events to append, then effects to perform.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Decision {
-    pub events: Vec<Event>,
-    pub effects: Vec<Effect>,
-}
+use super::command::{Command, Decision, Effect, Rejection, MAX_ARTIFACTS, MAX_PENDING_FOLLOWUPS};
+use super::state::{Followup, Run, RunState};
 
 /// Decides `command` against the current state of a run (`None`: the run does not exist).
 pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection> {
     let decision = |events, effects| Ok(Decision { events, effects });
     let Some(run) = run else {
-        return match command {
-            Command::Create {
-                admitted,
-                attachments,
-                schedule,
-            } => {
-                let mut events = vec![Event::Admitted(admitted)];
-                if let Some(schedule) = schedule {
-                    events.push(Event::Scheduled { schedule });
-                }
-                if !attachments.is_empty() {
-                    events.push(Event::Attached { attachments });
-                }
-                decision(events, vec![Effect::Enqueue])
-            }
-            _ => Err(Rejection::NotFound),
-        };
+        return decide_new(command);
     };
     match command {
         Command::Create { .. } => Err(Rejection::AlreadyExists),
@@ -462,149 +146,27 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
     }
 }
 
-/// Folds one event, recorded at `at`, into the state of run `id`. Total: an event that does not
-/// apply (which a log written through `decide` never contains) changes nothing but the run's
-/// bookkeeping (`next_seq`, `updated_at`), so positions in the log stay consistent.
-pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
-    let Some(mut run) = run else {
-        let (created, team, sealed) = match event {
-            Event::Created(created) => (created, crate::DEFAULT_TEAM, None),
-            Event::Admitted(a) => (&a.created, a.team.as_str(), a.sealed.as_ref()),
-            _ => return None,
-        };
-        return Some(Run {
-            id,
-            title: created.title.clone(),
-            prompt: created.prompt.clone(),
-            config: created.config.clone(),
-            creator: created.creator.clone(),
-            source: created.source,
-            metadata: created.metadata.clone(),
-            team: team.to_string(),
-            sealed: sealed.cloned(),
-            state: RunState::Queued,
-            created_at: at,
-            updated_at: at,
-            started_at: None,
-            status_message: None,
-            executions: 0,
-            pending_followups: Vec::new(),
-            resumed_by: None,
-            owed: Vec::new(),
-            run_time_ms: 0,
-            execution_started_at: None,
-            next_seq: 1,
-            usage: RunUsage::default(),
-            artifacts: Vec::new(),
-            attachments: Vec::new(),
-            schedule: None,
-            session_epoch: 0,
-        });
-    };
-    run.next_seq += 1;
-    run.updated_at = run.updated_at.max(at);
-    match event {
-        Event::Created(_) | Event::Admitted(_) => {}
-        Event::Started { execution } | Event::StartedOn { execution, .. } => {
-            run.state = RunState::InProgress;
-            run.executions = *execution;
-            run.started_at.get_or_insert(at);
-            run.execution_started_at = Some(at);
-            // Handed to this execution at its start; owed until it reports taking them.
-            run.owed = std::mem::take(&mut run.pending_followups);
-            run.status_message = None;
-        }
-        Event::FollowupReceived { message, mode, .. } => {
-            let followup = Followup {
-                message: message.clone(),
-                mode: *mode,
-            };
-            match run.state {
-                RunState::Queued => run.pending_followups.push(followup),
-                RunState::InProgress => run.owed.push(followup),
-                _ => {
-                    run.state = RunState::Queued;
-                    run.resumed_by = Some(followup);
-                    run.status_message = None;
-                }
+/// Decides a command for a run that does not exist yet: only a `Create`, which admits it.
+fn decide_new(command: Command) -> Result<Decision, Rejection> {
+    match command {
+        Command::Create {
+            admitted,
+            attachments,
+            schedule,
+        } => {
+            let mut events = vec![Event::Admitted(admitted)];
+            if let Some(schedule) = schedule {
+                events.push(Event::Scheduled { schedule });
             }
-        }
-        Event::Succeeded { .. } => {
-            finish_execution(&mut run, at);
-            run.state = RunState::Succeeded;
-        }
-        Event::Failed { status, .. } => {
-            finish_execution(&mut run, at);
-            run.state = RunState::Failed;
-            run.status_message = Some(status.clone());
-        }
-        Event::Cancelled { .. } => {
-            finish_execution(&mut run, at);
-            run.state = RunState::Cancelled;
-            run.pending_followups.clear();
-            run.owed.clear();
-        }
-        Event::FollowupsDelivered { execution, count } => {
-            if run.state == RunState::InProgress && *execution == run.executions {
-                let taken = (*count as usize).min(run.owed.len());
-                run.owed.drain(..taken);
+            if !attachments.is_empty() {
+                events.push(Event::Attached { attachments });
             }
+            Ok(Decision {
+                events,
+                effects: vec![Effect::Enqueue],
+            })
         }
-        Event::Requeued { execution } => {
-            let finished = matches!(run.state, RunState::Succeeded | RunState::Failed);
-            if finished && *execution == run.executions && !run.owed.is_empty() {
-                let mut owed = std::mem::take(&mut run.owed).into_iter();
-                run.state = RunState::Queued;
-                run.resumed_by = owed.next();
-                run.pending_followups = owed.collect();
-                run.status_message = None;
-            }
-        }
-        Event::Lost { execution, status } => {
-            if run.state == RunState::InProgress && *execution == run.executions {
-                finish_execution(&mut run, at);
-                run.state = RunState::Queued;
-                // Owed first: they were received before anything still pending. The run keeps
-                // its `resumed_by`, so the next execution starts as the lost one did.
-                let mut owed = std::mem::take(&mut run.owed);
-                owed.append(&mut run.pending_followups);
-                run.pending_followups = owed;
-                run.status_message = Some(status.clone());
-            }
-        }
-        Event::UsageRecorded { execution, usage } => run.usage.add(*execution, usage),
-        Event::ArtifactReported {
-            execution,
-            artifact,
-        } => run.artifacts.push(ReportedArtifact {
-            at,
-            execution: *execution,
-            artifact: artifact.clone(),
-        }),
-        // Only right after the run's admission: a later one would change what its agent
-        // was given.
-        Event::Attached { attachments } => {
-            if run.next_seq == 2 + u64::from(run.schedule.is_some()) && run.attachments.is_empty() {
-                run.attachments = attachments.clone();
-            }
-        }
-        // Only as the second event of the admission (before any `Attached`): a later one
-        // would make a run that was not a schedule's into one.
-        Event::Scheduled { schedule } => {
-            if run.next_seq == 2 && run.schedule.is_none() && run.attachments.is_empty() {
-                run.schedule = Some(schedule.clone());
-            }
-        }
-        Event::SessionLinkRevoked { .. } => {
-            run.session_epoch = run.session_epoch.saturating_add(1);
-        }
-    }
-    Some(run)
-}
-
-fn finish_execution(run: &mut Run, at: Timestamp) {
-    if let Some(start) = run.execution_started_at.take() {
-        run.run_time_ms += at.0.saturating_sub(start.0);
+        _ => Err(Rejection::NotFound),
     }
 }
 
@@ -675,26 +237,26 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
     decide(run, command).is_ok_and(|d| d.events.first() == Some(event))
 }
 
-/// Folds a whole log, oldest first.
-pub fn fold<'a>(
-    id: RunId,
-    events: impl IntoIterator<Item = (&'a Event, Timestamp)>,
-) -> Option<Run> {
-    events
-        .into_iter()
-        .fold(None, |run, (event, at)| evolve(run, id, event, at))
-}
-
+/// The run state machine's scenarios: commands decided against the state a history folds to,
+/// the events and effects they decide, and the state those fold to. They exercise `decide`,
+/// `evolve` and `recordable` together, as the actor uses them.
 #[cfg(test)]
 mod tests {
+    use std::collections::BTreeMap;
+
     use super::*;
-    use crate::events::{CreatorKind, RunCreated};
+    use crate::events::{
+        AgentConfig, Artifact, Attachment, Creator, CreatorKind, Event, ExecutionUsage,
+        FollowupMode, Placement, RunAdmitted, RunCreated, RunSchedule, SourceType, StatusMessage,
+    };
+    use crate::ids::{RunId, Timestamp};
+    use crate::run::{evolve, fold, RunUsage};
 
     /// Given / when / then over `decide` and `fold`, as cqrs-es's test framework reads:
     /// `given(history).when(command).then_events(..)`. The n-th event of a history is
     /// recorded at `Timestamp(n * 10)`, so run times in the assertions are multiples of 10.
     mod scenario {
-        use super::super::*;
+        use super::*;
 
         const ID: RunId = RunId(42);
 

@@ -1,26 +1,15 @@
-//! Reads what a preset's agent CLI reports about its own work: its structured output (Claude
-//! Code's and Gemini CLI's stream-json, Codex's `--json` events) and, where a CLI says nothing
-//! structured, its stderr. From whole output lines it keeps the CLI's session id, the tools it
-//! was denied (by its own permission mode, or by the read-only workspace of a read-only run:
-//! `denied_writes.rs`), its error results, its token usage and cost, and decides how an
-//! execution ended.
-//!
-//! Everything it keeps from the CLI's output (error text, stderr lines, denied tools, the model
-//! name) is redacted with the execution's `Redactor` as it is taken, before it is cut to a
-//! message's length; a session id that holds a secret is not kept at all.
-//!
-//! Pure: it is handed whole, reassembled lines (never a piece of one cut by `lines.rs`) and an
-//! exit status, and does no I/O. It must not decide anything from a CLI's prose on stdout
-//! except the error text the CLI itself marks as its error and, in a read-only run, the
-//! kernel's refusal of a write in a failed tool call's output.
+//! What one execution's CLI has reported so far (`Observer`): each whole stdout line read by
+//! the CLI's format, each stderr line kept for a failure without a structured reason, and at
+//! the end the verdict on how the execution ended.
 
-use super::denied_writes;
-use super::transcript::Redactor;
+use super::readable::readable;
+use super::text::{auth_code, clip, is_session_id, one_line};
+use super::tokens::{cost, count, Usage};
+use crate::denied_writes;
+use crate::transcript::Redactor;
 use runledger_domain::harness::Harness;
 use runledger_domain::StatusMessage;
 
-/// Longest `status_message` taken from a CLI, in characters.
-const MESSAGE_LIMIT: usize = 600;
 /// Stderr lines kept for a failure without a structured reason.
 const STDERR_LINES: usize = 3;
 /// Stderr lines the CLIs print on every start (Gemini CLI's mode and terminal notes, Codex's
@@ -33,67 +22,6 @@ const NOISE: &[&str] = &[
 ];
 /// Tool calls remembered to name a later denial.
 const CALLS_KEPT: usize = 64;
-
-/// The most tokens one usage report may claim; a larger count (or a negative, fractional or
-/// non-numeric one) is not believed, and the report is ignored rather than poisoning sums.
-pub const MAX_TOKENS: u64 = 1_000_000_000_000;
-/// The largest cost one CLI report may claim, in US dollars; a larger, negative or non-finite
-/// one is ignored (the tokens are priced instead, where a price is configured).
-pub const MAX_COST_USD: f64 = 100_000.0;
-
-/// Tokens and cost the CLI reported, for one turn or (added up) for a whole execution.
-#[derive(Debug, Default, Clone, PartialEq)]
-pub struct Usage {
-    /// Turns whose usage report was believed; the figures below are their sums.
-    pub turns: u32,
-    /// Every prompt token, cached ones included.
-    pub input_tokens: u64,
-    /// The part of `input_tokens` read from the provider's prompt cache.
-    pub cached_input_tokens: u64,
-    pub output_tokens: u64,
-    /// The CLI's own cost figure (Claude Code's `total_cost_usd`), when every turn gave one.
-    pub cost_usd: Option<f64>,
-    /// The model the CLI said it used (Claude Code's and Gemini CLI's `init` lines).
-    pub model: Option<String>,
-}
-
-impl Usage {
-    /// Adds a later turn's usage.
-    pub fn absorb(&mut self, turn: &Usage) {
-        if turn.turns == 0 {
-            self.model = self.model.take().or_else(|| turn.model.clone());
-            return;
-        }
-        self.cost_usd = match (self.turns, self.cost_usd, turn.cost_usd) {
-            (0, _, cost) => cost,
-            (_, Some(a), Some(b)) => Some(a + b),
-            // A turn without the CLI's figure: the execution's cost is priced from tokens.
-            _ => None,
-        };
-        self.turns += turn.turns;
-        self.input_tokens = self.input_tokens.saturating_add(turn.input_tokens);
-        self.cached_input_tokens = self
-            .cached_input_tokens
-            .saturating_add(turn.cached_input_tokens);
-        self.output_tokens = self.output_tokens.saturating_add(turn.output_tokens);
-        self.model = self.model.take().or_else(|| turn.model.clone());
-    }
-}
-
-/// A token count field of a usage report: 0 when absent, `Err` when present but not a count
-/// to believe.
-fn count(v: &serde_json::Value) -> Result<u64, ()> {
-    if v.is_null() {
-        return Ok(0);
-    }
-    v.as_u64().filter(|n| *n <= MAX_TOKENS).ok_or(())
-}
-
-/// A cost the CLI reported, if it is one to believe.
-fn cost(v: &serde_json::Value) -> Option<f64> {
-    v.as_f64()
-        .filter(|c| c.is_finite() && (0.0..=MAX_COST_USD).contains(c))
-}
 
 /// A failure the CLI reported in its own words.
 #[derive(Debug, Clone, PartialEq)]
@@ -494,220 +422,11 @@ impl Observer {
     }
 }
 
-/// Longest readable entry, in characters.
-const READABLE_LIMIT: usize = 2000;
-
-/// The readable entries of one CLI event.
-fn readable(harness: Harness, e: &serde_json::Value) -> Vec<String> {
-    let kind = e["type"].as_str().unwrap_or_default();
-    let mut out = match harness {
-        Harness::Claude => readable_claude(kind, e),
-        Harness::Codex => readable_codex(kind, e),
-        Harness::Gemini => readable_gemini(kind, e),
-        Harness::Command | Harness::Demo => Vec::new(),
-    };
-    out.retain(|t| !t.ends_with(": "));
-    out
-}
-
-/// A text cut to `READABLE_LIMIT` characters, marked when cut.
-fn short(text: &str) -> String {
-    let text = text.trim();
-    if text.chars().count() <= READABLE_LIMIT {
-        text.to_string()
-    } else {
-        let cut: String = text.chars().take(READABLE_LIMIT).collect();
-        format!("{cut}…")
-    }
-}
-
-/// What a tool call works on (a file, a command, a query…), for its line.
-fn target(input: &serde_json::Value) -> String {
-    ["file_path", "command", "path", "pattern", "query", "url"]
-        .iter()
-        .find_map(|k| input[*k].as_str())
-        .map(|v| format!(": {}", short(v)))
-        .unwrap_or_default()
-}
-
-/// Claude Code's stream-json: assistant text and tool calls, tool results, the result.
-fn readable_claude(kind: &str, e: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    match kind {
-        "assistant" => {
-            for block in e["message"]["content"].as_array().into_iter().flatten() {
-                match block["type"].as_str() {
-                    Some("text") => out.push(format!(
-                        "assistant: {}",
-                        short(block["text"].as_str().unwrap_or_default())
-                    )),
-                    Some("tool_use") => out.push(format!(
-                        "tool call {}{}",
-                        block["name"].as_str().unwrap_or("?"),
-                        target(&block["input"])
-                    )),
-                    _ => {}
-                }
-            }
-        }
-        "user" => {
-            for block in e["message"]["content"].as_array().into_iter().flatten() {
-                if block["type"] == "tool_result" {
-                    let text = super::denied_writes::text_of(&block["content"]);
-                    let error = if block["is_error"] == true {
-                        " (error)"
-                    } else {
-                        ""
-                    };
-                    out.push(format!("tool result{error}: {}", short(&text)));
-                }
-            }
-        }
-        "result" => {
-            out.push(format!(
-                "result: {}",
-                short(e["result"].as_str().unwrap_or_default())
-            ));
-        }
-        _ => {}
-    }
-    out
-}
-
-/// Codex's JSON events: completed items (messages, commands, file changes, MCP calls), failures.
-fn readable_codex(kind: &str, e: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    match kind {
-        "item.completed" => {
-            let item = &e["item"];
-            match item["type"].as_str().unwrap_or_default() {
-                "agent_message" => out.push(format!(
-                    "assistant: {}",
-                    short(item["text"].as_str().unwrap_or_default())
-                )),
-                "command_execution" => out.push(format!(
-                    "command (exit {}): {}\n{}",
-                    item["exit_code"]
-                        .as_i64()
-                        .map_or("?".to_string(), |c| c.to_string()),
-                    short(item["command"].as_str().unwrap_or_default()),
-                    short(item["aggregated_output"].as_str().unwrap_or_default())
-                )),
-                "file_change" => {
-                    for change in item["changes"].as_array().into_iter().flatten() {
-                        out.push(format!(
-                            "file {} ({}): {}",
-                            change["kind"].as_str().unwrap_or("change"),
-                            item["status"].as_str().unwrap_or("?"),
-                            change["path"].as_str().unwrap_or("?")
-                        ));
-                    }
-                }
-                "mcp_tool_call" => out.push(format!(
-                    "MCP tool {}.{} ({})",
-                    item["server"].as_str().unwrap_or("?"),
-                    item["tool"].as_str().unwrap_or("?"),
-                    item["status"].as_str().unwrap_or("?")
-                )),
-                _ => {}
-            }
-        }
-        "turn.failed" => {
-            out.push(format!(
-                "error: {}",
-                short(e["error"]["message"].as_str().unwrap_or_default())
-            ));
-        }
-        _ => {}
-    }
-    out
-}
-
-/// Gemini CLI's stream-json: assistant deltas, tool calls and their results.
-fn readable_gemini(kind: &str, e: &serde_json::Value) -> Vec<String> {
-    let mut out = Vec::new();
-    match kind {
-        "message" if e["role"] == "assistant" => {
-            // Gemini CLI streams the text in deltas: one entry per delta keeps them in order.
-            out.push(format!(
-                "assistant: {}",
-                short(e["content"].as_str().unwrap_or_default())
-            ));
-        }
-        "tool_use" => out.push(format!(
-            "tool call {}{}",
-            e["tool_name"].as_str().unwrap_or("?"),
-            target(&e["parameters"])
-        )),
-        "tool_result" => {
-            let text = e["output"]
-                .as_str()
-                .or_else(|| e["error"]["message"].as_str())
-                .unwrap_or_default();
-            out.push(format!(
-                "tool result ({}): {}",
-                e["status"].as_str().unwrap_or("?"),
-                short(text)
-            ));
-        }
-        _ => {}
-    }
-    out
-}
-
-/// An authentication failure gets the platform's code, so a client can tell it apart.
-fn auth_code(message: &str, status: Option<u64>) -> Option<&'static str> {
-    let lower = message.to_lowercase();
-    let auth = status == Some(401)
-        || [
-            "not logged in",
-            "api key",
-            "api_key",
-            "unauthorized",
-            "authentication",
-        ]
-        .iter()
-        .any(|w| lower.contains(w))
-        || (lower.contains("missing environment variable") && lower.contains("key"));
-    auth.then_some("authentication_required")
-}
-
-/// A session id as the CLIs print them (UUIDs, thread ids): short and plain, so it can never
-/// be taken for an option or a path.
-pub fn is_session_id(id: &str) -> bool {
-    (1..=128).contains(&id.len())
-        && !id.starts_with('-')
-        && id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
-}
-
-/// One clean line: ANSI escapes removed, whitespace runs (newlines included) made one space.
-pub fn one_line(text: &str) -> String {
-    let plain = strip_ansi_escapes::strip_str(text);
-    plain
-        .split(|c: char| c.is_whitespace() || c.is_control())
-        .filter(|w| !w.is_empty())
-        .collect::<Vec<_>>()
-        .join(" ")
-}
-
-/// At most `MESSAGE_LIMIT` characters, cut at a word boundary and marked with "…".
-pub fn clip(text: &str) -> String {
-    if text.chars().count() <= MESSAGE_LIMIT {
-        return text.to_string();
-    }
-    let cut: String = text.chars().take(MESSAGE_LIMIT).collect();
-    let at = cut
-        .rfind(' ')
-        .filter(|&i| i > MESSAGE_LIMIT / 2)
-        .unwrap_or(cut.len());
-    format!("{}…", cut[..at].trim_end())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::observe::readable::READABLE_LIMIT;
+    use crate::observe::text::MESSAGE_LIMIT;
 
     fn observe(harness: Harness, stdout: &[&str], stderr: &[&str]) -> Observer {
         let mut o = Observer::new(harness);
