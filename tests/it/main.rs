@@ -17,6 +17,7 @@ mod console;
 mod crashloop;
 mod credentials;
 mod damage;
+mod docs;
 mod edges;
 mod golden;
 mod index_upgrade;
