@@ -488,3 +488,82 @@ fn the_folder_check_finds_circles_through_groups_reexports_and_subfolders() {
         ]
     );
 }
+
+/// The code of a file before its unit tests (`#[cfg(test)] mod tests`).
+fn before_tests(text: &str) -> &str {
+    let end = text
+        .match_indices("#[cfg(test)]")
+        .find(|(at, _)| {
+            text[at + "#[cfg(test)]".len()..]
+                .trim_start()
+                .starts_with("mod tests")
+        })
+        .map_or(text.len(), |(at, _)| at);
+    &text[..end]
+}
+
+#[test]
+fn lib_and_mod_files_are_tables_of_contents() {
+    // Declarations, re-exports and attributes only: whatever a crate or folder does lives in a
+    // file named for it, so `lib.rs` and `mod.rs` read as the list of what is inside.
+    const DEFINITIONS: &[&str] = &[
+        "fn ",
+        "struct ",
+        "enum ",
+        "impl ",
+        "impl<",
+        "const ",
+        "static ",
+        "trait ",
+        "type ",
+        "macro_rules!",
+        "async fn ",
+    ];
+    let mut found = Vec::new();
+    for (name, sources) in crates() {
+        for (file, text) in &sources {
+            let table = file
+                .file_name()
+                .is_some_and(|n| n == "lib.rs" || n == "mod.rs");
+            if !table {
+                continue;
+            }
+            for (n, line) in code(before_tests(text)).lines().enumerate() {
+                let line = line.trim_start();
+                let line = ["pub(crate) ", "pub(super) ", "pub "]
+                    .iter()
+                    .find_map(|v| line.strip_prefix(v))
+                    .unwrap_or(line);
+                if DEFINITIONS.iter().any(|d| line.starts_with(d)) {
+                    let place = Path::new(&name).join("src").join(file);
+                    found.push(format!("{}:{}: {}", place.display(), n + 1, line.trim()));
+                }
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "definitions in a table of contents:\n{}",
+        found.join("\n")
+    );
+}
+
+#[test]
+fn no_file_holds_more_than_600_lines_of_code_before_its_tests() {
+    const MOST: usize = 600;
+    let mut found = Vec::new();
+    for (name, sources) in crates() {
+        for (file, text) in &sources {
+            let lines = before_tests(text).lines().count();
+            if lines > MOST {
+                let place = Path::new(&name).join("src").join(file);
+                found.push(format!("{}: {lines} lines", place.display()));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "files over {MOST} lines of code (split them at a seam):\n{}",
+        found.join("\n")
+    );
+}
