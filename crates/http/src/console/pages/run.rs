@@ -14,6 +14,7 @@ use crate::html::escape;
 use crate::problem::ApiError;
 use crate::{access, AppState};
 use runledger_domain::{RunId, RunState};
+use runledger_runs::api_keys::Key;
 
 /// `GET /runs/{id}`: one run of the key's team (another team's is answered as missing).
 pub(in crate::console) async fn run(
@@ -25,28 +26,41 @@ pub(in crate::console) async fn run(
         Ok(who) => who,
         Err(r) => return *r,
     };
-    let missing =
-        || ApiError::not_found(format!("there is no run {:?} for this key", path.as_str()));
-    let found = (|| {
-        let id: RunId = path.parse().map_err(|_| missing())?;
-        let run = state
-            .runs
-            .get(id)?
-            .filter(|run| run.team == who.key.team)
-            .ok_or_else(missing)?;
-        let bytes = access::run_json(&state, &run)?;
-        serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
-    })();
-    let run = match found {
+    let run = match find(&state, &who.key, &path) {
         Ok(run) => run,
         Err(e) => return error_page(Some(&who), &e),
     };
     let id = escape(text(&run["run_id"]));
-    let run_state = text(&run["state"]);
     let title = match text(&run["title"]) {
         "" => "(untitled)",
         t => t,
     };
+    let mut body = head(&run, &id, title);
+    body.push_str(&details(&run, &id));
+    body.push_str(&prompt_and_attachments(&run));
+    body.push_str(&artifacts(&run));
+    live_frames(&mut body);
+    html(StatusCode::OK, layout(title, Some(&who), "run", &body))
+}
+
+/// The run `path` names as the API shows it, if it is one of `key`'s team.
+fn find(state: &AppState, key: &Key, path: &str) -> Result<Value, ApiError> {
+    let missing = || ApiError::not_found(format!("there is no run {path:?} for this key"));
+    let id: RunId = path.parse().map_err(|_| missing())?;
+    let run = state
+        .runs
+        .get(id)?
+        .filter(|run| run.team == key.team)
+        .ok_or_else(missing)?;
+    let bytes = access::run_json(state, &run)?;
+    serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
+}
+
+/// The page's head: title, state badge, the cancel button (hidden once the run has ended) and
+/// the shareable session link, then the line where actions report; `id` is already escaped.
+/// It opens the page's `<div id="run">`, which `live_frames` closes.
+fn head(run: &Value, id: &str, title: &str) -> String {
+    let run_state = text(&run["state"]);
     let mut body = format!(
         "<div id=\"run\" data-run-id=\"{id}\" data-state=\"{}\">\
          <p class=\"crumbs\"><a href=\"/runs\">Runs</a></p>\
@@ -69,7 +83,12 @@ pub(in crate::console) async fn run(
         ));
     }
     body.push_str("</div><p id=\"action-result\" role=\"status\" aria-live=\"polite\"></p>");
-    body.push_str("<h2>Details</h2><dl class=\"details\">");
+    body
+}
+
+/// The run's details as a definition list; `id` is already escaped.
+fn details(run: &Value, id: &str) -> String {
+    let mut body = String::from("<h2>Details</h2><dl class=\"details\">");
     let mut item = |label: &str, value: String| {
         if !value.is_empty() {
             body.push_str(&format!("<dt>{label}</dt><dd>{value}</dd>"));
@@ -115,6 +134,12 @@ pub(in crate::console) async fn run(
         item("Metadata", pairs.join(" "));
     }
     body.push_str("</dl>");
+    body
+}
+
+/// The prompt and the attachments' names, types and sizes.
+fn prompt_and_attachments(run: &Value) -> String {
+    let mut body = String::new();
     if let Some(prompt) = run["prompt"].as_str() {
         body.push_str(&format!(
             "<h2>Prompt</h2><pre class=\"prompt\">{}</pre>",
@@ -133,6 +158,12 @@ pub(in crate::console) async fn run(
         }
         body.push_str("</ul>");
     }
+    body
+}
+
+/// The artifacts: type, name, link and time.
+fn artifacts(run: &Value) -> String {
+    let mut body = String::new();
     if let Some(artifacts) = run["artifacts"].as_array() {
         body.push_str("<h2>Artifacts</h2><ul class=\"files\">");
         for a in artifacts {
@@ -162,6 +193,11 @@ pub(in crate::console) async fn run(
         }
         body.push_str("</ul>");
     }
+    body
+}
+
+/// The frames the script fills live: the transcript, the follow-up form and the events.
+fn live_frames(body: &mut String) {
     body.push_str(
         "<section aria-labelledby=\"tx-h\"><h2 id=\"tx-h\">Transcript</h2>\
          <div class=\"tx-tools\"><button type=\"button\" id=\"tx-pause\" aria-pressed=\"false\">\
@@ -186,5 +222,4 @@ pub(in crate::console) async fn run(
         "<section aria-labelledby=\"ev-h\"><h2 id=\"ev-h\">Events</h2>\
          <ol id=\"events\" class=\"events\"></ol></section></div>",
     );
-    html(StatusCode::OK, layout(title, Some(&who), "run", &body))
 }
