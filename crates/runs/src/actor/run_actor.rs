@@ -205,109 +205,145 @@ impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
             return AtomicResponse::new(Box::pin(fut::ready(Err(Error::Unavailable))));
         }
         self.reset_idle(ctx);
-        // Recording how an execution ended (what it took and used, which come just before)
-        // is admitted while the store is only low on space; everything else adds work (or
-        // starts an agent that would add output).
-        let writer = match command {
-            Command::Finish { .. } | Command::Delivered { .. } | Command::RecordUsage { .. } => {
-                store::Writer::Internal
-            }
-            _ => store::Writer::Client,
-        };
-        let prepared = self.load().and_then(|current| {
-            let decision = decide(current.as_ref(), command)?;
-            // Refused before anything is written: the client is told so, and nothing of the
-            // command reaches the log.
-            self.handles.store.admit(writer)?;
-            let at = match (&current, decision.events.first()) {
-                // A new run's creation time is the one its id encodes.
-                (None, _) => self.id.created_at(),
-                (Some(run), _) => now().max(run.updated_at),
-            };
-            let first_seq = current.as_ref().map_or(0, |r| r.next_seq);
-            let new = decision.events.iter().fold(current.clone(), |run, event| {
-                evolve(run, self.id, event, at)
-            });
-            // The webhook deliveries the decision owes, written before its events: sled
-            // recovers a prefix of its writes, so a durable event always has its entries
-            // (`crate::webhooks`). Nothing, without configured webhooks.
-            let webhooks = &self.handles.webhooks;
-            let owed = webhooks.owed(
-                current.as_ref(),
-                new.as_ref(),
-                self.id,
-                first_seq,
-                at,
-                &decision.events,
-            );
-            webhooks.write(&owed)?;
-            let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
-            let projector = &self.handles.projector;
-            projector.mark(self.id)?;
-            if let Err(e) = self.handles.store.append(&envelopes) {
-                projector.abandon(self.id);
-                // Refused before anything reached the log: a later command may write these
-                // positions, so the entries go. (After a failed sled write the store refuses
-                // everything until a restart, whose outbox pass settles them.)
-                if !matches!(e, store::Error::Sled(_)) {
-                    webhooks.withdraw(&owed);
-                }
-                return Err(e.into());
-            }
-            Ok((new, decision.effects, owed))
-        });
-        let (new, effects, owed) = match prepared {
-            Ok(p) => p,
-            Err(e) => {
-                // A run that holds no actor (finished, queued, missing) lets it stop once the
-                // reply is out — stopping before would drop the reply.
-                let finished = self
-                    .state
-                    .as_ref()
-                    .is_some_and(|s| s.as_ref().is_none_or(|r| !holds_actor(r)));
-                return AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(
-                    move |r, actor: &mut Self, ctx: &mut Context<Self>| {
-                        if finished {
-                            actor.retire(ctx);
-                        }
-                        r
-                    },
-                )));
-            }
+        let writer = writer_of(&command);
+        let appended = self
+            .load()
+            .and_then(|current| self.append(current, command, writer));
+        let (new, effects, owed) = match appended {
+            Ok(appended) => appended,
+            Err(e) => return self.refuse(e),
         };
         let store = self.handles.store.clone();
         AtomicResponse::new(Box::pin(
             async move { store.sync().await }
                 .into_actor(self)
-                .map(move |synced, actor, ctx| {
-                    let projector = &actor.handles.projector;
-                    if let Err(e) = synced {
-                        // The append may or may not be on disk; forget the cached state so the
-                        // next activation folds whatever the log really holds (and, the run
-                        // being dirty, repairs its index entry).
-                        projector.abandon(actor.id);
-                        actor.state = None;
-                        actor.retire(ctx);
-                        return Err(Error::Store(e));
-                    }
-                    let Some(run) = new else {
-                        projector.abandon(actor.id);
-                        return Err(Error::Rejected(runledger_domain::Rejection::NotFound));
-                    };
-                    // The index follows in the background; reads see the new row at once.
-                    projector.submit(run.clone());
-                    actor.handles.webhooks.hand_over(owed);
-                    let at_capacity = actor.dispatch(effects, &run);
-                    actor.handles.feed.publish(actor.id, run.next_seq);
-                    if holds_actor(&run) {
-                        actor.state = Some(Some(run.clone()));
-                    } else {
-                        // A stopping actor handles nothing more, so its state need not be kept.
-                        actor.state = None;
-                        actor.retire(ctx);
-                    }
-                    Ok(Outcome { run, at_capacity })
-                }),
+                .map(move |synced, actor, ctx| actor.settle(ctx, synced, new, effects, owed)),
         ))
+    }
+}
+
+/// What a command appended: the run after it (`None` for a missing run), the effects to carry
+/// out once it is durable, and the webhook deliveries it owes.
+type Appended = (Option<Run>, Vec<Effect>, Vec<crate::webhooks::Owed>);
+
+/// The writer a command appends as. Recording how an execution ended (what it took and used,
+/// which come just before) is admitted while the store is only low on space; everything else
+/// adds work (or starts an agent that would add output).
+fn writer_of(command: &Command) -> store::Writer {
+    match command {
+        Command::Finish { .. } | Command::Delivered { .. } | Command::RecordUsage { .. } => {
+            store::Writer::Internal
+        }
+        _ => store::Writer::Client,
+    }
+}
+
+impl<R: Report + Unpin> RunActor<R> {
+    /// Decides `command` on the `current` run and appends its events (after the webhook
+    /// deliveries they owe); nothing is synced yet.
+    fn append(
+        &self,
+        current: Option<Run>,
+        command: Command,
+        writer: store::Writer,
+    ) -> Result<Appended, Error> {
+        let decision = decide(current.as_ref(), command)?;
+        // Refused before anything is written: the client is told so, and nothing of the
+        // command reaches the log.
+        self.handles.store.admit(writer)?;
+        let at = match (&current, decision.events.first()) {
+            // A new run's creation time is the one its id encodes.
+            (None, _) => self.id.created_at(),
+            (Some(run), _) => now().max(run.updated_at),
+        };
+        let first_seq = current.as_ref().map_or(0, |r| r.next_seq);
+        let new = decision.events.iter().fold(current.clone(), |run, event| {
+            evolve(run, self.id, event, at)
+        });
+        // The webhook deliveries the decision owes, written before its events: sled
+        // recovers a prefix of its writes, so a durable event always has its entries
+        // (`crate::webhooks`). Nothing, without configured webhooks.
+        let webhooks = &self.handles.webhooks;
+        let owed = webhooks.owed(
+            current.as_ref(),
+            new.as_ref(),
+            self.id,
+            first_seq,
+            at,
+            &decision.events,
+        );
+        webhooks.write(&owed)?;
+        let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
+        let projector = &self.handles.projector;
+        projector.mark(self.id)?;
+        if let Err(e) = self.handles.store.append(&envelopes) {
+            projector.abandon(self.id);
+            // Refused before anything reached the log: a later command may write these
+            // positions, so the entries go. (After a failed sled write the store refuses
+            // everything until a restart, whose outbox pass settles them.)
+            if !matches!(e, store::Error::Sled(_)) {
+                webhooks.withdraw(&owed);
+            }
+            return Err(e.into());
+        }
+        Ok((new, decision.effects, owed))
+    }
+
+    /// The reply to a command refused before anything was synced.
+    fn refuse(&self, e: Error) -> AtomicResponse<Self, Result<Outcome, Error>> {
+        // A run that holds no actor (finished, queued, missing) lets it stop once the
+        // reply is out — stopping before would drop the reply.
+        let finished = self
+            .state
+            .as_ref()
+            .is_some_and(|s| s.as_ref().is_none_or(|r| !holds_actor(r)));
+        AtomicResponse::new(Box::pin(fut::ready(Err(e)).map(
+            move |r, actor: &mut Self, ctx: &mut Context<Self>| {
+                if finished {
+                    actor.retire(ctx);
+                }
+                r
+            },
+        )))
+    }
+
+    /// After the sync: on success the run goes to the projector, its deliveries to the
+    /// webhooks and its effects to the executor, and the reply carries it; a failed sync
+    /// forgets the cached state and retires the actor.
+    fn settle(
+        &mut self,
+        ctx: &mut Context<Self>,
+        synced: Result<(), store::Error>,
+        new: Option<Run>,
+        effects: Vec<Effect>,
+        owed: Vec<crate::webhooks::Owed>,
+    ) -> Result<Outcome, Error> {
+        let projector = &self.handles.projector;
+        if let Err(e) = synced {
+            // The append may or may not be on disk; forget the cached state so the
+            // next activation folds whatever the log really holds (and, the run
+            // being dirty, repairs its index entry).
+            projector.abandon(self.id);
+            self.state = None;
+            self.retire(ctx);
+            return Err(Error::Store(e));
+        }
+        let Some(run) = new else {
+            projector.abandon(self.id);
+            return Err(Error::Rejected(runledger_domain::Rejection::NotFound));
+        };
+        // The index follows in the background; reads see the new row at once.
+        projector.submit(run.clone());
+        self.handles.webhooks.hand_over(owed);
+        let at_capacity = self.dispatch(effects, &run);
+        self.handles.feed.publish(self.id, run.next_seq);
+        if holds_actor(&run) {
+            self.state = Some(Some(run.clone()));
+        } else {
+            // A stopping actor handles nothing more, so its state need not be kept.
+            self.state = None;
+            self.retire(ctx);
+        }
+        Ok(Outcome { run, at_capacity })
     }
 }
