@@ -150,34 +150,25 @@ fn http_holds_narrow_handles_never_the_runs_service() {
     // per concern instead (`runledger_runs::actor::handles`), so a handler can do only what its
     // handle offers.
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates/http/src");
+    let mut files = Vec::new();
+    crate::common::rust_files(&dir, &mut files);
     let mut found = Vec::new();
-    let mut pending = vec![dir];
-    while let Some(dir) = pending.pop() {
-        for entry in std::fs::read_dir(&dir).expect("crates/http/src") {
-            let path = entry.expect("a directory entry").path();
-            if path.is_dir() {
-                pending.push(path);
-                continue;
-            }
-            if path.extension().is_none_or(|e| e != "rs") {
-                continue;
-            }
-            let text = std::fs::read_to_string(&path).expect("a source file");
-            for (n, line) in text.lines().enumerate() {
-                let code = line.split("//").next().unwrap_or("");
-                let named = code.match_indices("Runs").any(|(at, _)| {
-                    // As a path, a type or an imported name; not inside a string.
-                    let before = code[..at].trim_end();
-                    let after = code[at + 4..].chars().next();
-                    let ident = after.is_some_and(|c| c.is_alphanumeric() || c == '_');
-                    let as_code = ["::", ":", "&", "(", "<", "{", ","]
-                        .iter()
-                        .any(|p| before.ends_with(p));
-                    as_code && !ident
-                });
-                if named {
-                    found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
-                }
+    for path in files {
+        let text = std::fs::read_to_string(&path).expect("a source file");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let named = code.match_indices("Runs").any(|(at, _)| {
+                // As a path, a type or an imported name; not inside a string.
+                let before = code[..at].trim_end();
+                let after = code[at + 4..].chars().next();
+                let ident = after.is_some_and(|c| c.is_alphanumeric() || c == '_');
+                let as_code = ["::", ":", "&", "(", "<", "{", ","]
+                    .iter()
+                    .any(|p| before.ends_with(p));
+                as_code && !ident
+            });
+            if named {
+                found.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
             }
         }
     }

@@ -8,17 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-    for entry in entries {
-        let path = entry.expect("a directory entry").path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
+use crate::common::rust_files;
 
 /// The source without `//` comments (doc comments cite paths that are not imports).
 fn code(text: &str) -> String {
@@ -489,19 +479,6 @@ fn the_folder_check_finds_circles_through_groups_reexports_and_subfolders() {
     );
 }
 
-/// The code of a file before its unit tests (`#[cfg(test)] mod tests`).
-fn before_tests(text: &str) -> &str {
-    let end = text
-        .match_indices("#[cfg(test)]")
-        .find(|(at, _)| {
-            text[at + "#[cfg(test)]".len()..]
-                .trim_start()
-                .starts_with("mod tests")
-        })
-        .map_or(text.len(), |(at, _)| at);
-    &text[..end]
-}
-
 #[test]
 fn lib_and_mod_files_are_tables_of_contents() {
     // Declarations, re-exports and attributes only: whatever a crate or folder does lives in a
@@ -528,7 +505,7 @@ fn lib_and_mod_files_are_tables_of_contents() {
             if !table {
                 continue;
             }
-            for (n, line) in code(before_tests(text)).lines().enumerate() {
+            for (n, line) in production_code(text).lines().enumerate() {
                 let line = line.trim_start();
                 let line = ["pub(crate) ", "pub(super) ", "pub "]
                     .iter()
@@ -554,7 +531,7 @@ fn no_file_holds_more_than_600_lines_of_code_before_its_tests() {
     let mut found = Vec::new();
     for (name, sources) in crates() {
         for (file, text) in &sources {
-            let lines = before_tests(text).lines().count();
+            let lines = production_code(text).lines().count();
             if lines > MOST {
                 let place = Path::new(&name).join("src").join(file);
                 found.push(format!("{}: {lines} lines", place.display()));

@@ -492,3 +492,17 @@ pub fn self_signed(dir: &Path) -> (String, String, String) {
     std::fs::write(&key, generated.key_pair.serialize_pem()).expect("write key");
     (cert.display().to_string(), key.display().to_string(), pem)
 }
+
+/// Every `.rs` file under `dir`, recursively (the source checks of `layers` and
+/// `architecture`).
+pub fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let entries = std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
+    for entry in entries {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
