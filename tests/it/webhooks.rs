@@ -240,6 +240,29 @@ async fn every_owed_notification_arrives_after_a_sigkill() {
         .into_iter()
         .map(|r| ((r.run_id, r.topic), r.id))
         .collect();
+    // An attempt is recorded once its answer is read, and without a sync of its own (only the
+    // outbox is durable before an event): the failed attempt read back below must be in the
+    // record, then made durable by the next durable write (a key's creation syncs the store),
+    // before the kill, or the kill can land between the receiver's answer and the record.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let path = format!("/agent/runs/{}/deliveries", ids[0]);
+        let (_, body) = s.get(&key, &path).await;
+        let recorded = body["deliveries"].as_array().is_some_and(|all| {
+            all.iter()
+                .any(|d| d["type"] == "run.succeeded" && d["attempts"][0]["status"] == 500)
+        });
+        if recorded {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no failed attempt recorded: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let (status, body) = s.post(&key, "/admin/keys", json!({"name": "sync"})).await;
+    assert!((200..300).contains(&status), "{body}");
     s.kill();
     receiver.status.store(200, Ordering::SeqCst);
     let s = restart(dir.path(), &config, &key);
