@@ -12,9 +12,11 @@
 //!
 //! This file is the folder's table of contents: `runs` (the `Runs` handle), `run_actor` (the
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
-//! executions report back), `error`, and one file per edge handle, gathered by `handles`.
+//! executions report back), `causes` (how the service words the origins of what it
+//! records on its own), `error`, and one file per edge handle, gathered by `handles`.
 
 mod artifacts;
+mod causes;
 mod deliveries;
 mod error;
 mod handles;
