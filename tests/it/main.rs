@@ -23,6 +23,7 @@ mod golden;
 mod index_upgrade;
 mod layers;
 mod operations;
+mod origin;
 mod output;
 mod planted_paths;
 mod properties;

@@ -60,10 +60,10 @@ fn channel(req: &HttpRequest) -> Channel {
     }
 }
 
-/// The client's `User-Agent`, cut to `MAX_USER_AGENT` bytes; none when absent, empty or not
-/// visible ASCII.
+/// The client's `User-Agent`, cut to `MAX_USER_AGENT` bytes at a character boundary; none when
+/// absent, blank or not UTF-8. (A header value holds no control character but tab.)
 fn user_agent(headers: &header::HeaderMap) -> Option<String> {
-    let agent = headers.get(header::USER_AGENT)?.to_str().ok()?;
+    let agent = std::str::from_utf8(headers.get(header::USER_AGENT)?.as_bytes()).ok()?;
     let agent = cut(agent.trim(), MAX_USER_AGENT);
     (!agent.is_empty()).then(|| agent.to_string())
 }
