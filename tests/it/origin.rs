@@ -189,6 +189,30 @@ async fn a_key_s_requests_and_the_service_s_own_acts_name_their_origin() {
     if let Some(usage) = history.iter().find(|e| e["type"] == "UsageRecorded") {
         assert_eq!(usage["origin"]["channel"], "system", "{usage}");
     }
+
+    // A follow-up and a session-link revoke name their key too.
+    let (status, answer) = server
+        .post(
+            &key,
+            &format!("/agent/runs/{done}/followups"),
+            json!({"message": "again"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let (status, answer) = server
+        .post(
+            &key,
+            &format!("/agent/runs/{done}/session-link/revoke"),
+            json!({}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let history = events(&server, &key, &done).await;
+    for kind in ["FollowupReceived", "SessionLinkRevoked"] {
+        let origin = &first(&history, kind)["origin"];
+        assert_eq!(origin["channel"], "api", "{kind}: {origin}");
+        assert_eq!(origin["key"]["id"], key_id.as_str(), "{kind}: {origin}");
+    }
 }
 
 /// Behind a trusted proxy, the right-most forwarded address that is not a proxy is the
