@@ -532,3 +532,23 @@ async fn the_openapi_document_describes_origins_and_the_cancel_body() {
         1024
     );
 }
+
+/// A `server.trusted_proxies` entry that is no address or block stops start-up naming it.
+#[test]
+fn a_bad_trusted_proxy_stops_start_up_naming_the_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let path = dir.path().join("runledger.toml");
+    std::fs::write(
+        &path,
+        "[server]\nbind = \"127.0.0.1:0\"\ntrusted_proxies = [\"10.0.0.1\", \"10.0.0.0/33\"]\n",
+    )
+    .expect("write");
+    let config = path.display().to_string();
+    let data = dir.path().join("data").display().to_string();
+    let (ok, _, err) = cli(&["serve", "--config", &config, "--data-dir", &data], &[]);
+    assert!(!ok, "{err}");
+    assert!(
+        err.contains("server.trusted_proxies[1]") && err.contains("10.0.0.0/33"),
+        "{err}"
+    );
+}
