@@ -7,20 +7,22 @@ use crate::problem::ApiError;
 use crate::wire::CancelRequest;
 use runledger_domain::origin::MAX_REASON;
 
-/// The reason a cancel's body gives, if any. An empty body (or only whitespace), `{}`, a null
-/// or empty reason give none; a body that is not a JSON object with a string `reason`, or a
+/// The reason a cancel's body gives, if any. An empty body (or only whitespace), `null`, `{}`,
+/// a null or empty reason give none; a body that is not a JSON object with a string `reason`, or a
 /// longer reason, is refused naming `reason`.
 pub fn cancel(body: &[u8]) -> Result<Option<String>, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(None);
     }
-    let request: CancelRequest = parse_json(body).map_err(|e| {
+    // `null` too: the OpenAPI document describes the body as optional, which a generated
+    // client may send as JSON `null`.
+    let request: Option<CancelRequest> = parse_json(body).map_err(|e| {
         ApiError::bad_request(format!(
             "the body of a cancel is none or {{\"reason\": \"…\"}}: {}",
             e.detail
         ))
     })?;
-    let Some(reason) = request.reason else {
+    let Some(reason) = request.and_then(|r| r.reason) else {
         return Ok(None);
     };
     if reason.len() > MAX_REASON {
@@ -43,7 +45,14 @@ mod tests {
 
     #[test]
     fn no_body_or_an_empty_object_is_a_plain_cancel() {
-        for body in ["", "  \n", "{}", "{\"reason\": null}", "{\"reason\": \"\"}"] {
+        for body in [
+            "",
+            "  \n",
+            "null",
+            "{}",
+            "{\"reason\": null}",
+            "{\"reason\": \"\"}",
+        ] {
             assert_eq!(cancel(body.as_bytes()).expect(body), None, "{body}");
         }
     }
