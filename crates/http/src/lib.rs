@@ -22,6 +22,7 @@ mod history;
 mod html;
 mod middleware;
 pub mod openapi;
+mod past;
 mod probes;
 pub mod problem;
 mod prometheus;
@@ -37,6 +38,7 @@ mod sse;
 mod state;
 mod stream;
 mod transcript_stream;
+mod travel;
 pub mod validate;
 pub mod wire;
 
