@@ -101,6 +101,7 @@ fn main() {
                 seq,
                 at: Timestamp(T0 + seq),
                 event: event(seq),
+                origin: None,
             });
             if batch.len() == 1000 || seq + 1 == events {
                 store.append(&batch).expect("append");

@@ -155,6 +155,7 @@ mod tests {
                         by: "k".into(),
                     }
                 },
+                origin: None,
             })
             .collect()
     }

@@ -257,6 +257,15 @@
           if (data.by) parts.push("by " + (keyNames[data.by] || data.by));
           const status = data.status_message;
           if (status && status.message) parts.push(status.message + (status.error_code ? " " + status.error_code : ""));
+          const o = e.origin;
+          if (o) {
+            const from = ["via " + o.channel];
+            if (o.key) from.push("key " + o.key.name + " (" + o.key.id + ")");
+            for (const [label, v] of [["request", o.request_id], ["from", o.client_addr], ["user agent", o.user_agent], ["cause", o.cause], ["reason", o.reason]]) {
+              if (v) from.push(label + " " + v);
+            }
+            parts.push(from.join(" · "));
+          }
           events.append(
             el("li", { id: "event-" + e.seq, value: e.seq, "data-seq": String(e.seq) },
               el("time", { dateTime: e.at }, when(e.at)), " ", el("strong", {}, e.type), " ",

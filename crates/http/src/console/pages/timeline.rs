@@ -225,9 +225,36 @@ fn event_item(run: &Run, envelope: &Envelope, at: Option<u64>, names: &mut Names
     )
 }
 
-/// The request an event came from, when the event records it.
-fn origin(_envelope: &Envelope) -> String {
-    String::new()
+/// Where an event came from, when the event records it (events recorded before origins were
+/// have none, and show nothing): channel, key (its name as it was then), request id, client
+/// address, user agent, and the service's cause or the caller's reason.
+fn origin(envelope: &Envelope) -> String {
+    let Some(origin) = &envelope.origin else {
+        return String::new();
+    };
+    let mut parts = vec![format!("via {}", origin.channel.as_str())];
+    if let Some(key) = &origin.key {
+        parts.push(format!(
+            "key {} <span class=\"hint\">({}, {}, team {})</span>",
+            escape(&key.name),
+            escape(&key.id),
+            escape(&key.kind),
+            escape(&key.team)
+        ));
+    }
+    let fields = [
+        ("request", &origin.request_id),
+        ("from", &origin.client_addr),
+        ("user agent", &origin.user_agent),
+        ("cause", &origin.cause),
+        ("reason", &origin.reason),
+    ];
+    for (label, value) in fields {
+        if let Some(value) = value {
+            parts.push(format!("{label} <code>{}</code>", escape(value)));
+        }
+    }
+    format!(" <span class=\"origin\">{}</span>", parts.join(" · "))
 }
 
 /// Key names by id, asked of the keys handle once per key on a page; a key that is not found
