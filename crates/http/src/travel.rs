@@ -215,6 +215,88 @@ fn write(out: &mut Vec<u8>, value: &impl serde::Serialize) -> Result<(), ApiErro
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runledger_domain::{evolve, sample_created, Event, RunAdmitted, RunId, Timestamp};
+    use runledger_runs::actor::Envelope;
+
+    const SECRET: [u8; 32] = [3; 32];
+
+    fn links() -> Links<'static> {
+        Links {
+            public_url: "http://127.0.0.1:8080",
+            secret: &SECRET,
+            now: Timestamp(5_000_000),
+            ttl_secs: 3600,
+        }
+    }
+
+    /// The steps of a history of `n` events: admitted, then started again and again.
+    fn steps(n: u64) -> Vec<Step> {
+        let id = RunId::new(Timestamp(1_000_000), 7);
+        let mut run = None;
+        (0..n)
+            .map(|seq| {
+                let event = if seq == 0 {
+                    Event::Admitted(RunAdmitted::from_legacy(sample_created(7)))
+                } else {
+                    Event::Started {
+                        execution: seq as u32,
+                    }
+                };
+                let at = Timestamp(1_000_000 + seq);
+                let before = run.clone();
+                run = evolve(run.take(), id, &event, at);
+                Step {
+                    envelope: Envelope {
+                        run_id: id,
+                        seq,
+                        at,
+                        event,
+                        origin: None,
+                    },
+                    before,
+                    after: run.clone().expect("a run"),
+                }
+            })
+            .collect()
+    }
+
+    fn parse(bytes: &[u8]) -> Value {
+        serde_json::from_slice(bytes).expect("json")
+    }
+
+    #[test]
+    fn a_page_names_its_next_cursor_and_ends_at_its_byte_budget() {
+        let all = steps(5);
+        let ok = || all.iter().cloned().map(Ok::<_, ApiError>);
+        let page_of =
+            |limit, budget| parse(&page("R", ok(), limit, budget, &links()).expect("page"));
+        let whole = page_of(10, STATES_PAGE_BYTES);
+        assert_eq!(whole["states"].as_array().map(Vec::len), Some(5));
+        assert_eq!(
+            whole["page_info"],
+            serde_json::json!({"has_next_page": false})
+        );
+        let first = &whole["states"][0];
+        assert_eq!(first["seq"], 0);
+        assert_eq!(first["state"]["state"], "QUEUED");
+        let fields = first["state"].as_object().expect("state").len();
+        assert_eq!(first["changed"].as_array().map(Vec::len), Some(fields));
+        assert_eq!(whole["states"][1]["type"], "Started");
+        assert!(whole["states"][1]["changed"]
+            .as_array()
+            .expect("changed")
+            .contains(&Value::from("state")));
+        let two = page_of(2, STATES_PAGE_BYTES);
+        assert_eq!(two["states"].as_array().map(Vec::len), Some(2));
+        assert_eq!(
+            two["page_info"],
+            serde_json::json!({"has_next_page": true, "next_cursor": "2"})
+        );
+        // The budget ends a page early, never before its first state.
+        let one = page_of(10, 1);
+        assert_eq!(one["states"].as_array().map(Vec::len), Some(1));
+        assert_eq!(one["page_info"]["next_cursor"], "1");
+    }
 
     #[test]
     fn the_query_names_what_it_refuses() {

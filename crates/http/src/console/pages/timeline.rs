@@ -304,6 +304,49 @@ impl<'a> Names<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use runledger_domain::{Channel, Event, Origin, OriginKey, RunId, Timestamp};
+
+    #[test]
+    fn an_origin_shows_escaped_and_an_event_without_one_shows_nothing() {
+        let mut envelope = Envelope {
+            run_id: RunId(1),
+            seq: 3,
+            at: Timestamp(0),
+            event: Event::Cancelled { by: "k1".into() },
+            origin: None,
+        };
+        assert_eq!(origin(&envelope), "");
+        envelope.origin = Some(Origin {
+            channel: Channel::Console,
+            key: Some(OriginKey {
+                id: "k1".into(),
+                name: "<b>ops</b>".into(),
+                kind: "personal".into(),
+                team: "default".into(),
+                admin: false,
+            }),
+            request_id: Some("01REQ".into()),
+            client_addr: Some("192.0.2.7".into()),
+            user_agent: Some("curl/8 \"<script>\"".into()),
+            cause: None,
+            reason: Some("stuck & looping".into()),
+        });
+        let shown = origin(&envelope);
+        for part in [
+            "via console",
+            "key &lt;b&gt;ops&lt;/b&gt; <span class=\"hint\">(k1, personal, team default)</span>",
+            "request <code>01REQ</code>",
+            "from <code>192.0.2.7</code>",
+            "user agent <code>curl/8 &quot;&lt;script&gt;&quot;</code>",
+            "reason <code>stuck &amp; looping</code>",
+        ] {
+            assert!(shown.contains(part), "{part}: {shown}");
+        }
+        assert!(
+            !shown.contains("<script>") && !shown.contains("cause"),
+            "{shown}"
+        );
+    }
 
     #[test]
     fn the_query_picks_the_page_and_names_what_it_refuses() {
