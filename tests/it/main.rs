@@ -38,6 +38,7 @@ mod slurm;
 mod sse;
 mod storage;
 mod teams;
+mod travel;
 mod uids;
 mod usage;
 mod webhooks;

@@ -23,6 +23,7 @@ mod html;
 mod middleware;
 pub mod openapi;
 mod origin;
+mod past;
 mod probes;
 pub mod problem;
 mod prometheus;
@@ -38,6 +39,7 @@ mod sse;
 mod state;
 mod stream;
 mod transcript_stream;
+mod travel;
 pub mod validate;
 pub mod wire;
 

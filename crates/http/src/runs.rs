@@ -192,7 +192,8 @@ pub async fn list(
         .body(list_json(&state, &key, req.query_string()).await?))
 }
 
-/// One run in full.
+/// One run in full; with `as_of_seq`, the run as it was right after that event of its log
+/// (runledger's extension, `docs/api.md`).
 #[utoipa::path(
     get,
     path = "/api/v1/agent/runs/{run_id}",
@@ -200,9 +201,12 @@ pub async fn list(
     operation_id = "getRun",
     params(
         ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+        ("as_of_seq" = Option<u64>, Query,
+         description = "Answer the run as it was right after its event with this `seq` (the same shape; `run_time` counts to that state's `updated_at`). 404 when the run has no such event."),
     ),
     responses(
         (status = 200, description = "The run", body = RunItem),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
         (status = 500, response = InternalError),
@@ -210,12 +214,16 @@ pub async fn list(
     security(("bearerAuth" = []))
 )]
 pub async fn get(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let run = visible(&state, &key, id)?;
+    if let Some(seq) = super::travel::as_of_seq(req.query_string())? {
+        return super::travel::as_of_response(&state, &run, seq);
+    }
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(run_json(&state, &run)?))

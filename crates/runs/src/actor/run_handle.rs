@@ -3,6 +3,7 @@
 //! a handler cannot reach the executor's lifecycle, the recovery or the other handles' data.
 
 use super::error::Error;
+use super::history::History;
 use super::run_actor::Outcome;
 use super::runs::Runs;
 use crate::idempotency::Idempotency;
@@ -94,6 +95,12 @@ impl RunHandle {
     /// created (the executor opens them at launch).
     pub fn credentials(&self) -> &runledger_store::credentials::Credentials {
         self.runs.inner.executor.credentials()
+    }
+
+    /// The runs' past states (`GET /agent/runs/{id}?as_of_seq=N`, `…/states`, the console's
+    /// timeline).
+    pub fn history(&self) -> History {
+        History::new(&self.runs)
     }
 
     /// Follows a run: the subscription wakes when new events of the run are durable.
