@@ -60,6 +60,7 @@ def test_a_run_of_1203_events_shows_its_last_event_and_its_end(page: Page, serve
     expect(cancelled).to_contain_text("Cancelled")
     expect(cancelled).to_contain_text("by the-canceller")
     expect(cancelled).to_contain_text(canceller["id"])
+    expect(cancelled.locator(".origin")).to_contain_text("via api · key the-canceller")
     expect(page.locator("#events li")).to_have_count(100)
     expect(page.locator("#run-state")).to_have_text("CANCELLED")
 

@@ -71,6 +71,12 @@ async fn the_timeline_pages_through_every_event_and_opens_on_the_end() {
         "{last}"
     );
     assert!(!html.contains("<b>canceller"), "the key's name is escaped");
+    // The cancel's origin: the API, the key as it was, the request.
+    assert!(
+        last.contains("<span class=\"origin\">via api · key &lt;b&gt;canceller&lt;/b&gt;"),
+        "{last}"
+    );
+    assert!(last.contains("request <code>"), "{last}");
     assert!(last.contains(&format!("href=\"/runs/{id}?at={}#at\"", count - 1)));
     assert_eq!(link(&html, "next"), None);
 
