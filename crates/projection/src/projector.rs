@@ -536,6 +536,9 @@ impl Shared {
                     .zip(batch)
                     .map(|(old, (new, ..))| (old.as_ref(), new))
                     .collect();
+                // The audit entries first: should the rows' write fail or a crash come
+                // between, the runs are caught up, events and all.
+                self.index.index_events(&self.store, &changes)?;
                 self.index.apply_all(&changes)
             });
         match result {
