@@ -4,12 +4,13 @@
 //!
 //! One file per request: `run_create` (a run's create, with its `attachments`), `followup`,
 //! `schedule_body` (a schedule's create or update), `list` (the runs list's query and cursor),
-//! `queries` (the transcript, events and agents queries); what they share is `limits` (the
+//! `queries` (the transcript, events and agents queries), `audit` (the audit events query); what they share is `limits` (the
 //! limits, field errors, metadata, the JSON body) and `agent_config` (a request's agent
 //! configuration).
 
 mod agent_config;
 mod attachments;
+mod audit;
 mod followup;
 mod limits;
 mod list;
@@ -22,6 +23,7 @@ pub use attachments::{
     valid_file_name, MAX_ATTACHMENTS, MAX_ATTACHMENTS_TOTAL_BYTES, MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENT_NAME_BYTES,
 };
+pub use audit::{audit_query, AuditRequest, DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT};
 pub use followup::followup;
 pub use limits::{
     metadata, parse_json, DEFAULT_EVENTS_LIMIT, DEFAULT_TRANSCRIPT_LIMIT, MAX_BASE_PROMPT_BYTES,

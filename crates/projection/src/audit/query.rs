@@ -259,6 +259,11 @@ impl Index {
         let mut kept: VecDeque<Envelope> = VecDeque::new();
         for envelope in store.run_events(run_id, 0) {
             let envelope = envelope?;
+            // Only what the index holds, as for every other query: the row's events are
+            // durable, an append after them may not be yet.
+            if envelope.seq >= row.next_seq {
+                break;
+            }
             let position = Position::of(&envelope);
             if !span.contains(position) {
                 continue;

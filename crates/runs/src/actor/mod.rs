@@ -15,6 +15,7 @@
 //! executions report back), `error`, and one file per edge handle, gathered by `handles`.
 
 mod artifacts;
+mod audit;
 mod deliveries;
 mod error;
 mod handles;
@@ -27,6 +28,7 @@ mod status;
 mod transcripts;
 
 pub use artifacts::{Artifacts, Upload};
+pub use audit::Audit;
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
