@@ -444,6 +444,7 @@ mod tests {
                 run_id: RunId(id),
                 seq,
                 at: Timestamp(at),
+                origin: None,
                 event,
             }
         })
@@ -510,6 +511,7 @@ mod tests {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
                 seq: seq as u64,
                 at: Timestamp(1_763_768_489_123 + seq as u64),
+                origin: None,
                 event,
             };
             let line = Line::parse(&event_json(&envelope).to_string());
@@ -530,6 +532,7 @@ mod tests {
             run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
             seq: 0,
             at: Timestamp(1_763_768_489_123),
+            origin: None,
             event: created,
         };
         let line = event_json(&envelope);
@@ -552,6 +555,7 @@ mod tests {
             run_id: RunId::new(Timestamp(1_763_768_489_123), 5),
             seq: 0,
             at: Timestamp(1_763_768_489_123),
+            origin: None,
             event: Event::Failed {
                 execution: 1,
                 status: StatusMessage {

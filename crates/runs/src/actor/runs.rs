@@ -12,7 +12,7 @@ use crate::api_keys::Keys;
 use crate::idempotency::Idempotency;
 use runledger_base::clock::now;
 use runledger_domain::{
-    Attachment, Command, Rejection, Run, RunAdmitted, RunId, RunSchedule, SourceType,
+    Attachment, Command, Origin, Rejection, Run, RunAdmitted, RunId, RunSchedule, SourceType,
 };
 use runledger_exec::Executor;
 use runledger_projection::projector::Projector;
@@ -91,15 +91,26 @@ impl Runs {
         self.inner.store.sync().await
     }
 
-    /// Runs a command on a run through its actor.
+    /// Runs a command on a run through its actor, its events recorded without an origin.
     pub async fn execute(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
-        self.execute_inner(id, command, false).await
+        self.execute_inner(id, command, None, false).await
+    }
+
+    /// Runs a command on a run through its actor, its events recorded with `origin`.
+    pub async fn execute_as(
+        &self,
+        id: RunId,
+        command: Command,
+        origin: Option<Origin>,
+    ) -> Result<Outcome, Error> {
+        self.execute_inner(id, command, origin, false).await
     }
 
     async fn execute_inner(
         &self,
         id: RunId,
         command: Command,
+        origin: Option<Origin>,
         fresh: bool,
     ) -> Result<Outcome, Error> {
         // An actor may stop between lookup and send; a second activation then succeeds.
@@ -112,7 +123,7 @@ impl Runs {
                 feed: self.inner.feed.clone(),
                 webhooks: self.inner.webhooks.clone(),
             });
-            match addr.send(Execute(command.clone())).await {
+            match addr.send(Execute(command.clone(), origin.clone())).await {
                 Ok(result) => {
                     if result.is_ok() {
                         self.inner.projector.throttle().await;
@@ -207,7 +218,7 @@ impl Runs {
     ) -> Result<Outcome, Error> {
         let _waiting = self.reserve(&admitted)?;
         let command = Command::create(admitted, attachments, schedule);
-        match self.execute_inner(id, command, fresh).await {
+        match self.execute_inner(id, command, None, fresh).await {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,
