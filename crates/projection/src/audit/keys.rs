@@ -188,9 +188,15 @@ pub fn actor_named_in(event: &Event) -> Option<&str> {
     }
 }
 
-/// The key an envelope's event is attributed to.
+/// The key an envelope's event is attributed to: the key its origin names (the key whose
+/// request caused it), else, for an event recorded before origins were, the key the event
+/// itself names.
 pub fn actor_of(envelope: &Envelope) -> Option<&str> {
-    actor_named_in(&envelope.event).filter(|a| !a.is_empty())
+    match envelope.origin.as_ref() {
+        Some(origin) => origin.key.as_ref().map(|key| key.id.as_str()),
+        None => actor_named_in(&envelope.event),
+    }
+    .filter(|a| !a.is_empty())
 }
 
 /// The summary of an event of a run of `team`.
@@ -273,6 +279,7 @@ mod tests {
             seq: 1,
             at: Timestamp(2),
             event: Event::Started { execution: 1 },
+            origin: None,
         };
         let trees: Vec<Tree> = entries("a", &envelope).iter().map(|e| e.0).collect();
         assert_eq!(trees, vec![Tree::Team, Tree::Type]);
@@ -281,5 +288,20 @@ mod tests {
             ..envelope
         };
         assert_eq!(entries("a", &cancel).len(), 3);
+        // An origin names the actor, whatever the event names; a service's own has none.
+        let mut by_origin = cancel.clone();
+        by_origin.origin = Some(runledger_domain::Origin {
+            key: Some(runledger_domain::OriginKey {
+                id: "key-9".into(),
+                name: "ci".into(),
+                kind: "agent".into(),
+                team: "a".into(),
+                admin: false,
+            }),
+            ..runledger_domain::Origin::system("test")
+        });
+        assert_eq!(actor_of(&by_origin), Some("key-9"));
+        by_origin.origin = Some(runledger_domain::Origin::system("test"));
+        assert_eq!(actor_of(&by_origin), None);
     }
 }

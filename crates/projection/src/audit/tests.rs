@@ -41,6 +41,7 @@ fn command(
             seq: first + i as u64,
             at: Timestamp(at + i as u64),
             event,
+            origin: None,
         })
         .collect();
     projector.mark(id).expect("mark");
