@@ -83,7 +83,7 @@ pub async fn export(
     if !key.admin {
         return Err(ApiError::forbidden("only admin keys may export the store"));
     }
-    for (name, _) in form_urlencoded::parse(req.query_string().as_bytes()) {
+    if let Some((name, _)) = form_urlencoded::parse(req.query_string().as_bytes()).next() {
         return Err(if name == "with_keys" || name == "with-keys" {
             ApiError::bad_request(
                 "with_keys is not offered over HTTP: key records and instance secrets never \
