@@ -32,7 +32,15 @@ pub(super) struct Trees {
     pub(super) rows: sled::Tree,
     pub(super) index: sled::Tree,
     /// The audit index of run events (`audit/keys.rs`).
-    pub(super) audit: crate::audit::AuditTrees,
+    pub(super) audit: AuditTrees,
+}
+
+/// The audit index's trees of one generation; what goes in them is `audit/`'s.
+#[derive(Clone)]
+pub(crate) struct AuditTrees {
+    pub(crate) team: sled::Tree,
+    pub(crate) kind: sled::Tree,
+    pub(crate) actor: sled::Tree,
 }
 
 /// The names of the audit index's trees of a generation.
@@ -94,7 +102,7 @@ impl Trees {
             generation,
             rows: db.open_tree(rows)?,
             index: db.open_tree(index)?,
-            audit: crate::audit::AuditTrees {
+            audit: AuditTrees {
                 team: db.open_tree(team)?,
                 kind: db.open_tree(kind)?,
                 actor: db.open_tree(actor)?,

@@ -4,42 +4,15 @@
 //! `GET /agent/runs/{id}/events` writes it, plus its run's `team`.
 
 use actix_web::{web, HttpRequest, HttpResponse};
-use serde::Serialize;
-use utoipa::ToSchema;
 
+use super::wire::{AuditEvent, AuditEvents};
 use crate::error_responses::{BadRequest, Forbidden, InternalError, NotFound, Unauthorized};
 use crate::problem::ApiError;
 use crate::stream::wants_stream;
 use crate::validate::{self, AuditRequest};
-use crate::wire::{PageInfo, RunEvent};
+use crate::wire::PageInfo;
 use crate::{AppState, Principal};
 use runledger_runs::api_keys::Key;
-use runledger_runs::query::AuditItem;
-
-/// One run event of an audit answer: the fields of a line of the run's events, and its team.
-#[derive(Serialize, ToSchema)]
-pub struct AuditEvent<'a> {
-    #[serde(flatten)]
-    pub event: RunEvent<'a>,
-    /// The team of the event's run.
-    pub team: &'a str,
-}
-
-impl<'a> AuditEvent<'a> {
-    pub fn from(item: &'a AuditItem) -> AuditEvent<'a> {
-        AuditEvent {
-            event: RunEvent::from(&item.envelope),
-            team: &item.team,
-        }
-    }
-}
-
-/// A page of run events across runs, newest first.
-#[derive(Serialize, ToSchema)]
-pub struct AuditEvents<'a> {
-    pub events: Vec<AuditEvent<'a>>,
-    pub page_info: PageInfo,
-}
 
 /// The request as `key` may ask it: scoped to its team unless it is an admin key. Naming
 /// another team is refused (403); naming another team's run is answered 404, like a run that

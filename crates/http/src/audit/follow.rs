@@ -15,7 +15,7 @@ use std::time::Duration;
 use actix_web::web::Bytes;
 use actix_web::{HttpRequest, HttpResponse};
 
-use super::events::AuditEvent;
+use super::wire::AuditEvent;
 use crate::problem::ApiError;
 use crate::sse::{self, Source};
 use crate::validate::AuditRequest;

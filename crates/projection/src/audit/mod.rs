@@ -12,11 +12,3 @@ mod write;
 pub use keys::{actor_named_in, actor_of, Position, Summary};
 pub use query::{AuditItem, AuditPage, AuditQuery};
 pub(crate) use write::write_gathered;
-
-/// The audit index's trees of one generation.
-#[derive(Clone)]
-pub(crate) struct AuditTrees {
-    pub(crate) team: sled::Tree,
-    pub(crate) kind: sled::Tree,
-    pub(crate) actor: sled::Tree,
-}

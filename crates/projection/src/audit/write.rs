@@ -8,7 +8,7 @@ use runledger_domain::Run;
 use runledger_store::{Envelope, Store};
 
 use super::keys::{entries, Tree};
-use super::AuditTrees;
+use crate::trees::AuditTrees;
 use crate::{Error, Index};
 
 impl AuditTrees {
