@@ -96,9 +96,11 @@ fn failure_code(error: &anyhow::Error, command: &Cmd) -> u8 {
         return e.exit_code();
     }
     match command {
-        Cmd::Run { .. } | Cmd::Runs { .. } | Cmd::Login { .. } | Cmd::Logout => {
-            cli::remote::exit::SOFTWARE
-        }
+        Cmd::Run { .. }
+        | Cmd::Runs { .. }
+        | Cmd::Audit { .. }
+        | Cmd::Login { .. }
+        | Cmd::Logout => cli::remote::exit::SOFTWARE,
         _ => 1,
     }
 }
@@ -126,6 +128,11 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
             *wait,
         ),
         Cmd::Runs { command, api } => cli::runs(api, command),
+        Cmd::Audit {
+            command,
+            events,
+            api,
+        } => cli::audit(api, command.as_ref(), events),
         Cmd::Login { api } => cli::login(api),
         Cmd::Logout => cli::logout(),
         Cmd::Serve { bind } => {

@@ -11,6 +11,7 @@ mod agents;
 mod architecture;
 mod artifacts;
 mod attachments;
+mod audit_query;
 mod backup;
 mod cli;
 mod console;

@@ -84,6 +84,17 @@ pub enum Cmd {
         #[command(flatten)]
         api: ApiArgs,
     },
+    /// Query the audit trail of a running server: run events across runs, newest first (the
+    /// `events` subcommand, also the default). A key sees its team's runs; an admin key all.
+    #[command(after_help = EXIT_CODES, args_conflicts_with_subcommands = true)]
+    Audit {
+        #[command(subcommand)]
+        command: Option<AuditCmd>,
+        #[command(flatten)]
+        events: AuditEventsArgs,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Check an API key against a server and save both in the login profile
     /// ($XDG_CONFIG_HOME/runledger/profile.toml, mode 0600). Without --api-key, the key is read
     /// from stdin (without echo on a terminal).
@@ -172,6 +183,49 @@ pub struct ApiArgs {
     /// A PEM file of certificates to trust besides the public CAs (a self-signed server).
     #[arg(long, global = true, env = "RUNLEDGER_CA_CERT", value_name = "FILE")]
     pub ca_cert: Option<PathBuf>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum AuditCmd {
+    /// Run events across runs, newest first (what `runledger audit` does without a
+    /// subcommand).
+    Events(AuditEventsArgs),
+}
+
+/// The filters of `runledger audit [events]` (`GET /api/v1/audit/events`).
+#[derive(clap::Args, Debug, Default, Clone)]
+pub struct AuditEventsArgs {
+    /// Only events of this type (Created, Started, Cancelled, Failed, …); repeatable.
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// Only events caused by this API key id.
+    #[arg(long, value_name = "KEY_ID")]
+    pub actor: Option<String>,
+    /// Only this run's events.
+    #[arg(long = "run", value_name = "RUN_ID")]
+    pub run_id: Option<String>,
+    /// Only this team's runs (an admin key's filter).
+    #[arg(long, value_name = "TEAM")]
+    pub team: Option<String>,
+    /// Only events at or after this time: RFC 3339, or an age such as 30m, 12h, 7d.
+    #[arg(long, value_name = "TIME")]
+    pub since: Option<String>,
+    /// Only events before this time: RFC 3339, or an age such as 30m, 12h, 7d.
+    #[arg(long, value_name = "TIME")]
+    pub until: Option<String>,
+    /// Events on the page, 1 to 1000 (the server's default: 100).
+    #[arg(long, value_name = "N")]
+    pub limit: Option<u32>,
+    /// The page after a previous answer's next cursor (printed on stderr).
+    #[arg(long, value_name = "CURSOR")]
+    pub cursor: Option<String>,
+    /// Keep following: print each new matching event as the server records it, until
+    /// interrupted.
+    #[arg(long)]
+    pub follow: bool,
+    /// The API's JSON: the page, or with --follow one event per line.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Subcommand, Debug)]

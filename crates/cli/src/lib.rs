@@ -36,6 +36,6 @@ pub use events::events;
 pub use keys::keys;
 pub use replay::replay;
 pub use report::report;
-pub use runs::{login, logout, run, runs};
+pub use runs::{audit, login, logout, run, runs};
 pub use secrets::secrets;
 pub use teams::teams;

@@ -201,6 +201,43 @@ impl Remote {
         })
     }
 
+    /// Opens `path` as server-sent events (`Accept: text/event-stream`), resuming after
+    /// `last_event_id` if given. An answer that is not a stream is an error.
+    pub async fn event_stream(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+        last_event_id: Option<&str>,
+    ) -> Result<reqwest::Response, Error> {
+        let url = self.url(path, query);
+        let mut request = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.key)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        let response = request.send().await.map_err(|e| unreachable(&url, &e))?;
+        let status = response.status();
+        let stream = response
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.to_ascii_lowercase().starts_with("text/event-stream"));
+        if status.is_success() && stream {
+            return Ok(response);
+        }
+        let body = read_bounded(&url, response).await?;
+        if !status.is_success() {
+            return Err(refusal(status.as_u16(), &body));
+        }
+        Err(Error::Protocol(format!(
+            "the answer of {url} is not an event stream (it starts {:?})",
+            preview(&body)
+        )))
+    }
+
     /// Opens a run's transcript as server-sent events, from the entry after `last_event_id`, or
     /// from byte `offset` without one.
     pub async fn transcript(

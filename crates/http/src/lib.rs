@@ -1,6 +1,6 @@
 //! The HTTP edge: routes, authentication, JSON DTOs, problem+json errors and pagination
 //! cursors. It talks to runs only through the narrow handles `runledger_runs` makes for it at
-//! start-up (`EdgeHandles`: runs, API keys, transcripts, artifacts, status, deliveries) and the
+//! start-up (`EdgeHandles`: runs, API keys, transcripts, artifacts, status, deliveries, audit) and the
 //! schedules, never to the store, and owns every status code. This file is the crate's table
 //! of contents; `AppState` (state.rs), the state every file reads, holds the console's
 //! sessions (sessions.rs, at the root so that neither `state` nor `console/` needs the other's
@@ -12,6 +12,7 @@ mod access;
 mod admin;
 mod agents;
 mod artifacts;
+mod audit;
 mod auth;
 mod charge;
 pub mod console;

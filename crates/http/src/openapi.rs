@@ -174,6 +174,8 @@ impl Modify for LegacyCreate {
         admin::revoke,
         admin::teams,
         admin::create_team,
+        super::audit::events,
+        super::audit::export,
         super::probes::health,
         super::probes::ready,
         super::prometheus::metrics,
@@ -196,7 +198,8 @@ impl Modify for LegacyCreate {
         (name = "runs", description = "Create, list, follow and cancel agent runs"),
         (name = "schedules", description = "Prompts that fire on a cron expression, each firing a run"),
         (name = "agents", description = "Agents, models, conversations and redirects; agent identities are not offered"),
-        (name = "admin", description = "API keys and teams (admin keys only)"),
+        (name = "admin", description = "API keys and teams, the store's export (admin keys only)"),
+        (name = "audit", description = "Run events across runs: who did what, when"),
         (name = "service", description = "Health, readiness, metrics, this document, session pages"),
     )
 )]

@@ -10,8 +10,8 @@ use actix_web::{web, HttpResponse, Scope};
 use super::middleware::{body_deadline, request_context, MAX_BODY_BYTES, MAX_CREATE_BODY_BYTES};
 use super::problem::ApiError;
 use super::{
-    admin, agents, artifacts, console, deliveries, openapi, probes, prometheus, runs, schedules,
-    session, travel, AppState,
+    admin, agents, artifacts, audit, console, deliveries, openapi, probes, prometheus, runs,
+    schedules, session, travel, AppState,
 };
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
@@ -38,6 +38,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     // One scope, its groups in this order: a resource is matched in the order it was added.
     let api = web::scope("/api/v1");
     let api = admin_routes(schedule_routes(agent_routes(run_routes(api))));
+    let api = audit_routes(api);
     cfg.service(api)
         .configure(console::configure)
         .default_service(web::to(not_found));
@@ -249,6 +250,21 @@ fn admin_routes(scope: Scope) -> Scope {
                 .get(admin::teams)
                 .post(admin::create_team)
                 .default_service(only("GET, POST")),
+        )
+}
+
+/// Run events across runs, and the store's export (`audit/`).
+fn audit_routes(scope: Scope) -> Scope {
+    scope
+        .service(
+            web::resource("/audit/events")
+                .get(audit::events)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/admin/export")
+                .get(audit::export)
+                .default_service(only("GET")),
         )
 }
 

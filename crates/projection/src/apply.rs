@@ -62,11 +62,15 @@ impl Index {
         for &id in runs {
             let mut passed = BTreeSet::new();
             let mut from_log = None;
+            // The audit entries of every event: the index may lack those of the commands it
+            // lacks (they are written before the row), and writing one again changes nothing.
+            let audit = self.trees().audit;
             for envelope in store.run_events(id, 0) {
                 let envelope = envelope?;
                 from_log = runledger_domain::evolve(from_log, id, &envelope.event, envelope.at);
                 if let Some(run) = &from_log {
                     passed.extend(keys::entries(run));
+                    audit.insert(&run.team, &envelope)?;
                 }
             }
             let indexed = self.get(id)?;

@@ -17,8 +17,10 @@ use crate::{Error, Index};
 /// run (`keys.rs`). 10: rows carry the schedule whose firing made the run (`Run::schedule`),
 /// and an `F 08` range per schedule id holds its runs; a row of layout 9 lacks the field and
 /// fails to decode rather than reading as something else, and the store rebuilds. 11: rows
-/// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`).
-pub const LAYOUT_VERSION: u32 = 11;
+/// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`). 12: the
+/// audit index (`audit/`) holds every run event by team, type and actor; a store of layout 11
+/// rebuilds, which builds it.
+pub const LAYOUT_VERSION: u32 = 12;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {

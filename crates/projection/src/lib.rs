@@ -33,11 +33,13 @@
 //! the log; `verify.rs` the comparison with a fresh rebuild; `tally.rs` the runs-per-state tally
 //! and the usage totals, and `counts.rs` the counts the index answers from them; `keys.rs` and
 //! `blocks.rs` the key layout; `query.rs` the list queries; `projector.rs` the thread that
-//! applies acknowledged commands; `error.rs` the error type.
+//! applies acknowledged commands; `error.rs` the error type; `audit/` the audit index of run
+//! events across runs, kept by the same writes and rebuilt with the rest.
 
 #![forbid(unsafe_code)]
 
 mod apply;
+pub mod audit;
 mod blocks;
 mod counts;
 mod error;
@@ -53,6 +55,7 @@ mod tally;
 mod trees;
 mod verify;
 
+pub use audit::{AuditItem, AuditPage, AuditQuery, Position};
 pub use error::Error;
 pub use index::Index;
 pub use layout::LAYOUT_VERSION;

@@ -318,6 +318,12 @@ impl Projector {
         let _ = rx.wait_for(|applied| *applied >= target).await;
     }
 
+    /// Notices of the projector's progress: the value rises after every batch it applies, so a
+    /// follower of the index (the audit stream) wakes when there may be something new in it.
+    pub fn watch_applied(&self) -> watch::Receiver<u64> {
+        self.shared.applied.subscribe()
+    }
+
     /// Makes a command wait while the projector lags more than `BACKLOG` commands behind.
     pub async fn throttle(&self) {
         let target = self
@@ -536,6 +542,9 @@ impl Shared {
                     .zip(batch)
                     .map(|(old, (new, ..))| (old.as_ref(), new))
                     .collect();
+                // The audit entries first: should the rows' write fail or a crash come
+                // between, the runs are caught up, events and all.
+                self.index.index_events(&self.store, &changes)?;
                 self.index.apply_all(&changes)
             });
         match result {

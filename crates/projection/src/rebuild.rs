@@ -5,10 +5,10 @@
 use super::layout::{LAYOUT_KEY, LAYOUT_VERSION};
 use super::row::encode_row;
 use super::tally::{state_slot, write_saved_tally, StateCounts};
-use super::trees::{tree_names, Trees, GENERATION_KEY};
+use super::trees::{audit_tree_names, tree_names, Trees, GENERATION_KEY};
 use super::{blocks, keys, Error, Index};
 use runledger_domain::{Run, RunId, RunState};
-use runledger_store::Store;
+use runledger_store::{Envelope, Store};
 
 /// Index keys handed to the writer thread of a rebuild at a time.
 pub(super) const BUILD_BATCH: usize = 4096;
@@ -74,6 +74,7 @@ pub(super) fn fold_log(
     store: &Store,
     entries_tx: std::sync::mpsc::SyncSender<Vec<Vec<u8>>>,
     rows_tx: std::sync::mpsc::SyncSender<Vec<(RunId, Vec<u8>)>>,
+    audit_tx: std::sync::mpsc::SyncSender<Vec<(String, Envelope)>>,
 ) -> Result<(u64, u64), Error> {
     let mut runs = 0u64;
     let mut events = 0u64;
@@ -85,6 +86,7 @@ pub(super) fn fold_log(
         let full_rows = std::mem::replace(rows, Vec::with_capacity(BUILD_BATCH / 8));
         entries_tx.send(full).is_ok() && rows_tx.send(full_rows).is_ok()
     };
+    let mut audit = Vec::with_capacity(BUILD_BATCH);
     let mut current: Option<Run> = None;
     for envelope in store.scan() {
         let envelope = envelope?;
@@ -102,6 +104,18 @@ pub(super) fn fold_log(
         }
         let base = if same { current.take() } else { None };
         current = runledger_domain::evolve(base, envelope.run_id, &envelope.event, envelope.at);
+        if let Some(run) = &current {
+            audit.push((run.team.clone(), envelope));
+            if audit.len() >= BUILD_BATCH {
+                let full = std::mem::replace(&mut audit, Vec::with_capacity(BUILD_BATCH));
+                if audit_tx.send(full).is_err() {
+                    return Ok((runs, events));
+                }
+            }
+        }
+    }
+    if audit_tx.send(audit).is_err() {
+        return Ok((runs, events));
     }
     if let Some(run) = current.take() {
         runs += 1;
@@ -123,8 +137,10 @@ impl Trees {
     pub(super) fn build_from(&self, store: &Store) -> Result<(u64, u64, StateCounts), Error> {
         let (entries_tx, entries_rx) = std::sync::mpsc::sync_channel::<Vec<Vec<u8>>>(4);
         let (rows_tx, rows_rx) = std::sync::mpsc::sync_channel::<Vec<(RunId, Vec<u8>)>>(4);
+        let (audit_tx, audit_rx) = std::sync::mpsc::sync_channel::<Vec<(String, Envelope)>>(4);
         let index = self.index.clone();
         let rows = self.rows.clone();
+        let audit = self.audit.clone();
         std::thread::scope(|scope| {
             let entries = scope.spawn(move || -> Result<StateCounts, Error> {
                 let mut ranges: std::collections::BTreeMap<Vec<u8>, blocks::Gathered> =
@@ -151,7 +167,11 @@ impl Trees {
                 }
                 Ok(())
             });
-            let folded = fold_log(store, entries_tx, rows_tx);
+            let audit = scope.spawn(move || crate::audit::write_gathered(&audit, audit_rx));
+            let folded = fold_log(store, entries_tx, rows_tx, audit_tx);
+            let audit = audit
+                .join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
             let entries = entries
                 .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic));
@@ -162,6 +182,7 @@ impl Trees {
             // writer's error then, it is the cause.
             let counts = entries?;
             rows?;
+            audit?;
             let (runs, events) = folded?;
             Ok((runs, events, counts))
         })
@@ -183,6 +204,9 @@ impl Index {
         // Left behind by an interrupted rebuild in this process, if any.
         self.db.drop_tree(rows)?;
         self.db.drop_tree(index)?;
+        for name in audit_tree_names(next) {
+            self.db.drop_tree(name)?;
+        }
         let fresh = Trees::open(&self.db, next)?;
         let started = std::time::Instant::now();
         let (runs, events, counts) = fresh.build_from(store)?;
@@ -208,8 +232,17 @@ impl Index {
         let (rows, index) = tree_names(previous);
         std::thread::scope(|scope| -> Result<(), Error> {
             let rows = scope.spawn(|| self.db.drop_tree(rows));
+            let audit = scope.spawn(|| -> sled::Result<()> {
+                for name in audit_tree_names(previous) {
+                    self.db.drop_tree(name)?;
+                }
+                Ok(())
+            });
             self.db.drop_tree(index)?;
             rows.join()
+                .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
+            audit
+                .join()
                 .unwrap_or_else(|panic| std::panic::resume_unwind(panic))?;
             Ok(())
         })?;

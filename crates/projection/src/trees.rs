@@ -1,4 +1,5 @@
-//! The trees of one generation of the index (`runs.N`, `run_index.N`), how a generation is
+//! The trees of one generation of the index (`runs.N`, `run_index.N` and the audit index's
+//! `audit_team.N`, `audit_type.N`, `audit_actor.N`), how a generation is
 //! named and found, and the journal that makes a write touching several blocks of a range
 //! (a block split or re-key) whole after a crash: the writes are recorded first and redone by
 //! the next open. The tally of what such writes move is `tally.rs`'s, which writes through
@@ -9,6 +10,8 @@ use super::{blocks, Error};
 /// The names of the trees of generation 0; a later generation's add `.N`.
 const ROWS: &str = "runs";
 const INDEX: &str = "run_index";
+/// The audit index's trees (`audit/`): run events by team, by team and type, by team and actor.
+const AUDIT: [&str; 3] = ["audit_team", "audit_type", "audit_actor"];
 
 /// Scratch trees that `verify` of earlier versions built inside the store; `Index::open` drops
 /// them if an interrupted verification left them behind.
@@ -28,6 +31,27 @@ pub(super) struct Trees {
     pub(super) generation: u64,
     pub(super) rows: sled::Tree,
     pub(super) index: sled::Tree,
+    /// The audit index of run events (`audit/keys.rs`).
+    pub(super) audit: AuditTrees,
+}
+
+/// The audit index's trees of one generation; what goes in them is `audit/`'s.
+#[derive(Clone)]
+pub(crate) struct AuditTrees {
+    pub(crate) team: sled::Tree,
+    pub(crate) kind: sled::Tree,
+    pub(crate) actor: sled::Tree,
+}
+
+/// The names of the audit index's trees of a generation.
+pub(super) fn audit_tree_names(generation: u64) -> [String; 3] {
+    AUDIT.map(|name| {
+        if generation == 0 {
+            name.to_string()
+        } else {
+            format!("{name}.{generation}")
+        }
+    })
 }
 
 /// The names of the trees of a generation.
@@ -45,11 +69,13 @@ pub(super) fn tree_names(generation: u64) -> (String, String) {
 /// The generation a tree name belongs to, if it is one of the index's trees.
 pub(super) fn generation_of(name: &[u8]) -> Option<u64> {
     let name = std::str::from_utf8(name).ok()?;
-    if name == ROWS || name == INDEX {
+    if name == ROWS || name == INDEX || AUDIT.contains(&name) {
         return Some(0);
     }
-    let rest = name
-        .strip_prefix(ROWS)
+    let rest = AUDIT
+        .iter()
+        .find_map(|audit| name.strip_prefix(audit))
+        .or_else(|| name.strip_prefix(ROWS))
         .or_else(|| name.strip_prefix(INDEX))?
         .strip_prefix('.')?;
     rest.parse().ok().filter(|g| *g > 0)
@@ -71,10 +97,16 @@ pub(super) fn current_generation(db: &sled::Db) -> Result<u64, Error> {
 impl Trees {
     pub(super) fn open(db: &sled::Db, generation: u64) -> Result<Trees, Error> {
         let (rows, index) = tree_names(generation);
+        let [team, kind, actor] = audit_tree_names(generation);
         Ok(Trees {
             generation,
             rows: db.open_tree(rows)?,
             index: db.open_tree(index)?,
+            audit: AuditTrees {
+                team: db.open_tree(team)?,
+                kind: db.open_tree(kind)?,
+                actor: db.open_tree(actor)?,
+            },
         })
     }
 

@@ -15,6 +15,8 @@ pub mod webhooks;
 /// The read index's query vocabulary, as the handles take and answer it.
 pub mod query {
     pub use runledger_projection::keys::schedule_value;
+    /// The audit index's query vocabulary (`actor::Audit`).
+    pub use runledger_projection::{AuditItem, AuditPage, AuditQuery, Position};
     pub use runledger_projection::{Cursor, Order, Query, SortBy, UsageTotals};
 }
 

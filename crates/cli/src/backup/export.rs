@@ -5,20 +5,19 @@
 //! store.
 
 use std::fs;
-use std::io::{BufWriter, Read as _, Write};
+use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _};
 
-use runledger_format::events::event_json;
-use runledger_format::schedules::schedule_event_json;
+use runledger_format::export::write_run_records;
 use runledger_store::{self as store, Store};
 
 use crate::commands::Cli;
 use crate::open::{open_salvage, require_store};
 
 use super::durable::sync_parent_of;
-use super::format::{Counts, Line, CONTENT_CHUNK, FORMAT};
+use super::format::{Counts, Line, FORMAT};
 
 /// What an export wrote.
 #[derive(Debug, Default)]
@@ -33,42 +32,13 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
     if with_keys {
         line(out, &Line::Header { format: FORMAT })?;
     }
-    let mut exported = std::collections::HashSet::new();
-    for record in store.scan() {
-        match record {
-            Ok(e) => {
-                // The bytes an event names come before it, once.
-                for content in e.event.contents() {
-                    if exported.insert(content.sha256) {
-                        match write_content(store, content, out)? {
-                            true => written.counts.contents += 1,
-                            false => written.damaged += 1,
-                        }
-                    }
-                }
-                // Rendered directly rather than through `Line`: no clone per event.
-                writeln!(out, "{}", event_json(&e))?;
-                written.counts.events += 1;
-            }
-            Err(e) => {
-                eprintln!("runledger export: skipped a damaged record: {e}");
-                written.damaged += 1;
-            }
-        }
-    }
-    // Schedules after runs: a schedule's firings name runs, never the other way round.
-    for record in store.scan_schedules() {
-        match record {
-            Ok(e) => {
-                writeln!(out, "{}", schedule_event_json(&e))?;
-                written.counts.schedule_events += 1;
-            }
-            Err(e) => {
-                eprintln!("runledger export: skipped a damaged schedule record: {e}");
-                written.damaged += 1;
-            }
-        }
-    }
+    let records = write_run_records(store, out, &mut |why| {
+        eprintln!("runledger export: {why}");
+    })?;
+    written.counts.events = records.events;
+    written.counts.contents = records.contents;
+    written.counts.schedule_events = records.schedule_events;
+    written.damaged = records.damaged;
     if with_keys {
         for key in store.keys().list()? {
             line(out, &Line::Key(key))?;
@@ -84,49 +54,6 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
         line(out, &Line::End(written.counts))?;
     }
     Ok(written)
-}
-
-/// Writes the bytes of `content` as content lines; `false` (and a message) when the content
-/// store does not hold them.
-fn write_content(
-    store: &Store,
-    content: &runledger_domain::Content,
-    out: &mut dyn Write,
-) -> anyhow::Result<bool> {
-    let mut file = match store.content().open_content(content) {
-        Ok(file) => file,
-        Err(e) => {
-            eprintln!("runledger export: skipped a content: {e}");
-            return Ok(false);
-        }
-    };
-    let mut offset = 0u64;
-    let mut chunk = vec![0u8; CONTENT_CHUNK];
-    loop {
-        let mut filled = 0;
-        while filled < chunk.len() {
-            let n = file.read(&mut chunk[filled..])?;
-            if n == 0 {
-                break;
-            }
-            filled += n;
-        }
-        if filled == 0 && offset > 0 {
-            break;
-        }
-        let line = Line::Content {
-            sha256: content.sha256,
-            size: content.size,
-            offset,
-            data: chunk[..filled].to_vec(),
-        };
-        writeln!(out, "{}", line.to_json())?;
-        offset += filled as u64;
-        if offset >= content.size {
-            break;
-        }
-    }
-    Ok(true)
 }
 
 /// An export file being written: created 0600 under a temporary name beside `path`, and

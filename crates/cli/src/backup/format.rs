@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 
 use runledger_domain::DEFAULT_TEAM;
 use runledger_format::events::{event_from_json, event_json};
+use runledger_format::export::content_json;
 use runledger_format::schedules::{schedule_event_from_json, schedule_event_json};
 use runledger_format::time::{format_time, hex, parse_exact_time, unhex32};
 use runledger_store::api_keys::{KeyKind, KeyRecord};
@@ -46,9 +47,6 @@ pub(super) enum Line {
     },
     End(Counts),
 }
-
-/// How many bytes of a content one line carries (before base64), well under `MAX_LINE`.
-pub(super) const CONTENT_CHUNK: usize = 4 * 1024 * 1024;
 
 /// What a backup holds; the `end` line repeats it.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
@@ -97,16 +95,7 @@ impl Line {
                 size,
                 offset,
                 data,
-            } => {
-                use base64::Engine;
-                json!({
-                    "record": "content",
-                    "sha256": hex(sha256),
-                    "size": size,
-                    "offset": offset,
-                    "data": base64::engine::general_purpose::STANDARD.encode(data),
-                })
-            }
+            } => content_json(sha256, *size, *offset, data),
             Line::End(c) => {
                 let mut v = json!({
                     "record": "end",

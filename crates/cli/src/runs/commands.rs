@@ -195,7 +195,7 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
 
 /// A `--since`/`--until` value: an age (`30m`, `12h`, `7d`, `45s`) is turned into the time that
 /// long before `now`; anything else is sent as it is (RFC 3339, which the server checks).
-fn when(text: &str, now: time::OffsetDateTime) -> String {
+pub(super) fn when(text: &str, now: time::OffsetDateTime) -> String {
     let text = text.trim();
     let (number, unit) = text.split_at(text.len().saturating_sub(1));
     let seconds = match unit {

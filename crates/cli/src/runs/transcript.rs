@@ -167,7 +167,7 @@ pub(super) async fn follow_transcript(
 const MAX_EVENT_LINE: usize = 1024 * 1024;
 
 /// The stream's bytes, failing with `InvalidData` once a line exceeds `MAX_EVENT_LINE`.
-fn bounded_lines(
+pub(super) fn bounded_lines(
     response: reqwest::Response,
 ) -> impl futures_util::Stream<Item = std::io::Result<impl AsRef<[u8]>>> {
     let mut line = 0usize;

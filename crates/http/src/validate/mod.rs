@@ -5,13 +5,14 @@
 //! One file per request: `run_create` (a run's create, with its `attachments`), `followup`,
 //! `cancel`,
 //! `schedule_body` (a schedule's create or update), `list` (the runs list's query and cursor),
-//! `queries` (the transcript, events and agents queries); what they share is `limits` (the
+//! `queries` (the transcript, events and agents queries), `audit` (the audit events query); what they share is `limits` (the
 //! limits, field errors, metadata, the JSON body) and `agent_config` (a request's agent
 //! configuration).
 
 mod agent_config;
 mod attachments;
 mod cancel;
+mod audit;
 mod followup;
 mod limits;
 mod list;
@@ -25,6 +26,7 @@ pub use attachments::{
     MAX_ATTACHMENT_NAME_BYTES,
 };
 pub use cancel::cancel;
+pub use audit::{audit_query, AuditRequest, DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT};
 pub use followup::followup;
 pub use limits::{
     metadata, parse_json, DEFAULT_EVENTS_LIMIT, DEFAULT_TRANSCRIPT_LIMIT, MAX_BASE_PROMPT_BYTES,

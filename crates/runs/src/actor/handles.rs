@@ -3,6 +3,7 @@
 //! start-up, the schedules and the executor use, and is never handed to HTTP.
 
 use super::artifacts::Artifacts;
+use super::audit::Audit;
 use super::deliveries::Deliveries;
 use super::run_handle::RunHandle;
 use super::runs::Runs;
@@ -25,6 +26,8 @@ pub struct EdgeHandles {
     pub status: Status,
     /// A run's webhook deliveries.
     pub deliveries: Deliveries,
+    /// Run events across runs, and the store's export.
+    pub audit: Audit,
 }
 
 impl Runs {
@@ -38,6 +41,7 @@ impl Runs {
             artifacts: Artifacts::new(self),
             status: Status::new(self),
             deliveries: Deliveries::new(&inner.webhooks),
+            audit: Audit::new(self),
         }
     }
 }

@@ -18,6 +18,7 @@
 
 mod artifacts;
 mod causes;
+mod audit;
 mod deliveries;
 mod error;
 mod handles;
@@ -31,6 +32,7 @@ mod status;
 mod transcripts;
 
 pub use artifacts::{Artifacts, Upload};
+pub use audit::Audit;
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
