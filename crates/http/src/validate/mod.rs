@@ -11,8 +11,8 @@
 
 mod agent_config;
 mod attachments;
-mod cancel;
 mod audit;
+mod cancel;
 mod followup;
 mod limits;
 mod list;
@@ -25,8 +25,8 @@ pub use attachments::{
     valid_file_name, MAX_ATTACHMENTS, MAX_ATTACHMENTS_TOTAL_BYTES, MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENT_NAME_BYTES,
 };
-pub use cancel::cancel;
 pub use audit::{audit_query, AuditRequest, DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT};
+pub use cancel::cancel;
 pub use followup::followup;
 pub use limits::{
     metadata, parse_json, DEFAULT_EVENTS_LIMIT, DEFAULT_TRANSCRIPT_LIMIT, MAX_BASE_PROMPT_BYTES,

@@ -17,8 +17,8 @@
 //! (`history`, the past states, is reached through `RunHandle::history`).
 
 mod artifacts;
-mod causes;
 mod audit;
+mod causes;
 mod deliveries;
 mod error;
 mod handles;
