@@ -96,9 +96,11 @@ fn failure_code(error: &anyhow::Error, command: &Cmd) -> u8 {
         return e.exit_code();
     }
     match command {
-        Cmd::Run { .. } | Cmd::Runs { .. } | Cmd::Login { .. } | Cmd::Logout => {
-            cli::remote::exit::SOFTWARE
-        }
+        Cmd::Run { .. }
+        | Cmd::Runs { .. }
+        | Cmd::Login { .. }
+        | Cmd::Logout
+        | Cmd::Audit { .. } => cli::remote::exit::SOFTWARE,
         _ => 1,
     }
 }
@@ -151,6 +153,27 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
         Cmd::Import { file } => done(cli::import(args, file.as_deref())),
         Cmd::Replay { verify, cache_mb } => done(cli::replay(args, *verify, *cache_mb)),
         Cmd::Secrets { command } => done(cli::secrets(args, command)),
+        Cmd::Audit {
+            admin,
+            types,
+            actor,
+            since,
+            until,
+            json,
+            api,
+        } => {
+            if !admin {
+                anyhow::bail!("`runledger audit` reads the admin audit log: give --admin");
+            }
+            let filters = cli::AdminFilters {
+                types: types.clone(),
+                actor: actor.clone(),
+                since: since.clone(),
+                until: until.clone(),
+                json: *json,
+            };
+            cli::audit_admin(api, &filters)
+        }
     }
 }
 

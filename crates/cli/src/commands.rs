@@ -137,6 +137,31 @@ pub enum Cmd {
         #[command(subcommand)]
         command: SecretsCmd,
     },
+    /// Read a running server's audit trail; `--admin`: its admin audit log (admin keys only),
+    /// newest first.
+    #[command(after_help = EXIT_CODES)]
+    Audit {
+        /// The admin audit log: keys, teams, secrets, the server's starts and stops.
+        #[arg(long)]
+        admin: bool,
+        /// Keep these record types (repeatable), as KeyCreated.
+        #[arg(long = "type", value_name = "T")]
+        types: Vec<String>,
+        /// Keep the acts of this API key (its id).
+        #[arg(long, value_name = "KEY")]
+        actor: Option<String>,
+        /// Keep records at or after this RFC 3339 time.
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Keep records at or before this RFC 3339 time.
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        api: ApiArgs,
+    },
     /// Rebuild the read index from the log.
     Replay {
         /// Rebuild into a scratch database (`verify-scratch` in the data directory, removed

@@ -12,6 +12,7 @@ mod access;
 mod admin;
 mod agents;
 mod artifacts;
+mod audit_admin;
 mod auth;
 mod charge;
 pub mod console;

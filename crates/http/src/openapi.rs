@@ -173,6 +173,7 @@ impl Modify for LegacyCreate {
         admin::revoke,
         admin::teams,
         admin::create_team,
+        super::audit_admin::list,
         super::probes::health,
         super::probes::ready,
         super::prometheus::metrics,

@@ -9,7 +9,7 @@ use crate::render;
 use crate::sessions::Sessions;
 use runledger_config::Config;
 use runledger_runs::actor::{
-    Artifacts, Deliveries, EdgeHandles, RunHandle, Status, TranscriptReader,
+    AdminAudit, Artifacts, Deliveries, EdgeHandles, RunHandle, Status, TranscriptReader,
 };
 use runledger_runs::api_keys::Keys;
 
@@ -27,6 +27,8 @@ pub struct AppState {
     pub status: Status,
     /// Runs' webhook deliveries.
     pub deliveries: Deliveries,
+    /// The admin audit log.
+    pub admin_audit: AdminAudit,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -60,6 +62,7 @@ impl AppState {
             artifacts,
             status,
             deliveries,
+            admin_audit,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -69,6 +72,7 @@ impl AppState {
             artifacts,
             status,
             deliveries,
+            admin_audit,
             schedules,
             config,
             public_url,

@@ -2,6 +2,7 @@
 //! concern, each with only the methods that concern's endpoints call. `Runs` keeps what
 //! start-up, the schedules and the executor use, and is never handed to HTTP.
 
+use super::admin_audit::AdminAudit;
 use super::artifacts::Artifacts;
 use super::deliveries::Deliveries;
 use super::run_handle::RunHandle;
@@ -25,6 +26,8 @@ pub struct EdgeHandles {
     pub status: Status,
     /// A run's webhook deliveries.
     pub deliveries: Deliveries,
+    /// The admin audit log (`GET /api/v1/audit/admin`).
+    pub admin_audit: AdminAudit,
 }
 
 impl Runs {
@@ -38,6 +41,7 @@ impl Runs {
             artifacts: Artifacts::new(self),
             status: Status::new(self),
             deliveries: Deliveries::new(&inner.webhooks),
+            admin_audit: AdminAudit::new(inner.store.clone()),
         }
     }
 }

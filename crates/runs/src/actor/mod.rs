@@ -12,8 +12,9 @@
 //!
 //! This file is the folder's table of contents: `runs` (the `Runs` handle), `run_actor` (the
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
-//! executions report back), `error`, and one file per edge handle, gathered by `handles`.
+//! executions report back), `error`, and one file per edge handle (`admin_audit`: the admin audit log), gathered by `handles`.
 
+mod admin_audit;
 mod artifacts;
 mod deliveries;
 mod error;
@@ -26,6 +27,7 @@ mod runs;
 mod status;
 mod transcripts;
 
+pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_PAGE};
 pub use artifacts::{Artifacts, Upload};
 pub use deliveries::Deliveries;
 pub use error::Error;
