@@ -124,6 +124,16 @@ fn describe(item: &Value) -> String {
             s(&data["version"]),
             s(&data["config_sha256"])
         ),
+        "IndexRebuilt" => format!(
+            "{} runs, {} events{}",
+            data["runs"],
+            data["events"],
+            if data["accepted_loss"] == true {
+                ", accepting lost writes"
+            } else {
+                ""
+            }
+        ),
         _ => terminal::json(data),
     };
     format!(

@@ -1,5 +1,5 @@
 //! The administrative acts the admin audit log records: keys created and revoked, teams
-//! created, instance secrets rotated, the server started and stopped. One `AdminEvent` per act;
+//! created, instance secrets rotated, the server started and stopped, the read index rebuilt. One `AdminEvent` per act;
 //! who did it is the `Origin` the store keeps beside it (as it does beside a run's events), and
 //! when is the record's time.
 //!
@@ -51,17 +51,25 @@ pub enum AdminEvent {
         /// The signal that asked it to stop (`SIGTERM`, `SIGINT`).
         signal: String,
     },
+    /// The read index was rebuilt from the log (`runledger replay`); `accepted_loss` when the
+    /// store had lost acknowledged writes and the rebuild accepted serving what is left.
+    IndexRebuilt {
+        runs: u64,
+        events: u64,
+        accepted_loss: bool,
+    },
 }
 
 impl AdminEvent {
     /// Every record type's name, in variant order: what `type` answers and filters on.
-    pub const TYPES: [&'static str; 6] = [
+    pub const TYPES: [&'static str; 7] = [
         "KeyCreated",
         "KeyRevoked",
         "TeamCreated",
         "SecretRotated",
         "ServerStarted",
         "ServerStopped",
+        "IndexRebuilt",
     ];
 
     /// The record type's name (the variant's).
@@ -73,6 +81,7 @@ impl AdminEvent {
             AdminEvent::SecretRotated { .. } => "SecretRotated",
             AdminEvent::ServerStarted { .. } => "ServerStarted",
             AdminEvent::ServerStopped { .. } => "ServerStopped",
+            AdminEvent::IndexRebuilt { .. } => "IndexRebuilt",
         }
     }
 }
@@ -108,6 +117,11 @@ mod tests {
                 version: "1".into(),
                 config_sha256: "00".into(),
                 signal: "SIGTERM".into(),
+            },
+            AdminEvent::IndexRebuilt {
+                runs: 1,
+                events: 2,
+                accepted_loss: false,
             },
         ];
         let kinds: Vec<_> = samples.iter().map(AdminEvent::kind).collect();

@@ -21,7 +21,7 @@ pub struct AdminItem {
     /// When the act was recorded (RFC 3339, UTC, milliseconds).
     pub at: String,
     /// The record type: `KeyCreated`, `KeyRevoked`, `TeamCreated`, `SecretRotated`,
-    /// `ServerStarted` or `ServerStopped`.
+    /// `ServerStarted`, `ServerStopped` or `IndexRebuilt`.
     #[serde(rename = "type")]
     pub kind: String,
     /// The type's fields (`docs/api.md`, "Admin audit records").

@@ -57,14 +57,14 @@ pub(crate) fn admin_origin(req: &HttpRequest, key: &Key) -> Origin {
 
 /// The administrative acts recorded on this instance, newest first (admin keys only):
 /// keys created and revoked, teams created, secrets rotated, the server started and stopped,
-/// each with who did it and its place in the admin log's hash chain.
+/// the index rebuilt, each with who did it and its place in the admin log's hash chain.
 #[utoipa::path(
     get,
     path = "/api/v1/audit/admin",
     tag = "admin",
     operation_id = "listAdminAudit",
     params(
-        ("type" = Option<Vec<String>>, Query, description = "Keep these record types (repeatable): `KeyCreated`, `KeyRevoked`, `TeamCreated`, `SecretRotated`, `ServerStarted`, `ServerStopped`."),
+        ("type" = Option<Vec<String>>, Query, description = "Keep these record types (repeatable): `KeyCreated`, `KeyRevoked`, `TeamCreated`, `SecretRotated`, `ServerStarted`, `ServerStopped`, `IndexRebuilt`."),
         ("actor" = Option<String>, Query, description = "Keep the acts of this API key (its id)."),
         ("since" = Option<String>, Query, description = "Keep records at or after this time (RFC 3339)."),
         ("until" = Option<String>, Query, description = "Keep records at or before this time (RFC 3339)."),

@@ -60,6 +60,14 @@ fn samples() -> Vec<(&'static str, AdminEvent)> {
                 signal: "SIGTERM".into(),
             },
         ),
+        (
+            "index_rebuilt",
+            AdminEvent::IndexRebuilt {
+                runs: 1_150_000,
+                events: 4_600_000,
+                accepted_loss: true,
+            },
+        ),
     ]
 }
 

@@ -47,22 +47,30 @@ async fn offline_acts_are_recorded_and_the_log_survives_export_and_import() {
         .unwrap_or_else(|| panic!("no tester in {listed}"));
     offline(&["keys", "revoke", &tester]);
     offline(&["secrets", "rotate-session"]);
+    offline(&["replay"]);
 
     let log = records(&s.data_dir);
-    // First key, start, stop; then the four acts of the command line.
-    assert_eq!(log.len(), 7);
+    // First key, start, stop; then the five acts of the command line.
+    assert_eq!(log.len(), 8);
     let acts: Vec<&AdminEntry> = log[3..].iter().collect();
     assert_eq!(
         acts.iter()
             .map(|e| e.record.event.kind())
             .collect::<Vec<_>>(),
-        ["TeamCreated", "KeyCreated", "KeyRevoked", "SecretRotated"]
+        [
+            "TeamCreated",
+            "KeyCreated",
+            "KeyRevoked",
+            "SecretRotated",
+            "IndexRebuilt"
+        ]
     );
     for (entry, command) in acts.iter().zip([
         "teams create",
         "keys create",
         "keys revoke",
         "secrets rotate-session",
+        "replay",
     ]) {
         let origin = &entry.record.origin;
         assert_eq!(origin.channel, Channel::Cli);
@@ -91,8 +99,8 @@ async fn offline_acts_are_recorded_and_the_log_survives_export_and_import() {
     let backup_path = backup.to_str().expect("utf-8");
     offline(&["export", "--with-keys", "--output", backup_path]);
     let text = std::fs::read_to_string(&backup).expect("backup");
-    assert_eq!(text.matches("\"record\":\"admin\"").count(), 7);
-    assert!(text.contains("\"admin\":7"), "the end record counts them");
+    assert_eq!(text.matches("\"record\":\"admin\"").count(), 8);
+    assert!(text.contains("\"admin\":8"), "the end record counts them");
     let restored = dir.path().join("restored");
     let (ok, _, err) = cli(
         &[
@@ -104,8 +112,12 @@ async fn offline_acts_are_recorded_and_the_log_survives_export_and_import() {
         &[],
     );
     assert!(ok, "{err}");
-    assert!(err.contains("7 admin audit records"), "{err}");
+    assert!(err.contains("8 admin audit records"), "{err}");
+    // The records as they were, links and all.
     assert_eq!(records(&restored), log);
+    // A plain export is the runs' events only.
+    let plain = offline(&["export"]);
+    assert!(!plain.contains("\"record\":\"admin\""), "{plain}");
 
     // An export with one admin record edited (the team renamed) is refused, naming it.
     let edited = text.replacen("\"name\":\"qa\"}", "\"name\":\"qb\"}", 1);

@@ -9,8 +9,8 @@
 //! the events with a `backup` header line and, after them, writes one line per API key record
 //! (its SHA-256, never the key), one per instance secret and an `end` line with the counts.
 //! Those lines carry a `record` field, which event lines never have; the frame lets an import
-//! tell a whole backup from a truncated one. The admin audit log follows the runs' and
-//! schedules' events in either form, one `admin` line per record, and is restored only if its
+//! tell a whole backup from a truncated one. With `--with-keys`, the admin audit log follows
+//! the runs' and schedules' events, one `admin` line per record, and is restored only if its
 //! hash chain verifies.
 //!
 //! An import never merges and is all-or-nothing: it restores only into a data directory that
