@@ -1,6 +1,7 @@
 //! runledger: a self-hosted, event-sourced service that runs AI coding agents on request.
 //! The crates under `crates/` hold the code (`docs/architecture.md` maps them); this package is
-//! the binary that wires them at start-up (`startup`) and sets up logging (`telemetry`). Its
+//! the binary that wires them at start-up (`startup`, with its own admin audit records in `admin_acts`) and sets up logging
+//! (`telemetry`). Its
 //! library re-exports the crates under their module names for the integration tests and
 //! benches; no crate depends on it.
 
@@ -8,6 +9,7 @@
 // configures its allocator through FFI (`main.rs`, docs/decisions/0007-allocator-purge.md).
 #![forbid(unsafe_code)]
 
+pub mod admin_acts;
 pub mod startup;
 pub mod telemetry;
 

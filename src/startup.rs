@@ -6,7 +6,9 @@
 //! workers' threads, so agents are stopped and their runs recorded *before* the workers stop,
 //! and the last group-commit sync comes after both.
 
-use runledger_domain::DEFAULT_TEAM;
+use runledger_domain::{Origin, DEFAULT_TEAM};
+
+use crate::admin_acts::Identity;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -30,6 +32,8 @@ use runledger_store::{self as store, Store};
 pub enum Error {
     #[error(transparent)]
     Store(#[from] runledger_store::Error),
+    #[error("cannot read the configuration file again for its digest: {0}")]
+    ConfigDigest(std::io::Error),
     #[error(transparent)]
     Index(#[from] runledger_projection::Error),
     #[error("cannot create the transcripts directory under {path}: {source}")]
@@ -98,6 +102,8 @@ pub struct Application {
     grace: Duration,
     terminate: Signal,
     interrupt: Signal,
+    /// The version and configuration the admin log's start and stop records name.
+    identity: Identity,
 }
 
 /// Opens the store and brings the read index up to date (`runledger_projection::open`), with the
@@ -173,6 +179,9 @@ impl Application {
         let webhooks = Webhooks::open(&config, &store).map_err(Error::Webhooks)?;
         let runs = Runs::new(store.clone(), index, executor.clone(), webhooks.clone());
         let secret = store.instance_secret(store::SESSION_SECRET)?;
+        // Made durable by the sync below, before any request is served.
+        let identity = Identity::of(&config).map_err(Error::ConfigDigest)?;
+        store.append_admin(now(), identity.started(), Origin::system("server start"))?;
         store.sync().await?;
         // The Slurm jobs of an earlier server are ended first: their runs are recorded below as
         // lost (or queued again), and must not work on beside what this start begins.
@@ -215,6 +224,7 @@ impl Application {
             grace: Duration::from_secs(config.stop_grace_secs),
             terminate,
             interrupt,
+            identity,
         })
     }
 
@@ -247,6 +257,7 @@ impl Application {
             grace,
             mut terminate,
             mut interrupt,
+            identity,
             ..
         } = self;
         let handle = server.handle();
@@ -287,6 +298,14 @@ impl Application {
             .is_err()
         {
             tracing::warn!("the projector did not stop cleanly; the next start catches up");
+        }
+        // Last of all, so that the record of the stop follows everything this server wrote.
+        if let Err(e) = store.append_admin(
+            now(),
+            identity.stopped(signal),
+            Origin::system(format!("{signal} received")),
+        ) {
+            tracing::warn!(error = %e, "could not record the stop in the admin audit log");
         }
         store.sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");
@@ -371,13 +390,20 @@ fn reachable_by_agents(config: &Config) {
     }
 }
 
-/// A store without keys gets an admin key, shown once on standard output.
+/// A store without keys gets an admin key, shown once on standard output (and recorded in the
+/// admin audit log as the server's own act).
 async fn create_first_key(store: &Store) -> Result<(), Error> {
     if store.keys().is_empty() {
+        let at = now();
         let (record, secret) =
             store
                 .keys()
-                .create("admin", KeyKind::Personal, true, DEFAULT_TEAM, now())?;
+                .create("admin", KeyKind::Personal, true, DEFAULT_TEAM, at)?;
+        store.append_admin(
+            at,
+            store::admin_log::key_created(&record),
+            Origin::system("first start: the store had no API key"),
+        )?;
         store.sync().await?;
         eprintln!(
             "runledger: created the first API key (an admin key named {:?}, id {}). It is shown once:",

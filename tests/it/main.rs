@@ -6,6 +6,7 @@
 mod common;
 
 mod access;
+mod admin_audit;
 mod agent_reads;
 mod agents;
 mod architecture;

@@ -1076,6 +1076,7 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/admin/teams",
         "GET /api/v1/admin/export",
         "GET /api/v1/audit/events",
+        "GET /api/v1/audit/admin",
         "GET /api/v1/agent",
         "GET /api/v1/agent/models",
         "GET /api/v1/agent/conversations/{conversation_id}",

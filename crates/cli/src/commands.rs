@@ -85,7 +85,8 @@ pub enum Cmd {
         api: ApiArgs,
     },
     /// Query the audit trail of a running server: run events across runs, newest first (the
-    /// `events` subcommand, also the default). A key sees its team's runs; an admin key all.
+    /// `events` subcommand, also the default; a key sees its team's runs, an admin key all),
+    /// or with --admin the admin audit log (admin keys only).
     #[command(after_help = EXIT_CODES, args_conflicts_with_subcommands = true)]
     Audit {
         #[command(subcommand)]
@@ -195,6 +196,10 @@ pub enum AuditCmd {
 /// The filters of `runledger audit [events]` (`GET /api/v1/audit/events`).
 #[derive(clap::Args, Debug, Default, Clone)]
 pub struct AuditEventsArgs {
+    /// The admin audit log instead (keys, teams, secrets, the server's starts and stops; admin
+    /// keys only): --type (as KeyCreated), --actor, --since, --until and --json apply.
+    #[arg(long)]
+    pub admin: bool,
     /// Only events of this type (Created, Started, Cancelled, Failed, …); repeatable.
     #[arg(long = "type", value_name = "TYPE")]
     pub types: Vec<String>,

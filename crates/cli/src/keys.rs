@@ -1,6 +1,7 @@
 //! `runledger keys create|list|revoke`: API keys, in the store when no server holds it, else
 //! through the running server's admin API (`admin` chooses). A key's secret is printed once,
-//! alone on stdout; the store keeps only its hash.
+//! alone on stdout; the store keeps only its hash. An act on the store is recorded in its admin
+//! audit log (channel `cli`); through the server, the server records it.
 
 use anyhow::{bail, Context as _};
 
@@ -9,7 +10,10 @@ use runledger_store::api_keys::Key;
 use runledger_store::api_keys::{KeyKind, KeyRecord};
 use runledger_store::Store;
 
+use runledger_store::admin_log::{key_created, key_revoked};
+
 use crate::admin::{administer, print_records, Admin};
+use crate::audit_admin::cli_origin;
 use crate::commands::{Cli, KeysCmd, RunningServer};
 use crate::teams::check_team_name;
 
@@ -38,7 +42,9 @@ fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
             if !store.keys().team_exists(team)? {
                 bail!("there is no team {team:?}; create it first with `runledger teams create {team}`");
             }
-            let (record, secret) = store.keys().create(name, kind, *admin, team, now())?;
+            let at = now();
+            let (record, secret) = store.keys().create(name, kind, *admin, team, at)?;
+            store.append_admin(at, key_created(&record), cli_origin("keys create"))?;
             store.sync_blocking()?;
             eprintln!(
                 "created key {} ({}) in team {}",
@@ -51,9 +57,11 @@ fn keys_offline(store: &Store, command: &KeysCmd) -> anyhow::Result<()> {
             print_keys(&keys, *as_json)?;
         }
         KeysCmd::Revoke { id } => {
-            let Some(record) = store.keys().revoke(id, now())? else {
+            let at = now();
+            let Some(record) = store.keys().revoke(id, at)? else {
                 bail!("no key with id {id}");
             };
+            store.append_admin(at, key_revoked(&record, at), cli_origin("keys revoke"))?;
             store.sync_blocking()?;
             eprintln!("revoked key {} ({})", record.id, record.name);
         }

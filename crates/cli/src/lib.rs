@@ -13,6 +13,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod audit_admin;
 mod backup;
 mod commands;
 mod events;
@@ -30,6 +31,7 @@ mod teams;
 mod terminal;
 
 pub use admin::server_url;
+pub use audit_admin::{audit_admin, AdminFilters};
 pub use backup::{export, import};
 pub use commands::{ApiArgs, Cli, Cmd, KeysCmd, RunningServer, RunsCmd, SecretsCmd, TeamsCmd};
 pub use events::events;

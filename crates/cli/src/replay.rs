@@ -122,6 +122,16 @@ fn rebuild_index(
     started: Instant,
 ) -> anyhow::Result<()> {
     let rebuilt = index.rebuild(&store)?;
+    let event = runledger_domain::AdminEvent::IndexRebuilt {
+        runs: rebuilt.runs,
+        events: rebuilt.events,
+        accepted_loss: lost.is_some(),
+    };
+    store.append_admin(
+        runledger_base::clock::now(),
+        event,
+        crate::audit_admin::cli_origin("replay"),
+    )?;
     // This commit's number passes the acknowledged one, so the next open is clean.
     store.sync_blocking()?;
     if lost.is_some() {

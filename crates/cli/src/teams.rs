@@ -1,14 +1,17 @@
 //! `runledger teams create|list`: the teams a key's runs belong to, in the store when no
 //! server holds it, else through the running server's admin API (`admin` chooses). A team is
-//! only a name; nothing here deletes one.
+//! only a name; nothing here deletes one. A team created on the store is recorded in its admin
+//! audit log (channel `cli`).
 
 use anyhow::bail;
 
 use runledger_base::clock::now;
+use runledger_domain::AdminEvent;
 use runledger_format::time::format_time;
 use runledger_store::Store;
 
 use crate::admin::{administer, print_records, Admin};
+use crate::audit_admin::cli_origin;
 use crate::commands::{Cli, RunningServer, TeamsCmd};
 
 pub fn teams(cli: &Cli, command: &TeamsCmd, server: &RunningServer) -> anyhow::Result<()> {
@@ -26,9 +29,12 @@ fn teams_offline(store: &Store, command: &TeamsCmd) -> anyhow::Result<()> {
     match command {
         TeamsCmd::Create { name } => {
             check_team_name(name)?;
-            if !store.keys().create_team(name, now())? {
+            let at = now();
+            if !store.keys().create_team(name, at)? {
                 bail!("team {name:?} exists already");
             }
+            let event = AdminEvent::TeamCreated { name: name.clone() };
+            store.append_admin(at, event, cli_origin("teams create"))?;
             store.sync_blocking()?;
             eprintln!("created team {name}");
         }

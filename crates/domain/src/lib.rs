@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod events;
 pub mod harness;
 pub mod ids;
@@ -19,6 +20,7 @@ mod testing;
 pub mod topics;
 pub mod uid_range;
 
+pub use admin::AdminEvent;
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
     CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement,

@@ -1,8 +1,10 @@
 //! The admin API: manage API keys on a running server (only admin keys may call it), so a
-//! leaked key can be revoked without downtime.
+//! leaked key can be revoked without downtime. Each act is recorded in the admin audit log with
+//! the caller's origin (`audit_admin::admin_origin`).
 
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 
+use super::audit_admin::admin_origin;
 use super::error_responses::{
     BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
     Unavailable,
@@ -71,6 +73,7 @@ pub async fn list(
     security(("bearerAuth" = []))
 )]
 pub async fn create(
+    req: HttpRequest,
     state: web::Data<AppState>,
     Principal(key): Principal,
     body: web::Bytes,
@@ -99,7 +102,13 @@ pub async fn create(
     }
     let (record, secret) = state
         .keys
-        .create(&request.name, kind, request.admin.unwrap_or(false), team)
+        .create(
+            &request.name,
+            kind,
+            request.admin.unwrap_or(false),
+            team,
+            admin_origin(&req, &key),
+        )
         .await?;
     Ok(HttpResponse::Ok().json(CreatedApiKey {
         record: ApiKey::from(&record),
@@ -126,6 +135,7 @@ pub async fn create(
     security(("bearerAuth" = []))
 )]
 pub async fn revoke(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
@@ -133,7 +143,7 @@ pub async fn revoke(
     require_admin(&key)?;
     let record = state
         .keys
-        .revoke(&path)
+        .revoke(&path, admin_origin(&req, &key))
         .await?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
     Ok(HttpResponse::Ok().json(ApiKey::from(&record)))
@@ -185,6 +195,7 @@ pub async fn teams(
     security(("bearerAuth" = []))
 )]
 pub async fn create_team(
+    req: HttpRequest,
     state: web::Data<AppState>,
     Principal(key): Principal,
     body: web::Bytes,
@@ -196,7 +207,11 @@ pub async fn create_team(
             "a team name is {TEAM_NAME_RULE}"
         )));
     }
-    if !state.keys.create_team(&request.name).await? {
+    if !state
+        .keys
+        .create_team(&request.name, admin_origin(&req, &key))
+        .await?
+    {
         return Err(ApiError::conflict(format!(
             "team {:?} exists already",
             request.name

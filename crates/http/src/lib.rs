@@ -13,6 +13,7 @@ mod admin;
 mod agents;
 mod artifacts;
 mod audit;
+mod audit_admin;
 mod auth;
 mod charge;
 pub mod console;

@@ -176,6 +176,7 @@ impl Modify for LegacyCreate {
         admin::create_team,
         super::audit::events,
         super::audit::export,
+        super::audit_admin::list,
         super::probes::health,
         super::probes::ready,
         super::prometheus::metrics,

@@ -10,8 +10,8 @@ use actix_web::{web, HttpResponse, Scope};
 use super::middleware::{body_deadline, request_context, MAX_BODY_BYTES, MAX_CREATE_BODY_BYTES};
 use super::problem::ApiError;
 use super::{
-    admin, agents, artifacts, audit, console, deliveries, openapi, probes, prometheus, runs,
-    schedules, session, travel, AppState,
+    admin, agents, artifacts, audit, audit_admin, console, deliveries, openapi, probes, prometheus,
+    runs, schedules, session, travel, AppState,
 };
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
@@ -231,7 +231,7 @@ fn schedule_routes(scope: Scope) -> Scope {
         )
 }
 
-/// The admin API: keys and teams.
+/// The admin API: keys and teams, and the admin audit log.
 fn admin_routes(scope: Scope) -> Scope {
     scope
         .service(
@@ -250,6 +250,11 @@ fn admin_routes(scope: Scope) -> Scope {
                 .get(admin::teams)
                 .post(admin::create_team)
                 .default_service(only("GET, POST")),
+        )
+        .service(
+            web::resource("/audit/admin")
+                .get(audit_admin::list)
+                .default_service(only("GET")),
         )
 }
 

@@ -9,7 +9,7 @@ use crate::render;
 use crate::sessions::Sessions;
 use runledger_config::Config;
 use runledger_runs::actor::{
-    Artifacts, Audit, Deliveries, EdgeHandles, RunHandle, Status, TranscriptReader,
+    AdminAudit, Artifacts, Audit, Deliveries, EdgeHandles, RunHandle, Status, TranscriptReader,
 };
 use runledger_runs::api_keys::Keys;
 
@@ -29,6 +29,8 @@ pub struct AppState {
     pub deliveries: Deliveries,
     /// Run events across runs, and the store's export (`audit/`).
     pub audit: Audit,
+    /// The admin audit log.
+    pub admin_audit: AdminAudit,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -63,6 +65,7 @@ impl AppState {
             status,
             deliveries,
             audit,
+            admin_audit,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -73,6 +76,7 @@ impl AppState {
             status,
             deliveries,
             audit,
+            admin_audit,
             schedules,
             config,
             public_url,

@@ -29,7 +29,8 @@ pub const SCHEMA_VERSION: u8 = 1;
 /// The schema version of the run records this build writes: the envelope with its origin.
 pub const RUN_SCHEMA_VERSION: u8 = 2;
 
-const HEADER_LEN: usize = 5;
+/// The bytes before a record's body: its version and CRC-32.
+pub const HEADER_LEN: usize = 5;
 
 /// An event with its place in the log and the time it was recorded.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use crate::health::{self, Writer};
 use crate::layout::SLED_DIR;
-use crate::{api_keys, content, space, sync, watermark, Error};
+use crate::{admin_tree, api_keys, content, space, sync, watermark, Error};
 
 /// A cheap-to-clone handle on the open store.
 #[derive(Clone)]
@@ -25,6 +25,7 @@ pub(crate) struct Inner {
     pub(crate) idempotency: sled::Tree,
     pub(crate) meta: sled::Tree,
     pub(crate) keys: api_keys::KeyTrees,
+    pub(crate) admin: admin_tree::AdminLog,
     pub(crate) syncer: sync::Syncer,
     pub(crate) commits: Arc<watermark::Commits>,
     pub(crate) lost: Option<LostWrites>,

@@ -9,6 +9,8 @@ use crate::watermark;
 pub(crate) const EVENTS: &str = "events";
 /// The schedules' logs (`store/schedules.rs`).
 pub(crate) const SCHEDULE_EVENTS: &str = "schedule_events";
+/// The admin audit log (`store/admin_log.rs`).
+pub(crate) const ADMIN_LOG: &str = "admin_log";
 pub(crate) const DIRTY: &str = "dirty";
 pub(crate) const IDEMPOTENCY: &str = "idempotency";
 pub(crate) const META: &str = "meta";

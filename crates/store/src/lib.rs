@@ -12,11 +12,14 @@
 //! By concern: `handle.rs` holds the `Store` handle, its condition and its durability;
 //! `open.rs` opens one; `layout.rs` names the trees and keys; `run_log.rs` appends to and scans
 //! the run log; `dirty.rs` the dirty markers and the index floor; `idempotency.rs` the
-//! idempotency records; `secrets.rs` the instance secrets; `privacy.rs` the directory's privacy;
+//! idempotency records; `secrets.rs` the instance secrets; `admin_log.rs` the hash-chained admin audit log (its state in the handle:
+//! `admin_tree.rs`); `privacy.rs` the directory's privacy;
 //! `snapshots.rs` sled's snapshots; `error.rs` the error type.
 
 #![forbid(unsafe_code)]
 
+pub mod admin_log;
+mod admin_tree;
 mod agent_uids;
 pub mod api_keys;
 pub mod codec;
@@ -38,6 +41,7 @@ pub mod space;
 pub mod sync;
 pub mod watermark;
 
+pub use admin_log::{AdminEntry, AdminRecord, ChainCheck};
 pub use agent_uids::{Taken, MAX_PASSED_OVER};
 pub use codec::{Envelope, ScheduleEnvelope};
 pub use error::Error;

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use crate::handle::{Inner, LostWrites, Store};
 use crate::layout::{DIRTY, EVENTS, IDEMPOTENCY, META, SCHEDULE_EVENTS, SLED_DIR};
 use crate::privacy::private_umask;
-use crate::{api_keys, content, health, sync, watermark, Error, DEFAULT_CACHE_MB};
+use crate::{admin_tree, api_keys, content, health, sync, watermark, Error, DEFAULT_CACHE_MB};
 
 /// How the store is opened.
 #[derive(Debug, Clone)]
@@ -146,6 +146,7 @@ impl Store {
                 idempotency: db.open_tree(IDEMPOTENCY)?,
                 meta,
                 keys: api_keys::KeyTrees::open(&db)?,
+                admin: admin_tree::AdminLog::open(&db)?,
                 syncer,
                 commits,
                 lost,

@@ -1,5 +1,5 @@
 //! `runledger export [--with-keys] [--output FILE]`: every event of a stopped store as
-//! JSON lines, the contents they name before them, and with `--with-keys` the frame with the
+//! JSON lines, the contents they name before them, with `--with-keys` the admin audit log, and with `--with-keys` the frame with the
 //! key records and instance secrets. A file is written 0600 under a temporary name and only
 //! replaces FILE once whole; a damaged store's export goes to stdout only. It only reads the
 //! store.
@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _};
 
+use runledger_format::admin::admin_json;
 use runledger_format::export::write_run_records;
 use runledger_store::{self as store, Store};
 
@@ -39,6 +40,20 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
     written.counts.contents = records.contents;
     written.counts.schedule_events = records.schedule_events;
     written.damaged = records.damaged;
+    // The admin audit log in a full backup only (a plain export is the runs' and schedules'
+    // events), whole, after both, so that an import can verify its chain.
+    for record in store.admin_records().filter(|_| with_keys) {
+        match record {
+            Ok(entry) => {
+                line(out, &Line::Admin(admin_json(&entry)))?;
+                written.counts.admin += 1;
+            }
+            Err(e) => {
+                eprintln!("runledger export: skipped a damaged admin audit record: {e}");
+                written.damaged += 1;
+            }
+        }
+    }
     if with_keys {
         for key in store.keys().list()? {
             line(out, &Line::Key(key))?;
@@ -157,6 +172,9 @@ pub fn export(cli: &Cli, with_keys: bool, output: Option<&Path>) -> anyhow::Resu
     }
     if c.contents > 0 {
         eprintln!("exported {} attachment and artifact contents", c.contents);
+    }
+    if c.admin > 0 {
+        eprintln!("exported {} admin audit records", c.admin);
     }
     if written.damaged > 0 {
         bail!("{} damaged records could not be exported", written.damaged);

@@ -1,5 +1,5 @@
 //! The lines of a backup: an event line exactly as `format::events::event_json` writes it, a
-//! schedule's event line, and the `--with-keys` frame (header, key, secret, content and end
+//! schedule's event line, an admin audit record's line, and the `--with-keys` frame (header, key, secret, content and end
 //! records), each rendered and read back. Reading refuses anything that would not render to
 //! the same line. It knows nothing of files or stores.
 
@@ -7,6 +7,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use runledger_domain::DEFAULT_TEAM;
+use runledger_format::admin::AdminItem;
 use runledger_format::events::{event_from_json, event_json};
 use runledger_format::export::content_json;
 use runledger_format::schedules::{schedule_event_from_json, schedule_event_json};
@@ -30,6 +31,8 @@ pub(super) enum Line {
     Event(Envelope),
     /// An event of a schedule's log.
     Schedule(ScheduleEnvelope),
+    /// A record of the admin audit log (`record: "admin"` and the API's item).
+    Admin(AdminItem),
     Header {
         format: u64,
     },
@@ -59,6 +62,8 @@ pub(super) struct Counts {
     pub(super) contents: u64,
     /// Schedule events; like `contents`, in the end record only when there are any.
     pub(super) schedule_events: u64,
+    /// Admin audit records; like `contents`, in the end record only when there are any.
+    pub(super) admin: u64,
 }
 
 impl Line {
@@ -66,6 +71,11 @@ impl Line {
         match self {
             Line::Event(e) => event_json(e),
             Line::Schedule(e) => schedule_event_json(e),
+            Line::Admin(item) => {
+                let mut v = serde_json::to_value(item).unwrap_or_default();
+                v["record"] = json!("admin");
+                v
+            }
             Line::Header { format } => json!({ "record": "backup", "format": format }),
             Line::Key(k) => {
                 let mut v = json!({
@@ -109,6 +119,9 @@ impl Line {
                 if c.schedule_events > 0 {
                     v["schedule_events"] = json!(c.schedule_events);
                 }
+                if c.admin > 0 {
+                    v["admin"] = json!(c.admin);
+                }
                 v
             }
         }
@@ -125,6 +138,13 @@ impl Line {
         let line = match record.as_str() {
             Some(runledger_format::schedules::RECORD) => {
                 Line::Schedule(schedule_event_from_json(&value)?)
+            }
+            Some("admin") => {
+                let mut item = value.clone();
+                if let Some(fields) = item.as_object_mut() {
+                    fields.remove("record");
+                }
+                Line::Admin(read::<AdminItem>(&item, "admin")?)
             }
             Some("backup") => Line::Header {
                 format: read::<HeaderIn>(&value, "backup")?.format,
@@ -162,6 +182,7 @@ impl Line {
                     secrets: c.secrets,
                     contents: c.contents,
                     schedule_events: c.schedule_events,
+                    admin: c.admin,
                 })
             }
             _ => return Err(format!("unknown record {record}")),
@@ -243,6 +264,8 @@ struct EndIn {
     contents: u64,
     #[serde(default)]
     schedule_events: u64,
+    #[serde(default)]
+    admin: u64,
 }
 
 #[derive(Deserialize)]
@@ -621,6 +644,7 @@ mod tests {
                 secrets: 1,
                 contents: 0,
                 schedule_events: 0,
+                admin: 0,
             }),
             Line::End(Counts {
                 events: 3,
@@ -628,6 +652,7 @@ mod tests {
                 secrets: 1,
                 contents: 4,
                 schedule_events: 7,
+                admin: 5,
             }),
             Line::Content {
                 sha256: [9; 32],

@@ -66,6 +66,12 @@ pub fn import(cli: &Cli, file: Option<&Path>) -> anyhow::Result<()> {
     if counts.schedule_events > 0 {
         eprintln!("imported {} schedule events", counts.schedule_events);
     }
+    if counts.admin > 0 {
+        eprintln!(
+            "imported {} admin audit records, their hash chain verified",
+            counts.admin
+        );
+    }
     if counts.keys == 0 {
         eprintln!(
             "runledger import: the backup holds no API keys (export --with-keys writes them); \

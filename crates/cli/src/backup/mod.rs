@@ -9,7 +9,9 @@
 //! the events with a `backup` header line and, after them, writes one line per API key record
 //! (its SHA-256, never the key), one per instance secret and an `end` line with the counts.
 //! Those lines carry a `record` field, which event lines never have; the frame lets an import
-//! tell a whole backup from a truncated one.
+//! tell a whole backup from a truncated one. With `--with-keys`, the admin audit log follows
+//! the runs' and schedules' events, one `admin` line per record, and is restored only if its
+//! hash chain verifies.
 //!
 //! An import never merges and is all-or-nothing: it restores only into a data directory that
 //! holds no runs and no keys, builds the store in a staging directory while it checks each line
@@ -19,9 +21,11 @@
 //! must not run while a server holds the data directory (the store's lock refuses that).
 //!
 //! `format` is the lines, `export` writes them; `import` stages a store (`staging`), fills it
-//! (`restore`, with `checks` on the order of events and `incoming` for contents) and moves it
+//! (`restore`, with `checks` on the order of events, `admin_chain` on the admin audit records'
+//! hash chain and `incoming` for contents) and moves it
 //! into place durably (`durable`).
 
+mod admin_chain;
 mod checks;
 mod durable;
 mod export;

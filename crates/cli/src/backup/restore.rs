@@ -14,6 +14,7 @@ use runledger_format::time::hex;
 use runledger_projection::Index;
 use runledger_store::{self as store, Store};
 
+use super::admin_chain::AdminChain;
 use super::checks::Checker;
 use super::format::{Counts, Line, FORMAT, MAX_LINE};
 use super::incoming::{content_piece, Incoming};
@@ -26,6 +27,7 @@ const SHOWN_NOTES: u64 = 10;
 fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Result<Counts> {
     let mut counts = Counts::default();
     let mut checker = Checker::default();
+    let mut admin = AdminChain::default();
     let mut framed = false;
     let mut ended = false;
     let mut buf = Vec::new();
@@ -74,6 +76,11 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                     store.keys().create_team(team, e.at)?;
                 }
                 counts.schedule_events += 1;
+            }
+            Line::Admin(item) => {
+                let record = admin.next(&item).map_err(at_line)?;
+                store.restore_admin(&record)?;
+                counts.admin += 1;
             }
             Line::Key(k) => {
                 if !store.keys().restore(&k)? {
@@ -148,14 +155,16 @@ fn line_text(buf: &[u8], n: usize) -> Result<&str, String> {
 fn end_matches(end: &Counts, counts: &Counts) -> Result<(), String> {
     if end != counts {
         return Err(format!(
-            "the end record counts {} events, {} schedule events, {} keys and {} \
-             secrets, but the lines before it hold {}, {}, {} and {}",
+            "the end record counts {} events, {} schedule events, {} admin records, {} keys \
+             and {} secrets, but the lines before it hold {}, {}, {}, {} and {}",
             end.events,
             end.schedule_events,
+            end.admin,
             end.keys,
             end.secrets,
             counts.events,
             counts.schedule_events,
+            counts.admin,
             counts.keys,
             counts.secrets
         ));

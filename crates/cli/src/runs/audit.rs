@@ -34,6 +34,19 @@ pub fn audit(
         Some(AuditCmd::Events(args)) => args,
         None => events,
     };
+    if args.admin {
+        if args.run_id.is_some() || args.team.is_some() || args.follow || args.cursor.is_some() {
+            anyhow::bail!("--admin takes --type, --actor, --since, --until and --json only");
+        }
+        let filters = crate::AdminFilters {
+            types: args.types.clone(),
+            actor: args.actor.clone(),
+            since: args.since.clone(),
+            until: args.until.clone(),
+            json: args.json,
+        };
+        return crate::audit_admin(api, &filters);
+    }
     let remote = connect(api)?;
     let query = query(args);
     block_on(async {

@@ -2,6 +2,7 @@
 //! concern, each with only the methods that concern's endpoints call. `Runs` keeps what
 //! start-up, the schedules and the executor use, and is never handed to HTTP.
 
+use super::admin_audit::AdminAudit;
 use super::artifacts::Artifacts;
 use super::audit::Audit;
 use super::deliveries::Deliveries;
@@ -28,6 +29,8 @@ pub struct EdgeHandles {
     pub deliveries: Deliveries,
     /// Run events across runs, and the store's export.
     pub audit: Audit,
+    /// The admin audit log (`GET /api/v1/audit/admin`).
+    pub admin_audit: AdminAudit,
 }
 
 impl Runs {
@@ -42,6 +45,7 @@ impl Runs {
             status: Status::new(self),
             deliveries: Deliveries::new(&inner.webhooks),
             audit: Audit::new(self),
+            admin_audit: AdminAudit::new(inner.store.clone()),
         }
     }
 }

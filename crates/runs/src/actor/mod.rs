@@ -13,9 +13,11 @@
 //! This file is the folder's table of contents: `runs` (the `Runs` handle), `run_actor` (the
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
 //! executions report back), `causes` (how the service words the origins of what it
-//! records on its own), `error`, and one file per edge handle, gathered by `handles`
+//! records on its own), `error`, and one file per edge handle
+//! (`admin_audit`: the admin audit log), gathered by `handles`
 //! (`history`, the past states, is reached through `RunHandle::history`).
 
+mod admin_audit;
 mod artifacts;
 mod audit;
 mod causes;
@@ -31,6 +33,7 @@ mod runs;
 mod status;
 mod transcripts;
 
+pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_PAGE};
 pub use artifacts::{Artifacts, Upload};
 pub use audit::Audit;
 pub use deliveries::Deliveries;
