@@ -8,6 +8,7 @@
 // configures its allocator through FFI (`main.rs`, docs/decisions/0007-allocator-purge.md).
 #![forbid(unsafe_code)]
 
+mod sealing;
 pub mod startup;
 pub mod telemetry;
 

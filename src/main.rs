@@ -148,7 +148,18 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
         Cmd::Teams { command, server } => done(cli::teams(args, command, server)),
         Cmd::Events { run_id, json } => done(cli::events(args, run_id, *json)),
         Cmd::Export { with_keys, output } => done(cli::export(args, *with_keys, output.as_deref())),
-        Cmd::Import { file } => done(cli::import(args, file.as_deref())),
+        Cmd::Import { file, unverified } => done(cli::import(args, file.as_deref(), *unverified)),
+        Cmd::Verify {
+            export,
+            proof,
+            pubkey,
+        } => done(cli::verify(
+            args,
+            export.as_deref(),
+            proof.as_deref(),
+            pubkey.as_deref(),
+        )),
+        Cmd::Audit { command } => done(cli::audit(args, command)),
         Cmd::Replay { verify, cache_mb } => done(cli::replay(args, *verify, *cache_mb)),
         Cmd::Secrets { command } => done(cli::secrets(args, command)),
     }

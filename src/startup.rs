@@ -22,6 +22,7 @@ use runledger_http::{self as http, AppState};
 use runledger_projection::Index;
 use runledger_runs::actor::Runs;
 use runledger_runs::schedules::Schedules;
+use runledger_runs::seals::Sealer;
 use runledger_runs::webhooks::Webhooks;
 use runledger_store::api_keys::KeyKind;
 use runledger_store::{self as store, Store};
@@ -96,6 +97,8 @@ pub struct Application {
     executor: Executor,
     state: web::Data<AppState>,
     grace: Duration,
+    /// Seals the chains' heads (`runledger_runs::seals`).
+    sealer: Sealer,
     terminate: Signal,
     interrupt: Signal,
 }
@@ -204,6 +207,7 @@ impl Application {
             .map_err(Error::Webhooks)?;
         spawn_recovery(&runs, &executor, &state, failed_lost);
         spawn_resume(&runs, &executor, &store);
+        let sealer = crate::sealing::start(&config, &store)?;
         Ok(Application {
             server,
             addr,
@@ -213,6 +217,7 @@ impl Application {
             executor,
             state,
             grace: Duration::from_secs(config.stop_grace_secs),
+            sealer,
             terminate,
             interrupt,
         })
@@ -245,6 +250,7 @@ impl Application {
             executor,
             state,
             grace,
+            sealer,
             mut terminate,
             mut interrupt,
             ..
@@ -287,6 +293,10 @@ impl Application {
             .is_err()
         {
             tracing::warn!("the projector did not stop cleanly; the next start catches up");
+        }
+        // After the last write: the final seal covers everything, and says so.
+        if let Err(e) = sealer.finish().await {
+            tracing::warn!(error = %e, "the final seal failed; the next start seals what is left");
         }
         store.sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");

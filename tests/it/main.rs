@@ -12,6 +12,7 @@ mod architecture;
 mod artifacts;
 mod attachments;
 mod backup;
+mod chains;
 mod cli;
 mod console;
 mod crashloop;

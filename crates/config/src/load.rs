@@ -55,6 +55,9 @@ pub struct Config {
     /// How long a request's body may take to arrive once its head has (`server.body_timeout_secs`);
     /// a slower one is answered 408 and its connection closed.
     pub body_timeout: std::time::Duration,
+    /// How often, at most, the chains' heads are sealed while anything was written
+    /// (`server.seal_interval_secs`).
+    pub seal_interval: std::time::Duration,
     /// The size of a run's transcript after which its output is dropped
     /// (`server.transcript_max_mb`), in bytes.
     pub transcript_max_bytes: u64,
@@ -259,6 +262,7 @@ fn resolve(
         prices,
         body_timeout: server::body_timeout(file.server.body_timeout_secs)?,
         transcript_max_bytes: server::transcript_max_bytes(file.server.transcript_max_mb)?,
+        seal_interval: server::seal_interval(file.server.seal_interval_secs)?,
         artifacts: limits::artifact_limits(&file.limits)?,
         webhooks,
         metrics_token,

@@ -25,6 +25,7 @@ pub mod openapi;
 mod probes;
 pub mod problem;
 mod prometheus;
+mod proof;
 pub mod ratelimit;
 pub mod render;
 mod routes;

@@ -146,6 +146,7 @@ impl Modify for LegacyCreate {
         runs::events,
         runs::transcript,
         super::deliveries::deliveries,
+        super::proof::proof,
         runs::environments,
         agents::list,
         agents::models,

@@ -27,6 +27,8 @@ pub struct AppState {
     pub status: Status,
     /// Runs' webhook deliveries.
     pub deliveries: Deliveries,
+    /// Runs' proofs (chain head, seal, Merkle path).
+    pub proofs: runledger_runs::seals::Proofs,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -60,6 +62,7 @@ impl AppState {
             artifacts,
             status,
             deliveries,
+            proofs,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -69,6 +72,7 @@ impl AppState {
             artifacts,
             status,
             deliveries,
+            proofs,
             schedules,
             config,
             public_url,

@@ -13,18 +13,21 @@
 //! `open.rs` opens one; `layout.rs` names the trees and keys; `run_log.rs` appends to and scans
 //! the run log; `dirty.rs` the dirty markers and the index floor; `idempotency.rs` the
 //! idempotency records; `secrets.rs` the instance secrets; `privacy.rs` the directory's privacy;
-//! `snapshots.rs` sled's snapshots; `error.rs` the error type.
+//! `snapshots.rs` sled's snapshots; `chain.rs` each run's hash chain; `seals/` the signed
+//! seals over the chains' heads and their verification; `error.rs` the error type.
 
 #![forbid(unsafe_code)]
 
 mod agent_uids;
 pub mod api_keys;
+pub mod chain;
 pub mod codec;
 pub mod content;
 pub mod credentials;
 mod dirty;
 mod error;
 mod handle;
+mod heads;
 pub mod health;
 mod idempotency;
 mod layout;
@@ -32,6 +35,8 @@ mod open;
 mod privacy;
 mod run_log;
 mod schedules;
+mod seal_trees;
+pub mod seals;
 mod secrets;
 mod snapshots;
 pub mod space;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{anyhow, bail, Context as _};
 
-use runledger_format::events::event_json;
 use runledger_format::schedules::schedule_event_json;
 use runledger_store::{self as store, Store};
 
@@ -18,7 +17,8 @@ use crate::commands::Cli;
 use crate::open::{open_salvage, require_store};
 
 use super::durable::sync_parent_of;
-use super::format::{Counts, Line, CONTENT_CHUNK, FORMAT};
+use super::format::{event_line, Counts, Line, CONTENT_CHUNK, FORMAT};
+use runledger_store::chain::{envelope_link, Link, GENESIS};
 
 /// What an export wrote.
 #[derive(Debug, Default)]
@@ -33,10 +33,26 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
     if with_keys {
         line(out, &Line::Header { format: FORMAT })?;
     }
+    // Seals first, so that an import checks each event against them as it streams by.
+    for seal in store.seals() {
+        let seal = seal?;
+        let leaves = store.seal_leaves_of(seal.number)?;
+        line(out, &Line::Seal(seal, leaves))?;
+        written.counts.seals += 1;
+    }
     let mut exported = std::collections::HashSet::new();
+    // Each event's link: the store's, recomputed from the event as stored (the chain body of
+    // either record version is the same), before the export redacts anything.
+    let mut head: Option<(runledger_domain::RunId, Link)> = None;
     for record in store.scan() {
         match record {
             Ok(e) => {
+                let prev = match head {
+                    Some((run_id, link)) if run_id == e.run_id && e.seq > 0 => link,
+                    _ => GENESIS,
+                };
+                let link = envelope_link(&prev, &e)?;
+                head = Some((e.run_id, link));
                 // The bytes an event names come before it, once.
                 for content in e.event.contents() {
                     if exported.insert(content.sha256) {
@@ -47,7 +63,7 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
                     }
                 }
                 // Rendered directly rather than through `Line`: no clone per event.
-                writeln!(out, "{}", event_json(&e))?;
+                writeln!(out, "{}", event_line(&e, Some(&link)))?;
                 written.counts.events += 1;
             }
             Err(e) => {

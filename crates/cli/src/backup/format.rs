@@ -1,5 +1,5 @@
-//! The lines of a backup: an event line exactly as `format::events::event_json` writes it, a
-//! schedule's event line, and the `--with-keys` frame (header, key, secret, content and end
+//! The lines of a backup: an event line exactly as `format::events::event_json` writes it (with
+//! its hash chain's `link`), a seal line (`seal_lines`), a schedule's event line, and the `--with-keys` frame (header, key, secret, content and end
 //! records), each rendered and read back. Reading refuses anything that would not render to
 //! the same line. It knows nothing of files or stores.
 
@@ -11,7 +11,20 @@ use runledger_format::events::{event_from_json, event_json};
 use runledger_format::schedules::{schedule_event_from_json, schedule_event_json};
 use runledger_format::time::{format_time, hex, parse_exact_time, unhex32};
 use runledger_store::api_keys::{KeyKind, KeyRecord};
+use runledger_store::chain::Link;
+use runledger_store::seals::{Leaf, Seal};
 use runledger_store::{Envelope, ScheduleEnvelope};
+
+use super::seal_lines::seal_json;
+
+/// An event line: the event as `event_json` writes it, with its chain link when it has one.
+pub(super) fn event_line(e: &Envelope, link: Option<&Link>) -> Value {
+    let mut v = event_json(e);
+    if let Some(link) = link {
+        v["link"] = json!(hex(link));
+    }
+    v
+}
 
 /// The version of the frame `--with-keys` writes; an import refuses versions it does not know.
 pub(super) const FORMAT: u64 = 1;
@@ -26,7 +39,11 @@ pub(super) const MAX_LINE: u64 = 64 * 1024 * 1024;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Line {
-    Event(Envelope),
+    /// An event, with the link of its run's hash chain the export gives it (`None` in exports
+    /// written before chains).
+    Event(Envelope, Option<Link>),
+    /// A seal with its leaves; an export writes them before the events.
+    Seal(Seal, Vec<Leaf>),
     /// An event of a schedule's log.
     Schedule(ScheduleEnvelope),
     Header {
@@ -61,12 +78,15 @@ pub(super) struct Counts {
     pub(super) contents: u64,
     /// Schedule events; like `contents`, in the end record only when there are any.
     pub(super) schedule_events: u64,
+    /// Seals; like `contents`, in the end record only when there are any.
+    pub(super) seals: u64,
 }
 
 impl Line {
     pub(super) fn to_json(&self) -> Value {
         match self {
-            Line::Event(e) => event_json(e),
+            Line::Event(e, link) => event_line(e, link.as_ref()),
+            Line::Seal(seal, leaves) => seal_json(seal, leaves),
             Line::Schedule(e) => schedule_event_json(e),
             Line::Header { format } => json!({ "record": "backup", "format": format }),
             Line::Key(k) => {
@@ -120,6 +140,9 @@ impl Line {
                 if c.schedule_events > 0 {
                     v["schedule_events"] = json!(c.schedule_events);
                 }
+                if c.seals > 0 {
+                    v["seals"] = json!(c.seals);
+                }
                 v
             }
         }
@@ -129,8 +152,17 @@ impl Line {
     pub(super) fn parse(text: &str) -> Result<Line, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         let Some(record) = value.get("record") else {
+            let mut value = value;
+            let link = match value.as_object_mut().and_then(|o| o.remove("link")) {
+                None => None,
+                Some(Value::String(text)) => Some(
+                    unhex32(&text)
+                        .ok_or_else(|| "an event's link is not 64 hex digits".to_string())?,
+                ),
+                Some(_) => return Err("an event's link is not a string".into()),
+            };
             return event_from_json(&value)
-                .map(Line::Event)
+                .map(|e| Line::Event(e, link))
                 .map_err(|e| format!("not an event as runledger exports it: {e}"));
         };
         let line = match record.as_str() {
@@ -173,7 +205,12 @@ impl Line {
                     secrets: c.secrets,
                     contents: c.contents,
                     schedule_events: c.schedule_events,
+                    seals: c.seals,
                 })
+            }
+            Some("seal") => {
+                let (seal, leaves) = super::seal_lines::seal_from_json(&value)?;
+                Line::Seal(seal, leaves)
             }
             _ => return Err(format!("unknown record {record}")),
         };
@@ -254,6 +291,8 @@ struct EndIn {
     contents: u64,
     #[serde(default)]
     schedule_events: u64,
+    #[serde(default)]
+    seals: u64,
 }
 
 #[derive(Deserialize)]
@@ -468,7 +507,7 @@ mod tests {
         fn an_event_line_reads_back_as_the_envelope_it_was_written_from(e in envelope()) {
             let text = event_json(&e).to_string();
             let line = Line::parse(&text).map_err(TestCaseError::fail)?;
-            prop_assert_eq!(&line, &Line::Event(as_exported(e)));
+            prop_assert_eq!(&line, &Line::Event(as_exported(e), None));
             prop_assert_eq!(line.to_json().to_string(), text);
         }
 
@@ -526,7 +565,7 @@ mod tests {
                 event,
             };
             let line = Line::parse(&event_json(&envelope).to_string());
-            assert_eq!(line, Ok(Line::Event(as_exported(envelope))));
+            assert_eq!(line, Ok(Line::Event(as_exported(envelope), None)));
         }
     }
 
@@ -551,7 +590,7 @@ mod tests {
             line["data"]["config"]["mcp_servers"]["fs"]["env"],
             json!({"TOKEN": "***"})
         );
-        let Ok(Line::Event(back)) = Line::parse(&line.to_string()) else {
+        let Ok(Line::Event(back, _)) = Line::parse(&line.to_string()) else {
             panic!("the line reads back")
         };
         let Event::Created(c) = back.event else {
@@ -632,6 +671,7 @@ mod tests {
                 secrets: 1,
                 contents: 0,
                 schedule_events: 0,
+                ..Counts::default()
             }),
             Line::End(Counts {
                 events: 3,
@@ -639,6 +679,7 @@ mod tests {
                 secrets: 1,
                 contents: 4,
                 schedule_events: 7,
+                ..Counts::default()
             }),
             Line::Content {
                 sha256: [9; 32],

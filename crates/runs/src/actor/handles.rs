@@ -25,6 +25,8 @@ pub struct EdgeHandles {
     pub status: Status,
     /// A run's webhook deliveries.
     pub deliveries: Deliveries,
+    /// Runs' chain heads, seals and Merkle paths (`crate::seals`).
+    pub proofs: crate::seals::Proofs,
 }
 
 impl Runs {
@@ -38,6 +40,7 @@ impl Runs {
             artifacts: Artifacts::new(self),
             status: Status::new(self),
             deliveries: Deliveries::new(&inner.webhooks),
+            proofs: crate::seals::Proofs::new(inner.store.clone()),
         }
     }
 }

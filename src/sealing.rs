@@ -1,0 +1,22 @@
+//! Start-up's part in sealing: the instance's seal key made (and its public half written beside
+//! the store for `runledger audit pubkey`), and the seal task started with the interval the
+//! configuration names. The named chains beside the runs' (the admin log's) join through
+//! `NamedHeads`; none are wired yet, so the task seals the runs' chains alone.
+
+use std::sync::Arc;
+
+use runledger_config::Config;
+use runledger_runs::seals::{NamedHeads, Sealer};
+use runledger_store::Store;
+
+/// Starts the seal task (`runledger_runs::seals`).
+pub(crate) fn start(config: &Config, store: &Store) -> Result<Sealer, runledger_store::Error> {
+    let public_key = store.publish_public_key()?;
+    tracing::info!(
+        public_key = %public_key.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        interval_secs = config.seal_interval.as_secs(),
+        "sealing the hash chains"
+    );
+    let named: NamedHeads = Arc::new(Vec::new);
+    Ok(Sealer::start(store.clone(), config.seal_interval, named))
+}
