@@ -6,7 +6,7 @@
 use std::sync::Arc;
 
 use runledger_config::Config;
-use runledger_runs::seals::{NamedHeads, Sealer};
+use runledger_runs::seals::{NamedHeads, SealWebhook, Sealer};
 use runledger_store::Store;
 
 /// Starts the seal task (`runledger_runs::seals`).
@@ -18,5 +18,20 @@ pub(crate) fn start(config: &Config, store: &Store) -> Result<Sealer, runledger_
         "sealing the hash chains"
     );
     let named: NamedHeads = Arc::new(Vec::new);
-    Ok(Sealer::start(store.clone(), config.seal_interval, named))
+    let webhook = match &config.seal_webhook {
+        None => None,
+        Some(hook) => match SealWebhook::new(hook.clone()) {
+            Ok(webhook) => Some(webhook),
+            Err(e) => {
+                tracing::error!(error = %e, "server.seal_webhook: cannot make its client; seals are not sent");
+                None
+            }
+        },
+    };
+    Ok(Sealer::start(
+        store.clone(),
+        config.seal_interval,
+        named,
+        webhook,
+    ))
 }

@@ -13,6 +13,8 @@ use runledger_store::chain::Head;
 use runledger_store::seals::Seal;
 use runledger_store::Store;
 
+use super::webhook::SealWebhook;
+
 /// The current heads of chains beside the runs', by name (e.g. `admin`); the sealer seals a
 /// named chain when its head differs from the one it sealed last.
 pub type NamedHeads = Arc<dyn Fn() -> Vec<(String, Head)> + Send + Sync>;
@@ -56,8 +58,11 @@ async fn seal_now(
     Ok(seal)
 }
 
-fn log_seal(seal: &Option<Seal>, why: &str) {
+fn log_seal(seal: &Option<Seal>, why: &str, webhook: Option<&SealWebhook>) {
     if let Some(seal) = seal {
+        if let Some(webhook) = webhook {
+            webhook.send(seal);
+        }
         tracing::info!(
             seal = seal.number,
             leaves = seal.leaves,
@@ -77,7 +82,14 @@ fn log_seal(seal: &Option<Seal>, why: &str) {
 impl Sealer {
     /// Starts the task on the current runtime: first the tail no seal covers, then a seal every
     /// `interval` while anything was written.
-    pub fn start(store: Store, interval: Duration, named: NamedHeads) -> Sealer {
+    /// Each seal goes to `webhook` once durable (the final one, made as the process stops, is
+    /// in the store and the next export only).
+    pub fn start(
+        store: Store,
+        interval: Duration,
+        named: NamedHeads,
+        webhook: Option<SealWebhook>,
+    ) -> Sealer {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let sealed_named = Arc::new(std::sync::Mutex::new(HashMap::new()));
         let task = {
@@ -103,7 +115,7 @@ impl Sealer {
                 if found > 0 {
                     tracing::info!(runs = found, "found runs written since the last seal");
                     match seal_now(&store, &named, &sealed_named, false).await {
-                        Ok(seal) => log_seal(&seal, "start"),
+                        Ok(seal) => log_seal(&seal, "start", webhook.as_ref()),
                         Err(e) => tracing::error!(error = %e, "the seal at start failed"),
                     }
                 }
@@ -116,7 +128,7 @@ impl Sealer {
                         _ = stopped.changed() => return,
                     }
                     match seal_now(&store, &named, &sealed_named, false).await {
-                        Ok(seal) => log_seal(&seal, "interval"),
+                        Ok(seal) => log_seal(&seal, "interval", webhook.as_ref()),
                         Err(e) => {
                             tracing::error!(error = %e, "sealing failed; retried at the next interval")
                         }
@@ -140,7 +152,7 @@ impl Sealer {
         let _ = self.stop.send(true);
         let _ = self.task.await;
         let seal = seal_now(&self.store, &self.named, &self.sealed_named, true).await?;
-        log_seal(&seal, "shutdown");
+        log_seal(&seal, "shutdown", None);
         Ok(())
     }
 }
