@@ -1,4 +1,5 @@
-//! Start-up's part in sealing: the instance's seal key made (and its public half written beside
+//! Start-up's part in sealing: the unsealed tail found before anything is written, the
+//! instance's seal key made (and its public half written beside
 //! the store for `runledger audit pubkey`), and the seal task started with the interval the
 //! configuration names. The named chains beside the runs' (the admin log's) join through
 //! `NamedHeads`; none are wired yet, so the task seals the runs' chains alone.
@@ -9,8 +10,28 @@ use runledger_config::Config;
 use runledger_runs::seals::{NamedHeads, SealWebhook, Sealer};
 use runledger_store::Store;
 
-/// Starts the seal task (`runledger_runs::seals`).
-pub(crate) fn start(config: &Config, store: &Store) -> Result<Sealer, runledger_store::Error> {
+/// The runs whose last record no seal covers (a walk of the log, only when the store does not
+/// say every write is sealed), noted for the first seal. Before anything is written, so that
+/// what this process writes is not taken for a tail.
+pub(crate) fn find_tail(store: &Store) -> Result<usize, runledger_store::Error> {
+    let started = std::time::Instant::now();
+    let found = store.find_unsealed()?;
+    if found > 0 {
+        tracing::info!(
+            runs = found,
+            took_ms = started.elapsed().as_millis() as u64,
+            "found runs written since the last seal; sealing them now"
+        );
+    }
+    Ok(found)
+}
+
+/// Starts the seal task (`runledger_runs::seals`); with a `tail`, its first seal is at once.
+pub(crate) fn start(
+    config: &Config,
+    store: &Store,
+    tail: usize,
+) -> Result<Sealer, runledger_store::Error> {
     let public_key = store.publish_public_key()?;
     tracing::info!(
         public_key = %public_key.iter().map(|b| format!("{b:02x}")).collect::<String>(),
@@ -33,5 +54,6 @@ pub(crate) fn start(config: &Config, store: &Store) -> Result<Sealer, runledger_
         config.seal_interval,
         named,
         webhook,
+        tail > 0,
     ))
 }

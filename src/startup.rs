@@ -163,6 +163,9 @@ impl Application {
         // The same for Slurm: its commands answer and every partition named exists.
         runledger_exec::slurm::check(&config.environments)?;
         let (store, index) = open_store(&config, false)?;
+        // Before anything is written: the runs a crash, an upgrade or an offline writer left
+        // unsealed, which the seal task seals at once (`sealing`).
+        let unsealed = crate::sealing::find_tail(&store)?;
         make_store_private(&config.data_dir, sandboxes.agents_of_another_user());
         let sandboxes = sandboxes.with_store(store.clone());
         if sandboxes.agents_of_another_user() {
@@ -207,7 +210,7 @@ impl Application {
             .map_err(Error::Webhooks)?;
         spawn_recovery(&runs, &executor, &state, failed_lost);
         spawn_resume(&runs, &executor, &store);
-        let sealer = crate::sealing::start(&config, &store)?;
+        let sealer = crate::sealing::start(&config, &store, unsealed)?;
         Ok(Application {
             server,
             addr,

@@ -1,8 +1,8 @@
-//! The seal task: at start it looks for writes no seal covers (after a crash, an upgrade or an
-//! offline writer) and seals them; then, every `interval` while anything was written, it seals
-//! the heads of the chains written since the previous seal, with the heads of the named chains
-//! that changed (the admin log's, through `NamedHeads`); at shutdown it makes a last, clean
-//! seal. Each seal is made durable before the next. It never runs on the create path: the
+//! The seal task: at start it seals the writes no seal covers (after a crash, an upgrade or an
+//! offline writer; start-up finds them with `Store::find_unsealed`); then, every `interval`
+//! while anything was written, it seals the heads of the chains written since the previous
+//! seal, with the heads of the named chains that changed (the admin log's, through
+//! `NamedHeads`); at shutdown it makes a last, clean seal. Each seal is made durable before the next. It never runs on the create path: the
 //! hashing there is `store::chain`'s, the sealing here is off to the side.
 
 use std::collections::HashMap;
@@ -80,8 +80,8 @@ fn log_seal(seal: &Option<Seal>, why: &str, webhook: Option<&SealWebhook>) {
 }
 
 impl Sealer {
-    /// Starts the task on the current runtime: first the tail no seal covers, then a seal every
-    /// `interval` while anything was written.
+    /// Starts the task on the current runtime: first, with `seal_at_start`, the tail no seal
+    /// covered, then a seal every `interval` while anything was written.
     /// Each seal goes to `webhook` once durable (the final one, made as the process stops, is
     /// in the store and the next export only).
     pub fn start(
@@ -89,6 +89,7 @@ impl Sealer {
         interval: Duration,
         named: NamedHeads,
         webhook: Option<SealWebhook>,
+        seal_at_start: bool,
     ) -> Sealer {
         let (stop, mut stopped) = tokio::sync::watch::channel(false);
         let sealed_named = Arc::new(std::sync::Mutex::new(HashMap::new()));
@@ -97,23 +98,10 @@ impl Sealer {
             let named = named.clone();
             let sealed_named = sealed_named.clone();
             tokio::spawn(async move {
-                let finding = store.clone();
-                let found = match tokio::task::spawn_blocking(move || finding.find_unsealed()).await
-                {
-                    Ok(Ok(runs)) => runs,
-                    Ok(Err(e)) => {
-                        tracing::error!(error = %e, "cannot look for unsealed runs");
-                        0
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "cannot look for unsealed runs");
-                        0
-                    }
-                };
-                // A tail left by a crash, an upgrade or an offline writer is sealed at once;
+                // A tail left by a crash, an upgrade or an offline writer (found by
+                // `Store::find_unsealed` before this process wrote anything) is sealed at once;
                 // what this process writes waits for the first interval.
-                if found > 0 {
-                    tracing::info!(runs = found, "found runs written since the last seal");
+                if seal_at_start {
                     match seal_now(&store, &named, &sealed_named, false).await {
                         Ok(seal) => log_seal(&seal, "start", webhook.as_ref()),
                         Err(e) => tracing::error!(error = %e, "the seal at start failed"),
