@@ -213,4 +213,48 @@ mod tests {
             "abccbe9b24d2bbd3aa1360d605147a841dd051130131c6929d6004e1ae4796e8"
         );
     }
+
+    #[test]
+    fn append_chains_each_record_and_a_seal_covers_the_heads() {
+        use runledger_domain::{Event, Timestamp};
+        let dir = tempfile::tempdir().expect("tempdir");
+        let store = Store::open(dir.path(), &crate::Options::default()).expect("open");
+        let run_id = RunId::new(Timestamp(1_700_000_000_000), 7);
+        let events = vec![
+            Event::Started { execution: 1 },
+            Event::Succeeded { execution: 1 },
+        ];
+        let envelopes = crate::envelopes(run_id, 0, Timestamp(1_700_000_000_000), events, None);
+        // One record per call, as the actor appends a decision at a time.
+        store.append(&envelopes[..1]).expect("append");
+        store.append(&envelopes[1..]).expect("append");
+        // The rule, folded by hand over the envelopes' chain bodies.
+        let mut expected = GENESIS;
+        for e in &envelopes {
+            expected = link(&expected, &codec::chain_body(e).expect("encodes"));
+        }
+        let head = store.run_head(run_id).expect("read").expect("a head");
+        assert_eq!(
+            head,
+            Head {
+                seq: 1,
+                link: expected
+            }
+        );
+        assert_eq!(store.fold_chain(run_id).expect("fold"), Some(head));
+        let seal = store
+            .seal(Timestamp(1_700_000_001_000), &[], true)
+            .expect("seal")
+            .expect("something was written");
+        assert_eq!(seal.leaves, 1);
+        assert!(seal.signature_holds(None));
+        // Nothing written since: no seal.
+        let none = store
+            .seal(Timestamp(1_700_000_002_000), &[], true)
+            .expect("seal");
+        assert_eq!(none, None);
+        let report = store.verify().expect("read").expect("verifies");
+        assert_eq!((report.runs, report.events, report.seals), (1, 2, 1));
+        assert_eq!(report.unsealed_events, 0);
+    }
 }

@@ -13,8 +13,9 @@
 //! `open.rs` opens one; `layout.rs` names the trees and keys; `run_log.rs` appends to and scans
 //! the run log; `dirty.rs` the dirty markers and the index floor; `idempotency.rs` the
 //! idempotency records; `secrets.rs` the instance secrets; `privacy.rs` the directory's privacy;
-//! `snapshots.rs` sled's snapshots; `chain.rs` each run's hash chain; `seals/` the signed
-//! seals over the chains' heads and their verification; `error.rs` the error type.
+//! `snapshots.rs` sled's snapshots; `chain.rs` each run's hash chain and `heads.rs` the heads
+//! kept between seals; `seals/` the signed seals over the chains' heads and their verification,
+//! in the trees of `seal_trees.rs`; `error.rs` the error type.
 
 #![forbid(unsafe_code)]
 
