@@ -1097,6 +1097,7 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/agent/runs/{run_id}/cancel",
         "GET /api/v1/agent/runs/{run_id}/deliveries",
         "GET /api/v1/agent/runs/{run_id}/events",
+        "GET /api/v1/agent/runs/{run_id}/proof",
         "POST /api/v1/agent/runs/{run_id}/followups",
         "GET /api/v1/agent/runs/{run_id}/transcript",
         "GET /api/v1/agent/schedules",
