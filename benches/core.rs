@@ -105,19 +105,22 @@ fn open_store() -> (tempfile::TempDir, Store) {
 
 fn codec(c: &mut Criterion) {
     let record = envelope(run_id(1), 0, Event::Created(created()));
-    let bytes = encode_run(&record).expect("encodes");
+    let bytes = encode_run(&record, &[0; 32]).expect("encodes");
     let mut g = c.benchmark_group("codec");
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2));
     g.throughput(Throughput::Elements(1));
     g.bench_function(format!("encode_created_{}B", bytes.len()), |b| {
-        b.iter(|| encode_run(black_box(&record)).expect("encodes"))
+        b.iter(|| encode_run(black_box(&record), &[0; 32]).expect("encodes"))
     });
     g.bench_function(format!("decode_created_{}B", bytes.len()), |b| {
         b.iter(|| decode_run(black_box(&bytes)).expect("decodes"))
     });
-    let small =
-        encode_run(&envelope(run_id(1), 1, Event::Started { execution: 1 })).expect("encodes");
+    let small = encode_run(
+        &envelope(run_id(1), 1, Event::Started { execution: 1 }),
+        &[0; 32],
+    )
+    .expect("encodes");
     g.bench_function(format!("decode_started_{}B", small.len()), |b| {
         b.iter(|| decode_run(black_box(&small)).expect("decodes"))
     });

@@ -129,6 +129,10 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
         ),
         Cmd::Runs { command, api } => cli::runs(api, command),
         Cmd::Audit {
+            command: Some(cli::AuditCmd::Pubkey { base64 }),
+            ..
+        } => done(cli::audit_pubkey(args, *base64)),
+        Cmd::Audit {
             command,
             events,
             api,
@@ -155,7 +159,17 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
         Cmd::Teams { command, server } => done(cli::teams(args, command, server)),
         Cmd::Events { run_id, json } => done(cli::events(args, run_id, *json)),
         Cmd::Export { with_keys, output } => done(cli::export(args, *with_keys, output.as_deref())),
-        Cmd::Import { file } => done(cli::import(args, file.as_deref())),
+        Cmd::Import { file, unverified } => done(cli::import(args, file.as_deref(), *unverified)),
+        Cmd::Verify {
+            export,
+            proof,
+            pubkey,
+        } => done(cli::verify(
+            args,
+            export.as_deref(),
+            proof.as_deref(),
+            pubkey.as_deref(),
+        )),
         Cmd::Replay { verify, cache_mb } => done(cli::replay(args, *verify, *cache_mb)),
         Cmd::Secrets { command } => done(cli::secrets(args, command)),
     }

@@ -24,6 +24,7 @@ use runledger_http::{self as http, AppState};
 use runledger_projection::Index;
 use runledger_runs::actor::Runs;
 use runledger_runs::schedules::Schedules;
+use runledger_runs::seals::Sealer;
 use runledger_runs::webhooks::Webhooks;
 use runledger_store::api_keys::KeyKind;
 use runledger_store::{self as store, Store};
@@ -100,6 +101,8 @@ pub struct Application {
     executor: Executor,
     state: web::Data<AppState>,
     grace: Duration,
+    /// Seals the chains' heads (`runledger_runs::seals`).
+    sealer: Sealer,
     terminate: Signal,
     interrupt: Signal,
     /// The version and configuration the admin log's start and stop records name.
@@ -166,6 +169,9 @@ impl Application {
         // The same for Slurm: its commands answer and every partition named exists.
         runledger_exec::slurm::check(&config.environments)?;
         let (store, index) = open_store(&config, false)?;
+        // Before anything is written: the runs a crash, an upgrade or an offline writer left
+        // unsealed, which the seal task seals at once (`sealing`).
+        let unsealed = crate::sealing::find_tail(&store)?;
         make_store_private(&config.data_dir, sandboxes.agents_of_another_user());
         let sandboxes = sandboxes.with_store(store.clone());
         if sandboxes.agents_of_another_user() {
@@ -213,6 +219,7 @@ impl Application {
             .map_err(Error::Webhooks)?;
         spawn_recovery(&runs, &executor, &state, failed_lost);
         spawn_resume(&runs, &executor, &store);
+        let sealer = crate::sealing::start(&config, &store, unsealed)?;
         Ok(Application {
             server,
             addr,
@@ -222,6 +229,7 @@ impl Application {
             executor,
             state,
             grace: Duration::from_secs(config.stop_grace_secs),
+            sealer,
             terminate,
             interrupt,
             identity,
@@ -255,6 +263,7 @@ impl Application {
             executor,
             state,
             grace,
+            sealer,
             mut terminate,
             mut interrupt,
             identity,
@@ -299,13 +308,18 @@ impl Application {
         {
             tracing::warn!("the projector did not stop cleanly; the next start catches up");
         }
-        // Last of all, so that the record of the stop follows everything this server wrote.
+        // After everything else this server wrote, so that the record of the stop follows it.
         if let Err(e) = store.append_admin(
             now(),
             identity.stopped(signal),
             Origin::system(format!("{signal} received")),
         ) {
             tracing::warn!(error = %e, "could not record the stop in the admin audit log");
+        }
+        // After the last write (the stop's record included): the final seal covers everything,
+        // and says so.
+        if let Err(e) = sealer.finish().await {
+            tracing::warn!(error = %e, "the final seal failed; the next start seals what is left");
         }
         store.sync().await.map_err(Error::FinalSync)?;
         tracing::info!("shutdown complete");

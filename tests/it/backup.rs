@@ -449,6 +449,16 @@ async fn a_malformed_backup_fails_naming_its_line_and_leaves_nothing_behind() {
 async fn an_event_out_of_turn_is_imported_with_a_note() {
     let tmp = tempfile::tempdir().expect("tempdir");
     let (plain, _) = two_run_exports(&tmp).await;
+    // A backup of an older version: no hash chain links (an edited export that carries them is
+    // refused, `chains::exports`).
+    let plain: String = plain
+        .lines()
+        .map(|l| {
+            let mut v: Value = serde_json::from_str(l).expect("a JSON line");
+            v.as_object_mut().expect("an object").remove("link");
+            format!("{v}\n")
+        })
+        .collect();
     let lines: Vec<&str> = plain.lines().collect();
     // An event that the service would not have recorded (an execution number out of turn) is
     // imported with a note: backups of older versions, with other rules, must restore.

@@ -143,6 +143,24 @@ pub enum Cmd {
         /// The export to read; `-` or nothing reads stdin.
         #[arg(value_name = "FILE")]
         file: Option<PathBuf>,
+        /// Import an export whose hash chains or seals do not verify (refused otherwise), and
+        /// record in the store that it was; `runledger verify` reports it from then on.
+        #[arg(long)]
+        unverified: bool,
+    },
+    /// Check the hash chains and seals of a stopped store, of an export (--export), or one
+    /// run's proof offline (--proof with --pubkey); names the first run and event that does
+    /// not verify and exits 1.
+    Verify {
+        /// Check this export file instead of the store.
+        #[arg(long, value_name = "FILE", conflicts_with = "proof")]
+        export: Option<PathBuf>,
+        /// Check this proof (the answer of GET /api/v1/agent/runs/{id}/proof) offline.
+        #[arg(long, value_name = "FILE", requires = "pubkey")]
+        proof: Option<PathBuf>,
+        /// The instance's seal public key (`runledger audit pubkey`): 64 hex digits or base64.
+        #[arg(long, value_name = "KEY", requires = "proof")]
+        pubkey: Option<String>,
     },
     /// Manage the instance's secrets.
     Secrets {
@@ -191,6 +209,12 @@ pub enum AuditCmd {
     /// Run events across runs, newest first (what `runledger audit` does without a
     /// subcommand).
     Events(AuditEventsArgs),
+    /// Print the public half of the instance's seal key (Ed25519): 64 hex digits, or base64
+    /// with --base64. Reads the data directory; works while the server runs.
+    Pubkey {
+        #[arg(long)]
+        base64: bool,
+    },
 }
 
 /// The filters of `runledger audit [events]` (`GET /api/v1/audit/events`).

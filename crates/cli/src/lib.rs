@@ -29,11 +29,14 @@ mod schedule_logs;
 mod secrets;
 mod teams;
 mod terminal;
+mod verify;
 
 pub use admin::server_url;
 pub use audit_admin::{audit_admin, AdminFilters};
-pub use backup::{export, import};
-pub use commands::{ApiArgs, Cli, Cmd, KeysCmd, RunningServer, RunsCmd, SecretsCmd, TeamsCmd};
+pub use backup::{export, import, verify_export};
+pub use commands::{
+    ApiArgs, AuditCmd, Cli, Cmd, KeysCmd, RunningServer, RunsCmd, SecretsCmd, TeamsCmd,
+};
 pub use events::events;
 pub use keys::keys;
 pub use replay::replay;
@@ -41,3 +44,4 @@ pub use report::report;
 pub use runs::{audit, login, logout, run, runs};
 pub use secrets::secrets;
 pub use teams::teams;
+pub use verify::{audit_pubkey, verify};

@@ -50,6 +50,10 @@ pub(crate) struct ServerFile {
     pub(crate) metrics_token: Option<String>,
     pub(crate) session_link_ttl_secs: Option<u64>,
     pub(crate) trusted_proxies: Option<Vec<String>>,
+    pub(crate) seal_interval_secs: Option<u64>,
+    pub(crate) seal_webhook: Option<String>,
+    pub(crate) seal_webhook_secret: Option<String>,
+    pub(crate) seal_webhook_allow_private: Option<bool>,
 }
 
 /// `[limits]` as written in the file.

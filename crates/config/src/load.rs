@@ -55,6 +55,11 @@ pub struct Config {
     /// How long a request's body may take to arrive once its head has (`server.body_timeout_secs`);
     /// a slower one is answered 408 and its connection closed.
     pub body_timeout: std::time::Duration,
+    /// How often, at most, the chains' heads are sealed while anything was written
+    /// (`server.seal_interval_secs`).
+    pub seal_interval: std::time::Duration,
+    /// Where each seal is sent, signed (`server.seal_webhook`); `None`: nowhere.
+    pub seal_webhook: Option<Webhook>,
     /// The size of a run's transcript after which its output is dropped
     /// (`server.transcript_max_mb`), in bytes.
     pub transcript_max_bytes: u64,
@@ -242,6 +247,12 @@ fn resolve(
     let rate_limit = limits::rate_limit(&file.limits)?;
     let prices = prices::prices(file.prices)?;
     let webhooks = webhooks(file.webhooks, &secrets)?;
+    let seal_webhook = crate::webhooks::seal_webhook(
+        file.server.seal_webhook,
+        file.server.seal_webhook_secret,
+        file.server.seal_webhook_allow_private,
+        &secrets,
+    )?;
     let metrics_token = access::metrics_token(file.server.metrics_token, &secrets)?;
     Ok(Config {
         bind,
@@ -262,6 +273,8 @@ fn resolve(
         prices,
         body_timeout: server::body_timeout(file.server.body_timeout_secs)?,
         transcript_max_bytes: server::transcript_max_bytes(file.server.transcript_max_mb)?,
+        seal_interval: server::seal_interval(file.server.seal_interval_secs)?,
+        seal_webhook,
         artifacts: limits::artifact_limits(&file.limits)?,
         webhooks,
         metrics_token,

@@ -172,6 +172,20 @@ pub(crate) fn body_timeout(secs: Option<u64>) -> Result<std::time::Duration, Err
     Ok(std::time::Duration::from_secs(secs))
 }
 
+/// The default of `server.seal_interval_secs`: how often, at most, the chains' heads are sealed.
+pub const DEFAULT_SEAL_INTERVAL_SECS: u64 = 60;
+/// The longest `seal_interval_secs` accepted (an hour).
+const MAX_SEAL_INTERVAL_SECS: u64 = 3600;
+
+pub(crate) fn seal_interval(secs: Option<u64>) -> Result<std::time::Duration, Error> {
+    let secs = Range::between(1, MAX_SEAL_INTERVAL_SECS, "a time", "seconds").or_default(
+        "server.seal_interval_secs",
+        secs,
+        DEFAULT_SEAL_INTERVAL_SECS,
+    )?;
+    Ok(std::time::Duration::from_secs(secs))
+}
+
 pub(crate) fn transcript_max_bytes(mb: Option<u64>) -> Result<u64, Error> {
     let mb = Range::between(1, MAX_CACHE_MB, "a size", "MiB").or_default(
         "server.transcript_max_mb",
@@ -191,6 +205,7 @@ mod tests {
         let config = load_text("").expect("valid");
         assert_eq!(config.body_timeout, std::time::Duration::from_secs(30));
         assert_eq!(config.transcript_max_bytes, 1 << 30);
+        assert_eq!(config.seal_interval, std::time::Duration::from_secs(60));
         let config =
             load_text("[server]\nbody_timeout_secs = 2\ntranscript_max_mb = 3\n").expect("valid");
         assert_eq!(config.body_timeout, std::time::Duration::from_secs(2));
@@ -199,6 +214,8 @@ mod tests {
             "body_timeout_secs = 0",
             "body_timeout_secs = 3601",
             "transcript_max_mb = 0",
+            "seal_interval_secs = 0",
+            "seal_interval_secs = 3601",
         ] {
             let err = load_text(&format!("[server]\n{bad}\n")).expect_err(bad);
             let field = bad.split(' ').next().unwrap_or_default();

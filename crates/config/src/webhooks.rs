@@ -97,6 +97,59 @@ pub(crate) fn webhooks(
     Ok(webhooks)
 }
 
+/// `server.seal_webhook`: where each seal is sent (`runs::seals`), signed with the key of the
+/// `[secrets]` entry `server.seal_webhook_secret`, under the same URL and address rules as a
+/// `[[webhooks]]` subscription (`seal_webhook_allow_private` as its `allow_private`).
+pub(crate) fn seal_webhook(
+    url_text: Option<String>,
+    secret_name: Option<String>,
+    allow_private: Option<bool>,
+    secrets: &BTreeMap<String, Secret>,
+) -> Result<Option<Webhook>, Error> {
+    let at = "server";
+    let Some(url_text) = url_text else {
+        if secret_name.is_some() || allow_private.is_some() {
+            return Err(Error::Invalid(
+                "server.seal_webhook_secret and seal_webhook_allow_private need \
+                 server.seal_webhook, the receiver's URL"
+                    .into(),
+            ));
+        }
+        return Ok(None);
+    };
+    let url = url(at, &url_text).map_err(|e| {
+        Error::Invalid(
+            e.to_string()
+                .replacen("server.url", "server.seal_webhook", 1),
+        )
+    })?;
+    let Some(secret_name) = secret_name else {
+        return Err(Error::Invalid(
+            "server.seal_webhook_secret: missing; name the [secrets] entry that signs the seals \
+             sent to server.seal_webhook"
+                .into(),
+        ));
+    };
+    let secret = secret(at, Some(secret_name), None, secrets).map_err(|e| {
+        Error::Invalid(
+            e.to_string()
+                .replacen("server.secret", "server.seal_webhook_secret", 1),
+        )
+    })?;
+    let key = webhook_key(&secret).map_err(|m| invalid_at(at, "seal_webhook_secret", m))?;
+    Ok(Some(Webhook {
+        name: "seals".into(),
+        url,
+        key: WebhookKey(key),
+        events: Vec::new(),
+        allow_private: allow_private.unwrap_or(false),
+        teams: Vec::new(),
+        timeout: std::time::Duration::from_secs(DEFAULT_WEBHOOK_TIMEOUT_SECS),
+        retry_initial: std::time::Duration::from_millis(DEFAULT_WEBHOOK_RETRY_INITIAL_MS),
+        max_in_flight: 1,
+    }))
+}
+
 /// The error of the field `field` of the table `at` (`webhooks[0]`).
 fn invalid_at(at: &str, field: &str, message: String) -> Error {
     Error::Invalid(format!("{at}.{field}: {message}"))

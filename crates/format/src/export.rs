@@ -15,7 +15,9 @@ use runledger_store::Store;
 
 use crate::events::event_json;
 use crate::schedules::schedule_event_json;
+use crate::seals::seal_json;
 use crate::time::hex;
+use runledger_store::chain::{envelope_link, Link, GENESIS};
 
 /// Bytes of content per `content` line (the last line of a content holds the rest); well under
 /// the longest line `runledger import` reads.
@@ -27,6 +29,8 @@ pub struct Exported {
     pub events: u64,
     pub contents: u64,
     pub schedule_events: u64,
+    /// Seals, written before the events.
+    pub seals: u64,
     /// Records and contents skipped because they could not be read.
     pub damaged: u64,
 }
@@ -51,10 +55,28 @@ pub fn write_run_records(
     skipped: &mut dyn FnMut(String),
 ) -> std::io::Result<Exported> {
     let mut written = Exported::default();
+    // Seals first, so that an import checks each event against them as it streams by.
+    for seal in store.seals() {
+        let seal = seal.map_err(std::io::Error::other)?;
+        let leaves = store
+            .seal_leaves_of(seal.number)
+            .map_err(std::io::Error::other)?;
+        writeln!(out, "{}", seal_json(&seal, &leaves))?;
+        written.seals += 1;
+    }
     let mut exported = std::collections::HashSet::new();
+    // Each event's link: the store's, recomputed from the event as stored (the chain body of
+    // either record version is the same), before the export redacts anything.
+    let mut head: Option<(runledger_domain::RunId, Link)> = None;
     for record in store.scan() {
         match record {
             Ok(e) => {
+                let prev = match head {
+                    Some((run_id, link)) if run_id == e.run_id && e.seq > 0 => link,
+                    _ => GENESIS,
+                };
+                let link = envelope_link(&prev, &e).map_err(std::io::Error::other)?;
+                head = Some((e.run_id, link));
                 // The bytes an event names come before it, once.
                 for content in e.event.contents() {
                     if exported.insert(content.sha256) {
@@ -68,7 +90,7 @@ pub fn write_run_records(
                     }
                 }
                 // Rendered directly rather than through a `Value` of the whole line.
-                writeln!(out, "{}", event_json(&e))?;
+                writeln!(out, "{}", event_line(&e, Some(&link)))?;
                 written.events += 1;
             }
             Err(e) => {
@@ -126,4 +148,13 @@ fn write_content(
         }
     }
     Ok(Ok(()))
+}
+
+/// An event's export line: its JSON (`event_json`) with its hash chain's `link`, when known.
+pub fn event_line(e: &runledger_store::Envelope, link: Option<&Link>) -> Value {
+    let mut v = event_json(e);
+    if let Some(link) = link {
+        v["link"] = json!(hex(link));
+    }
+    v
 }

@@ -14,4 +14,5 @@ pub mod keys;
 pub mod run;
 pub mod schedules;
 pub mod schema;
+pub mod seals;
 pub mod time;

@@ -29,6 +29,7 @@ mod past;
 mod probes;
 pub mod problem;
 mod prometheus;
+mod proof;
 pub mod ratelimit;
 pub mod render;
 mod routes;

@@ -147,6 +147,7 @@ impl Modify for LegacyCreate {
         travel::states,
         runs::transcript,
         super::deliveries::deliveries,
+        super::proof::proof,
         runs::environments,
         agents::list,
         agents::models,

@@ -31,6 +31,8 @@ pub struct AppState {
     pub audit: Audit,
     /// The admin audit log.
     pub admin_audit: AdminAudit,
+    /// Runs' proofs (chain head, seal, Merkle path).
+    pub proofs: runledger_runs::seals::Proofs,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -66,6 +68,7 @@ impl AppState {
             deliveries,
             audit,
             admin_audit,
+            proofs,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -77,6 +80,7 @@ impl AppState {
             deliveries,
             audit,
             admin_audit,
+            proofs,
             schedules,
             config,
             public_url,

@@ -10,6 +10,7 @@ pub mod api_keys;
 pub mod failure;
 pub mod idempotency;
 pub mod schedules;
+pub mod seals;
 pub mod webhooks;
 
 /// The read index's query vocabulary, as the handles take and answer it.

@@ -33,6 +33,10 @@ pub(crate) struct Inner {
     pub(crate) health: Arc<health::Health>,
     pub(crate) space: std::sync::Mutex<Option<space::Monitor>>,
     pub(crate) content: content::ContentStore,
+    /// The seals, their leaves and the index run → latest seal (`seals/`).
+    pub(crate) seals: crate::seal_trees::SealTrees,
+    /// The chain heads of the runs written since the last seal (`chain`).
+    pub(crate) heads: crate::heads::Heads,
 }
 
 /// A store opened with `accept_lost_writes` that had lost some: the commit numbers recovered

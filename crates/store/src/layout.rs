@@ -16,6 +16,18 @@ pub(crate) const IDEMPOTENCY: &str = "idempotency";
 pub(crate) const META: &str = "meta";
 /// The `meta` record of the index floor (`Store::index_floor`).
 pub(crate) const INDEX_FLOOR: &str = "index_floor";
+/// The seals, by number (`seals/`).
+pub(crate) const SEALS: &str = "seals";
+/// Each seal's leaves, under `(seal number, leaf index)`.
+pub(crate) const SEAL_LEAVES: &str = "seal_leaves";
+/// The latest seal covering each run: run id → `(seal number, leaf index, seq)`.
+pub(crate) const SEALED_RUNS: &str = "sealed_runs";
+/// The `meta` record present while every write is covered by a seal (`chain`, `seals/`).
+pub(crate) const SEALS_CLEAN: &str = "seals_clean";
+/// The `meta` record of the instance's seal signing key (a secret never exported).
+pub(crate) const SEAL_KEY: &str = "seal_key";
+/// The `meta` record that says an import took an export that did not verify.
+pub(crate) const IMPORTED_UNVERIFIED: &str = "imported_unverified";
 /// The directory under the data directory that holds sled's files.
 pub(crate) const SLED_DIR: &str = "sled";
 /// The entries of a data directory that make up the store (the rest, such as transcripts and

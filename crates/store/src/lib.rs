@@ -12,9 +12,11 @@
 //! By concern: `handle.rs` holds the `Store` handle, its condition and its durability;
 //! `open.rs` opens one; `layout.rs` names the trees and keys; `run_log.rs` appends to and scans
 //! the run log; `dirty.rs` the dirty markers and the index floor; `idempotency.rs` the
-//! idempotency records; `secrets.rs` the instance secrets; `admin_log.rs` the hash-chained admin audit log (its state in the handle:
-//! `admin_tree.rs`); `privacy.rs` the directory's privacy;
-//! `snapshots.rs` sled's snapshots; `error.rs` the error type.
+//! idempotency records; `secrets.rs` the instance secrets; `admin_log.rs` the hash-chained admin
+//! audit log (its state in the handle: `admin_tree.rs`); `privacy.rs` the directory's privacy;
+//! `snapshots.rs` sled's snapshots; `chain.rs` each run's hash chain and `heads.rs` the heads
+//! kept between seals; `seals/` the signed seals over the chains' heads and their verification,
+//! in the trees of `seal_trees.rs`; `error.rs` the error type.
 
 #![forbid(unsafe_code)]
 
@@ -22,12 +24,14 @@ pub mod admin_log;
 mod admin_tree;
 mod agent_uids;
 pub mod api_keys;
+pub mod chain;
 pub mod codec;
 pub mod content;
 pub mod credentials;
 mod dirty;
 mod error;
 mod handle;
+mod heads;
 pub mod health;
 mod idempotency;
 mod layout;
@@ -35,6 +39,8 @@ mod open;
 mod privacy;
 mod run_log;
 mod schedules;
+mod seal_trees;
+pub mod seals;
 mod secrets;
 mod snapshots;
 pub mod space;

@@ -138,6 +138,7 @@ impl Store {
             commits.clone(),
             health.clone(),
         );
+        let seals = crate::seal_trees::SealTrees::open(&db)?;
         Ok(Store {
             inner: Arc::new(Inner {
                 events: db.open_tree(EVENTS)?,
@@ -155,6 +156,8 @@ impl Store {
                 health,
                 space: std::sync::Mutex::new(None),
                 content,
+                seals,
+                heads: Default::default(),
             }),
         })
     }

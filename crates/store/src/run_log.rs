@@ -4,6 +4,7 @@
 
 use runledger_domain::{Event, Origin, Run, RunId, Timestamp};
 
+use crate::chain::{self, Head};
 use crate::layout::{event_key, split_event_key, EVENTS};
 use crate::{codec, Envelope, Error, Store, Writer};
 
@@ -23,12 +24,26 @@ impl Store {
         // Once a write or sync has failed, nothing more reaches the log: a later request must
         // not leave events behind that its client is told failed.
         self.inner.health.admit(Writer::Internal)?;
+        if envelopes.is_empty() {
+            return Ok(());
+        }
+        self.mark_unsealed()?;
+        // Each record stores the link it follows (`chain`); consecutive envelopes of one run
+        // chain on from each other without asking the store again.
+        let mut head: Option<(RunId, Head)> = None;
         for envelope in envelopes {
-            let record = codec::encode_run(envelope).map_err(|source| Error::Encode {
+            let prev = match head {
+                Some((run_id, h)) if run_id == envelope.run_id && h.seq + 1 == envelope.seq => {
+                    h.link
+                }
+                _ => self.chain_prev(envelope)?,
+            };
+            let record = codec::encode_run(envelope, &prev).map_err(|source| Error::Encode {
                 run_id: envelope.run_id,
                 seq: envelope.seq,
                 source,
             })?;
+            let link = chain::link(&prev, &record[codec::RUN_BODY_OFFSET..]);
             let key = event_key(envelope.run_id, envelope.seq);
             let swapped = self
                 .inner
@@ -41,6 +56,12 @@ impl Store {
                     seq: envelope.seq,
                 });
             }
+            let new_head = Head {
+                seq: envelope.seq,
+                link,
+            };
+            self.note_head(envelope.run_id, new_head);
+            head = Some((envelope.run_id, new_head));
         }
         Ok(())
     }

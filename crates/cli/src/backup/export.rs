@@ -39,6 +39,7 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
     written.counts.events = records.events;
     written.counts.contents = records.contents;
     written.counts.schedule_events = records.schedule_events;
+    written.counts.seals = records.seals;
     written.damaged = records.damaged;
     // The admin audit log in a full backup only (a plain export is the runs' and schedules'
     // events), whole, after both, so that an import can verify its chain.

@@ -1,5 +1,5 @@
-//! The lines of a backup: an event line exactly as `format::events::event_json` writes it, a
-//! schedule's event line, an admin audit record's line, and the `--with-keys` frame (header, key, secret, content and end
+//! The lines of a backup: an event line exactly as `format::events::event_json` writes it (with
+//! its hash chain's `link`), a seal line (`format::seals`), a schedule's event line, an admin audit record's line, and the `--with-keys` frame (header, key, secret, content and end
 //! records), each rendered and read back. Reading refuses anything that would not render to
 //! the same line. It knows nothing of files or stores.
 
@@ -8,12 +8,17 @@ use serde_json::{json, Value};
 
 use runledger_domain::DEFAULT_TEAM;
 use runledger_format::admin::AdminItem;
-use runledger_format::events::{event_from_json, event_json};
+use runledger_format::events::event_from_json;
 use runledger_format::export::content_json;
 use runledger_format::schedules::{schedule_event_from_json, schedule_event_json};
 use runledger_format::time::{format_time, hex, parse_exact_time, unhex32};
 use runledger_store::api_keys::{KeyKind, KeyRecord};
+use runledger_store::chain::Link;
+use runledger_store::seals::{Leaf, Seal};
 use runledger_store::{Envelope, ScheduleEnvelope};
+
+use runledger_format::export::event_line;
+use runledger_format::seals::seal_json;
 
 /// The version of the frame `--with-keys` writes; an import refuses versions it does not know.
 pub(super) const FORMAT: u64 = 1;
@@ -28,7 +33,11 @@ pub(super) const MAX_LINE: u64 = 64 * 1024 * 1024;
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Line {
-    Event(Envelope),
+    /// An event, with the link of its run's hash chain the export gives it (`None` in exports
+    /// written before chains).
+    Event(Envelope, Option<Link>),
+    /// A seal with its leaves; an export writes them before the events.
+    Seal(Seal, Vec<Leaf>),
     /// An event of a schedule's log.
     Schedule(ScheduleEnvelope),
     /// A record of the admin audit log (`record: "admin"` and the API's item).
@@ -64,12 +73,15 @@ pub(super) struct Counts {
     pub(super) schedule_events: u64,
     /// Admin audit records; like `contents`, in the end record only when there are any.
     pub(super) admin: u64,
+    /// Seals; like `contents`, in the end record only when there are any.
+    pub(super) seals: u64,
 }
 
 impl Line {
     pub(super) fn to_json(&self) -> Value {
         match self {
-            Line::Event(e) => event_json(e),
+            Line::Event(e, link) => event_line(e, link.as_ref()),
+            Line::Seal(seal, leaves) => seal_json(seal, leaves),
             Line::Schedule(e) => schedule_event_json(e),
             Line::Admin(item) => {
                 let mut v = serde_json::to_value(item).unwrap_or_default();
@@ -122,6 +134,9 @@ impl Line {
                 if c.admin > 0 {
                     v["admin"] = json!(c.admin);
                 }
+                if c.seals > 0 {
+                    v["seals"] = json!(c.seals);
+                }
                 v
             }
         }
@@ -131,8 +146,17 @@ impl Line {
     pub(super) fn parse(text: &str) -> Result<Line, String> {
         let value: Value = serde_json::from_str(text).map_err(|e| format!("not JSON: {e}"))?;
         let Some(record) = value.get("record") else {
+            let mut value = value;
+            let link = match value.as_object_mut().and_then(|o| o.remove("link")) {
+                None => None,
+                Some(Value::String(text)) => Some(
+                    unhex32(&text)
+                        .ok_or_else(|| "an event's link is not 64 hex digits".to_string())?,
+                ),
+                Some(_) => return Err("an event's link is not a string".into()),
+            };
             return event_from_json(&value)
-                .map(Line::Event)
+                .map(|e| Line::Event(e, link))
                 .map_err(|e| format!("not an event as runledger exports it: {e}"));
         };
         let line = match record.as_str() {
@@ -183,7 +207,12 @@ impl Line {
                     contents: c.contents,
                     schedule_events: c.schedule_events,
                     admin: c.admin,
+                    seals: c.seals,
                 })
+            }
+            Some("seal") => {
+                let (seal, leaves) = runledger_format::seals::seal_from_json(&value)?;
+                Line::Seal(seal, leaves)
             }
             _ => return Err(format!("unknown record {record}")),
         };
@@ -266,6 +295,8 @@ struct EndIn {
     schedule_events: u64,
     #[serde(default)]
     admin: u64,
+    #[serde(default)]
+    seals: u64,
 }
 
 #[derive(Deserialize)]
@@ -284,6 +315,7 @@ mod tests {
         AgentConfig, CostSource, Creator, CreatorKind, Event, ExecutionUsage, FollowupMode,
         InferenceCost, McpServer, RunCreated, RunId, SourceType, StatusMessage, Timestamp, Tokens,
     };
+    use runledger_format::events::event_json;
     use runledger_store as store;
     use std::collections::BTreeMap;
 
@@ -480,7 +512,7 @@ mod tests {
         fn an_event_line_reads_back_as_the_envelope_it_was_written_from(e in envelope()) {
             let text = event_json(&e).to_string();
             let line = Line::parse(&text).map_err(TestCaseError::fail)?;
-            prop_assert_eq!(&line, &Line::Event(as_exported(e)));
+            prop_assert_eq!(&line, &Line::Event(as_exported(e), None));
             prop_assert_eq!(line.to_json().to_string(), text);
         }
 
@@ -538,7 +570,7 @@ mod tests {
                 event,
             };
             let line = Line::parse(&event_json(&envelope).to_string());
-            assert_eq!(line, Ok(Line::Event(as_exported(envelope))));
+            assert_eq!(line, Ok(Line::Event(as_exported(envelope), None)));
         }
     }
 
@@ -563,7 +595,7 @@ mod tests {
             line["data"]["config"]["mcp_servers"]["fs"]["env"],
             json!({"TOKEN": "***"})
         );
-        let Ok(Line::Event(back)) = Line::parse(&line.to_string()) else {
+        let Ok(Line::Event(back, _)) = Line::parse(&line.to_string()) else {
             panic!("the line reads back")
         };
         let Event::Created(c) = back.event else {
@@ -645,6 +677,7 @@ mod tests {
                 contents: 0,
                 schedule_events: 0,
                 admin: 0,
+                seals: 0,
             }),
             Line::End(Counts {
                 events: 3,
@@ -653,6 +686,7 @@ mod tests {
                 contents: 4,
                 schedule_events: 7,
                 admin: 5,
+                seals: 0,
             }),
             Line::Content {
                 sha256: [9; 32],

@@ -14,7 +14,7 @@ use crate::commands::Cli;
 use super::restore::build;
 use super::staging::Staging;
 
-pub fn import(cli: &Cli, file: Option<&Path>) -> anyhow::Result<()> {
+pub fn import(cli: &Cli, file: Option<&Path>, unverified: bool) -> anyhow::Result<()> {
     let config = cli.load_config(None)?;
     let target = config.data_dir.clone();
     let (input, source): (Box<dyn BufRead>, String) = match file {
@@ -30,7 +30,7 @@ pub fn import(cli: &Cli, file: Option<&Path>) -> anyhow::Result<()> {
     };
     let started = Instant::now();
     let staging = Staging::prepare(&target)?;
-    let built = build(staging.dir(), input, &source);
+    let built = build(staging.dir(), input, &source, unverified);
     let (counts, runs) = match built {
         Ok(built) => built,
         Err(e) => {

@@ -34,9 +34,12 @@ mod import;
 mod incoming;
 mod restore;
 mod staging;
+mod verify_export;
 
 pub use export::export;
 pub use import::import;
+pub(crate) use verify_export::print_report;
+pub use verify_export::verify_export;
 
 #[cfg(test)]
 mod fixtures;

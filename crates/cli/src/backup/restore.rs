@@ -18,13 +18,24 @@ use super::admin_chain::AdminChain;
 use super::checks::Checker;
 use super::format::{Counts, Line, FORMAT, MAX_LINE};
 use super::incoming::{content_piece, Incoming};
+use super::verify_export::{report_export, ExportChains};
 
 /// How many events an import lists by name when they are not what this version records.
 const SHOWN_NOTES: u64 = 10;
 
-/// Restores the lines of `input` into `store` (which must be empty). `source` names the input
-/// in messages.
-fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Result<Counts> {
+/// Restores the lines of `input` into `store` (which must be empty), checking the export's
+/// chains and seals as they come. `source` names the input in messages. With `unverified`, an
+/// export that does not verify is restored all the same and the store records that it was.
+fn restore(
+    store: &Store,
+    mut input: impl BufRead,
+    source: &str,
+    unverified: bool,
+) -> anyhow::Result<Counts> {
+    let mut chains = Some(ExportChains::default());
+    let mut refused: Option<String> = None;
+    // Kept once the whole export has verified against them (dropped with --unverified).
+    let mut seals = Vec::new();
     let mut counts = Counts::default();
     let mut checker = Checker::default();
     let mut admin = AdminChain::default();
@@ -60,8 +71,24 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 }
                 framed = true;
             }
-            Line::Event(e) => {
+            Line::Seal(seal, leaves) => {
+                if let Some(checking) = chains.as_mut() {
+                    if let Err(failure) = checking.seal(&seal, &leaves) {
+                        refused = Some(format!("line {number}: {failure}"));
+                        chains = None;
+                    }
+                }
+                seals.push((seal, leaves));
+                counts.seals += 1;
+            }
+            Line::Event(e, link) => {
                 checker.event(&e).map_err(at_line)?;
+                if let Some(checking) = chains.as_mut() {
+                    if let Err(failure) = checking.event(&e, link) {
+                        refused = Some(format!("line {number}: {failure}"));
+                        chains = None;
+                    }
+                }
                 store.append(std::slice::from_ref(&e))?;
                 // Teams are not lines of their own: each one a run or a key names is made.
                 if let Event::Admitted(a) = &e.event {
@@ -123,6 +150,37 @@ fn restore(store: &Store, mut input: impl BufRead, source: &str) -> anyhow::Resu
                 end_matches(&end, &counts).map_err(at_line)?;
                 ended = true;
             }
+        }
+    }
+    if let Some(checking) = chains {
+        let (linked, unlinked, redacted) = (checking.linked, checking.unlinked, checking.redacted);
+        match checking.finish() {
+            Ok(report) => {
+                report_export(&report, linked, unlinked, redacted);
+                if report.unsealed_events > 0 && report.seals > 0 {
+                    eprintln!(
+                        "runledger import: {} events of {} runs were written after the export's \
+                         last seal: chained, not sealed",
+                        report.unsealed_events, report.unsealed_runs
+                    );
+                }
+            }
+            Err(failure) => refused = Some(failure.to_string()),
+        }
+    }
+    if let Some(why) = refused {
+        if !unverified {
+            bail!(
+                "{source} does not verify: {why}. The export was changed after it was written \
+                 (or damaged); nothing was imported. `runledger import --unverified` imports it \
+                 all the same and records that it did"
+            );
+        }
+        eprintln!("runledger import: WARNING: {source} does not verify ({why}); imported as --unverified asked, without its seals, and recorded in the store");
+        store.mark_imported_unverified(&format!("{source}: {why}"))?;
+    } else {
+        for (seal, leaves) in &seals {
+            store.restore_seal(seal, leaves)?;
         }
     }
     if let Some(part) = incoming {
@@ -216,9 +274,10 @@ pub(super) fn build(
     dir: &Path,
     input: impl BufRead,
     source: &str,
+    unverified: bool,
 ) -> anyhow::Result<(Counts, u64)> {
     let store = Store::open(dir, &store::Options::default())?;
-    let counts = restore(&store, input, source)?;
+    let counts = restore(&store, input, source, unverified)?;
     let index = Index::open(store.db())?;
     let runs = index.rebuild(&store)?.runs;
     let odd = audit(&store)?;

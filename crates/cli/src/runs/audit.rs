@@ -32,6 +32,9 @@ pub fn audit(
 ) -> anyhow::Result<u8> {
     let args = match command {
         Some(AuditCmd::Events(args)) => args,
+        Some(AuditCmd::Pubkey { .. }) => {
+            anyhow::bail!("`runledger audit pubkey` reads the data directory, not a server")
+        }
         None => events,
     };
     if args.admin {

@@ -31,6 +31,8 @@ pub struct EdgeHandles {
     pub audit: Audit,
     /// The admin audit log (`GET /api/v1/audit/admin`).
     pub admin_audit: AdminAudit,
+    /// Runs' chain heads, seals and Merkle paths (`crate::seals`).
+    pub proofs: crate::seals::Proofs,
 }
 
 impl Runs {
@@ -46,6 +48,7 @@ impl Runs {
             deliveries: Deliveries::new(&inner.webhooks),
             audit: Audit::new(self),
             admin_audit: AdminAudit::new(inner.store.clone()),
+            proofs: crate::seals::Proofs::new(inner.store.clone()),
         }
     }
 }

@@ -37,7 +37,7 @@ pub(super) fn fingerprint(hook: &Webhook) -> [u8; 32] {
     h.finalize().into()
 }
 
-pub(super) fn client(hook: &Webhook) -> Result<reqwest::Client, Error> {
+pub(crate) fn client(hook: &Webhook) -> Result<reqwest::Client, Error> {
     reqwest::Client::builder()
         .use_rustls_tls()
         // A 3xx is a failed attempt: following it would reach an address the SSRF rule never
@@ -58,7 +58,7 @@ pub(super) fn client(hook: &Webhook) -> Result<reqwest::Client, Error> {
 }
 
 /// Why an attempt got no answer.
-pub(super) enum Failure {
+pub(crate) enum Failure {
     /// The SSRF rule refused the address.
     Refused(String),
     /// Connection, TLS, timeout.
@@ -69,7 +69,17 @@ pub(super) enum Failure {
 
 /// Sends one signed attempt; the receiver's status, or why there was none.
 pub(super) async fn send(sub: &Subscription, id: &str, body: Arc<Vec<u8>>) -> Result<u16, Failure> {
-    let hook = &sub.config;
+    post_signed(&sub.client, &sub.config, id, body).await
+}
+
+/// One signed POST of `body` to `hook` with `client` (made by `client`), the literal-address
+/// rule checked first: what every webhook attempt is, the seal webhook's included.
+pub(crate) async fn post_signed(
+    client: &reqwest::Client,
+    hook: &Webhook,
+    id: &str,
+    body: Arc<Vec<u8>>,
+) -> Result<u16, Failure> {
     // A literal address never reaches the resolver, so it is checked here.
     let literal = match hook.url.host() {
         Some(url::Host::Ipv4(ip)) => Some(std::net::IpAddr::V4(ip)),
@@ -92,8 +102,7 @@ pub(super) async fn send(sub: &Subscription, id: &str, body: Arc<Vec<u8>>) -> Re
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs() as i64);
     let signature = sign::signature(&hook.key.0, id, timestamp, &body);
-    let sent = sub
-        .client
+    let sent = client
         .post(hook.url.clone())
         .header("content-type", "application/json")
         .header("webhook-id", id)

@@ -20,7 +20,7 @@
 
 pub mod address;
 pub mod backoff;
-mod client;
+pub(crate) mod client;
 mod dispatch;
 mod error;
 mod handle;
