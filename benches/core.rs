@@ -15,7 +15,7 @@ use runledger::domain::{
     SourceType, StatusMessage, Timestamp,
 };
 use runledger::projection::Index;
-use runledger::store::codec::{decode, encode};
+use runledger::store::codec::{decode_run, encode_run};
 use runledger::store::{Envelope, Options, Store};
 
 const T0: u64 = 1_763_000_000_000;
@@ -58,6 +58,7 @@ fn envelope(id: RunId, seq: u64, event: Event) -> Envelope {
         run_id: id,
         seq,
         at: Timestamp(T0 + seq),
+        origin: None,
         event,
     }
 }
@@ -104,20 +105,21 @@ fn open_store() -> (tempfile::TempDir, Store) {
 
 fn codec(c: &mut Criterion) {
     let record = envelope(run_id(1), 0, Event::Created(created()));
-    let bytes = encode(&record).expect("encodes");
+    let bytes = encode_run(&record).expect("encodes");
     let mut g = c.benchmark_group("codec");
     g.warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2));
     g.throughput(Throughput::Elements(1));
     g.bench_function(format!("encode_created_{}B", bytes.len()), |b| {
-        b.iter(|| encode(black_box(&record)).expect("encodes"))
+        b.iter(|| encode_run(black_box(&record)).expect("encodes"))
     });
     g.bench_function(format!("decode_created_{}B", bytes.len()), |b| {
-        b.iter(|| decode::<runledger::store::Envelope>(black_box(&bytes)).expect("decodes"))
+        b.iter(|| decode_run(black_box(&bytes)).expect("decodes"))
     });
-    let small = encode(&envelope(run_id(1), 1, Event::Started { execution: 1 })).expect("encodes");
+    let small =
+        encode_run(&envelope(run_id(1), 1, Event::Started { execution: 1 })).expect("encodes");
     g.bench_function(format!("decode_started_{}B", small.len()), |b| {
-        b.iter(|| decode::<runledger::store::Envelope>(black_box(&small)).expect("decodes"))
+        b.iter(|| decode_run(black_box(&small)).expect("decodes"))
     });
     g.finish();
 }

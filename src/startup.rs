@@ -590,7 +590,7 @@ mod tests {
         let event = Event::Created(runledger_domain::sample_created(7));
         let run = evolve(None, id, &event, id.created_at()).expect("created");
         store
-            .append(&store::envelopes(id, 0, id.created_at(), vec![event]))
+            .append(&store::envelopes(id, 0, id.created_at(), vec![event], None))
             .expect("append");
         store.sync_blocking().expect("sync");
         assert!(!store.is_dirty(id).expect("dirty"));

@@ -1,6 +1,6 @@
 """The browser suite's fixtures: a real runledger server on a fresh data directory with agents
 of the `command` harness (one that talks for a few seconds and answers follow-ups, one that runs
-until cancelled, one with a long output), the admin key, and the distribution's Chromium driven
+until cancelled, one with a long output, one that fails), the admin key, and the distribution's Chromium driven
 by Playwright. Run through tests/browser/run.sh."""
 
 from __future__ import annotations
@@ -44,6 +44,12 @@ i=0
 while true; do i=$((i+1)); echo "still working $i"; sleep 1; done
 """
 
+# Fails: a line on stderr, then exit status 3.
+BROKEN = r"""#!/usr/bin/env bash
+echo "cannot do this" >&2
+exit 3
+"""
+
 # 100,000 lines (about 4 MB) at once.
 LOUD = r"""#!/usr/bin/env bash
 seq 1 100000 | sed 's/^/output line number /'
@@ -65,6 +71,7 @@ def _config(agents: Path) -> str:
         + env("chatty", CHATTY)
         + env("long", LONG)
         + env("loud", LOUD)
+        + env("broken", BROKEN)
     )
 
 

@@ -11,7 +11,8 @@ use runledger::domain::{
     Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement, RunAdmitted,
     RunCreated, RunId, RunSchedule, Sealed, SourceType, StatusMessage, Timestamp, Tokens,
 };
-use runledger::store::codec::{decode, encode, Envelope};
+use runledger::domain::{Channel, Origin, OriginKey};
+use runledger::store::codec::{decode_run, encode, encode_run, Envelope, LegacyEnvelope};
 
 fn samples() -> Vec<(&'static str, Event)> {
     let mut mcp = BTreeMap::new();
@@ -258,8 +259,9 @@ fn samples() -> Vec<(&'static str, Event)> {
     ]
 }
 
-fn envelope(event: Event) -> Envelope {
-    Envelope {
+/// A run record as schema version 1 wrote it (the fixtures under `events/`).
+fn legacy(event: Event) -> LegacyEnvelope {
+    LegacyEnvelope {
         run_id: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a),
         seq: 5,
         at: Timestamp(1_763_768_489_123),
@@ -267,8 +269,67 @@ fn envelope(event: Event) -> Envelope {
     }
 }
 
+/// A run record as this build writes it (the fixtures under `events-v2/`): every field of the
+/// origin set, so that a change to any of them shows.
+fn envelope(event: Event) -> Envelope {
+    Envelope {
+        run_id: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a),
+        seq: 5,
+        at: Timestamp(1_763_768_489_123),
+        event,
+        origin: Some(Origin {
+            channel: Channel::Console,
+            key: Some(OriginKey {
+                id: "01KEY".into(),
+                name: "alice".into(),
+                kind: "personal".into(),
+                team: "platform".into(),
+                admin: true,
+            }),
+            request_id: Some("01REQUEST".into()),
+            client_addr: Some("203.0.113.7".into()),
+            user_agent: Some("curl/8.5.0".into()),
+            cause: Some("a test".into()),
+            reason: Some("not needed any more".into()),
+        }),
+    }
+}
+
 fn fixture_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/events")
+}
+
+fn fixture_dir_v2() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/events-v2")
+}
+
+/// The fixture `name` of `dir`, written first when it is missing and `write` is set.
+fn fixture(dir: &std::path::Path, name: &str, bytes: &[u8], write: bool) -> Vec<u8> {
+    let path = dir.join(format!("{name}.bin"));
+    if !path.exists() && write {
+        std::fs::create_dir_all(dir).expect("fixture dir");
+        std::fs::write(&path, bytes).expect("write fixture");
+    }
+    std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()))
+}
+
+#[test]
+fn every_variant_has_a_current_fixture_and_matches_it() {
+    let write = std::env::var("RUNLEDGER_WRITE_GOLDEN").is_ok();
+    let dir = fixture_dir_v2();
+    for (name, event) in samples() {
+        let bytes = encode_run(&envelope(event.clone())).expect("encodes");
+        let golden = fixture(&dir, name, &bytes, write);
+        assert_eq!(
+            bytes, golden,
+            "encoding of {name} changed; the stored log format must not change"
+        );
+        assert_eq!(
+            decode_run(&golden).expect("decodes"),
+            envelope(event),
+            "{name} decodes differently"
+        );
+    }
 }
 
 #[test]
@@ -278,25 +339,17 @@ fn every_variant_has_a_fixture_and_matches_it() {
     let mut kinds = Vec::new();
     for (name, event) in samples() {
         kinds.push(event.kind());
-        let bytes = encode(&envelope(event.clone())).expect("encodes");
-        let path = dir.join(format!("{name}.bin"));
-        if !path.exists() && write {
-            std::fs::create_dir_all(&dir).expect("fixture dir");
-            std::fs::write(&path, &bytes).expect("write fixture");
-        }
-        let golden =
-            std::fs::read(&path).unwrap_or_else(|_| panic!("missing fixture {}", path.display()));
+        // Stores written before origins hold version 1 records: they read as they always did,
+        // with no origin.
+        let bytes = encode(&legacy(event.clone())).expect("encodes");
+        let golden = fixture(&dir, name, &bytes, write);
         assert_eq!(
             bytes, golden,
             "encoding of {name} changed; the stored log format must not change"
         );
-        assert_eq!(
-            decode::<runledger::store::Envelope>(&golden)
-                .expect("decodes")
-                .event,
-            event,
-            "{name} decodes differently"
-        );
+        let read = decode_run(&golden).expect("decodes");
+        assert_eq!(read.event, event, "{name} decodes differently");
+        assert_eq!(read.origin, None, "{name} grew an origin");
     }
     // A new variant must come with a sample above (and so a fixture): this match stops
     // compiling when one is added.

@@ -51,7 +51,7 @@ fn write_layout_7_store(data_dir: &std::path::Path) -> Vec<String> {
         });
         let run = evolve(None, id, &created, at).expect("a run");
         store
-            .append(&store::envelopes(id, 0, at, vec![created]))
+            .append(&store::envelopes(id, 0, at, vec![created], None))
             .expect("append");
         let cancel = decide(Some(&run), Command::Cancel { by: "old".into() }).expect("cancel");
         store
@@ -60,6 +60,7 @@ fn write_layout_7_store(data_dir: &std::path::Path) -> Vec<String> {
                 run.next_seq,
                 Timestamp(at.0 + 1),
                 cancel.events,
+                None,
             ))
             .expect("append");
         ids.push(id.to_string());
@@ -271,7 +272,7 @@ fn write_layout_9_store_with_scheduled_runs(
             .fold(None, |r, e| evolve(r, id, e, at))
             .expect("a run");
         store
-            .append(&store::envelopes(id, 0, at, create.events))
+            .append(&store::envelopes(id, 0, at, create.events, None))
             .expect("append");
         let cancel = decide(Some(&run), Command::Cancel { by: "old".into() }).expect("cancel");
         let cancelled = cancel
@@ -287,6 +288,7 @@ fn write_layout_9_store_with_scheduled_runs(
                 run.next_seq,
                 Timestamp(at.0 + 1),
                 cancel.events,
+                None,
             ))
             .expect("append");
         // The row as layout 9 encoded it: the same fields but the last (`None`, one byte).

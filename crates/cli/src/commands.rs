@@ -217,6 +217,9 @@ pub enum RunsCmd {
     /// Show a run.
     Get {
         run_id: String,
+        /// The run as it was right after its event with this seq (`runs events` numbers them).
+        #[arg(long, value_name = "SEQ")]
+        at: Option<u64>,
         #[arg(long)]
         json: bool,
     },
@@ -244,7 +247,18 @@ pub enum RunsCmd {
     /// Print a run's event history (its audit trail) from the server.
     Events {
         run_id: String,
+        /// Each event with the fields of the run it changed (`GET …/states`).
+        #[arg(long)]
+        states: bool,
         /// The history as one JSON document, as the API answers it.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Compare two runs' histories side by side, aligned by seq: each pair's event types and
+    /// the run's fields that differ in the states after them. Exits 0 when both runs exist.
+    Diff {
+        run_a: String,
+        run_b: String,
         #[arg(long)]
         json: bool,
     },

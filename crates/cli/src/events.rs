@@ -1,5 +1,6 @@
 //! `runledger events RUN_ID`: a run's or a schedule's event history, read from a stopped
-//! store one event at a time (a human line each, or JSON lines with `--json`). It only reads.
+//! store one event at a time (a human line each, with a line naming its origin when it has one,
+//! or JSON lines with `--json`). It only reads.
 
 use std::io::Write;
 
@@ -61,6 +62,9 @@ pub fn events(cli: &Cli, run_id: &str, json: bool) -> anyhow::Result<()> {
                 e.event.kind(),
                 terminal::json(&v["data"])
             )?;
+            if let Some(line) = crate::origin_line::origin_line(&v) {
+                writeln!(out, "{line}")?;
+            }
         }
     }
     Ok(())

@@ -7,7 +7,8 @@
 //!
 //! This file is the table of contents: `commands` holds the clap definitions, `open` how the
 //! offline commands open the data directory, `admin` how `keys` and `teams` reach it, and each
-//! group of commands has a module of its own.
+//! group of commands has a module of its own; `origin_line` is the line under an event that
+//! says where it came from, which `events` and `runs events` share.
 
 #![forbid(unsafe_code)]
 
@@ -17,6 +18,7 @@ mod commands;
 mod events;
 mod keys;
 mod open;
+mod origin_line;
 pub mod profile;
 pub mod remote;
 mod replay;

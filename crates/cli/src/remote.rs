@@ -99,6 +99,10 @@ pub enum Transcript {
     Page(Value),
 }
 
+/// The header that names the `runledger` command line as a request's client (the server's
+/// `http::CLIENT_HEADER`; the CLI does not depend on the server's crates).
+pub const CLIENT_HEADER: &str = "x-runledger-client";
+
 pub struct Remote {
     client: reqwest::Client,
     base: String,
@@ -119,8 +123,17 @@ impl Remote {
                 target.server
             )));
         }
+        // The server records the channel of what a request causes; this header claims `cli`
+        // (a claim, as any client could send it: the record keeps it apart from `api`, and
+        // trusts nothing on it).
+        let mut headers = reqwest::header::HeaderMap::new();
+        headers.insert(
+            CLIENT_HEADER,
+            reqwest::header::HeaderValue::from_static("cli"),
+        );
         let mut builder = reqwest::Client::builder()
             .user_agent(concat!("runledger-cli/", env!("CARGO_PKG_VERSION")))
+            .default_headers(headers)
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(STREAM_READ_TIMEOUT);
         if let Some(path) = &target.ca_cert {

@@ -49,6 +49,7 @@ pub(crate) struct ServerFile {
     pub(crate) transcript_max_mb: Option<u64>,
     pub(crate) metrics_token: Option<String>,
     pub(crate) session_link_ttl_secs: Option<u64>,
+    pub(crate) trusted_proxies: Option<Vec<String>>,
 }
 
 /// `[limits]` as written in the file.

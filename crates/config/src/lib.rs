@@ -4,7 +4,8 @@
 //!
 //! This file is the table of contents. `file` is the file as written, `load` the `Config` it
 //! becomes (naming the file and line of a refused value), and each section of the file has a
-//! module that checks it and applies its defaults: `server` (with `tls` and `access`),
+//! module that checks it and applies its defaults: `server` (with `tls`, `access` and
+//! `proxies`),
 //! `limits`, `environments` (with `slurm`), `secrets`, `prices`, `webhooks` and `schedules`.
 //! `error`, `range` and `names` are the checks the sections share.
 
@@ -18,6 +19,7 @@ mod limits;
 mod load;
 mod names;
 mod prices;
+mod proxies;
 mod range;
 mod schedules;
 mod secrets;
@@ -34,6 +36,7 @@ pub use limits::{
 };
 pub use load::{Config, Overrides};
 pub use prices::{ModelPrices, Prices, MAX_PRICE_USD};
+pub use proxies::TrustedProxies;
 pub use schedules::DEFAULT_MAX_SCHEDULES_PER_TEAM;
 pub use secrets::{Secret, SecretValue};
 pub use server::{

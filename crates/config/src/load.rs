@@ -72,6 +72,9 @@ pub struct Config {
     pub metrics_token: Option<SecretValue>,
     /// How long a run's `session_link` opens its page (`server.session_link_ttl_secs`).
     pub session_link_ttl_secs: u64,
+    /// The reverse proxies whose forwarded client address is believed
+    /// (`server.trusted_proxies`); empty by default.
+    pub trusted_proxies: crate::proxies::TrustedProxies,
 }
 
 /// Command-line overrides; each wins over the file.
@@ -265,6 +268,7 @@ fn resolve(
         session_link_ttl_secs: access::session_link_ttl_secs(file.server.session_link_ttl_secs)?,
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
         max_schedules_per_team: schedules::max_per_team(&file.schedules)?,
+        trusted_proxies: crate::proxies::trusted_proxies(file.server.trusted_proxies)?,
     })
 }
 

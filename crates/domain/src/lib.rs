@@ -11,6 +11,7 @@
 pub mod events;
 pub mod harness;
 pub mod ids;
+pub mod origin;
 pub mod run;
 pub mod schedule;
 #[cfg(any(test, feature = "testing"))]
@@ -25,6 +26,7 @@ pub use events::{
     REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
+pub use origin::{Channel, Origin, OriginKey};
 pub use run::{
     decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
     ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,

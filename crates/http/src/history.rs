@@ -76,6 +76,7 @@ mod tests {
                 run_id: RunId(5),
                 seq,
                 at: Timestamp(1_000 + seq),
+                origin: None,
                 event: Event::FollowupReceived {
                     message: format!("message {seq} \u{0} \"é\""),
                     mode: FollowupMode::Plan,

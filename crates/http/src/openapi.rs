@@ -21,7 +21,7 @@ use super::error_responses::{
     PayloadTooLarge, Unauthorized, Unavailable,
 };
 use super::problem::ApiError;
-use super::{admin, agents, artifacts, runs, session};
+use super::{admin, agents, artifacts, runs, session, travel};
 
 /// The name of the bearer-key security scheme that `/api/v1` operations require.
 pub const BEARER: &str = "bearerAuth";
@@ -144,6 +144,7 @@ impl Modify for LegacyCreate {
         runs::cancel,
         session::revoke,
         runs::events,
+        travel::states,
         runs::transcript,
         super::deliveries::deliveries,
         runs::environments,

@@ -11,7 +11,7 @@ use super::middleware::{body_deadline, request_context, MAX_BODY_BYTES, MAX_CREA
 use super::problem::ApiError;
 use super::{
     admin, agents, artifacts, console, deliveries, openapi, probes, prometheus, runs, schedules,
-    session, AppState,
+    session, travel, AppState,
 };
 
 async fn not_found() -> Result<HttpResponse, ApiError> {
@@ -119,6 +119,11 @@ fn run_routes(scope: Scope) -> Scope {
         .service(
             web::resource("/agent/runs/{run_id}/events")
                 .get(runs::events)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/agent/runs/{run_id}/states")
+                .get(travel::states)
                 .default_service(only("GET")),
         )
         .service(

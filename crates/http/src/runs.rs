@@ -10,9 +10,9 @@ use super::error_responses::{
 };
 use super::problem::{ApiError, Problem};
 use super::wire::{
-    self, format_time, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest, FollowupResponse,
-    ListEnvironmentsResponse, ListRunsResponse, RunAgentRequest, RunAgentResponse, RunEvents,
-    RunItem, TranscriptEntry, TranscriptPage,
+    self, format_time, CancelRequest, CloudEnvironment, CloudEnvironmentConfig, FollowupRequest,
+    FollowupResponse, ListEnvironmentsResponse, ListRunsResponse, RunAgentRequest,
+    RunAgentResponse, RunEvents, RunItem, TranscriptEntry, TranscriptPage,
 };
 use super::{validate, AppState, Principal};
 use runledger_base::clock::now;
@@ -72,6 +72,7 @@ pub async fn create(
     Principal(key): Principal,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
+    let origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
     let creator = Creator {
         kind: key.kind.creator_kind(),
         uid: key.id.clone(),
@@ -98,7 +99,7 @@ pub async fn create(
         ),
     };
     let Some(idempotency_key) = idempotency_key else {
-        let outcome = state.runs.create(created, attachments).await?;
+        let outcome = state.runs.create(created, attachments, origin).await?;
         return Ok(created_response(&outcome.run, outcome.at_capacity));
     };
 
@@ -126,7 +127,10 @@ pub async fn create(
             id
         }
     };
-    let outcome = state.runs.create_with_id(id, created, attachments).await?;
+    let outcome = state
+        .runs
+        .create_with_id(id, created, attachments, origin)
+        .await?;
     Ok(created_response(&outcome.run, outcome.at_capacity))
 }
 
@@ -188,7 +192,8 @@ pub async fn list(
         .body(list_json(&state, &key, req.query_string()).await?))
 }
 
-/// One run in full.
+/// One run in full; with `as_of_seq`, the run as it was right after that event of its log
+/// (runledger's extension, `docs/api.md`).
 #[utoipa::path(
     get,
     path = "/api/v1/agent/runs/{run_id}",
@@ -196,9 +201,12 @@ pub async fn list(
     operation_id = "getRun",
     params(
         ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
+        ("as_of_seq" = Option<u64>, Query,
+         description = "Answer the run as it was right after its event with this `seq` (the same shape; `run_time` counts to that state's `updated_at`). 404 when the run has no such event."),
     ),
     responses(
         (status = 200, description = "The run", body = RunItem),
+        (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
         (status = 500, response = InternalError),
@@ -206,12 +214,16 @@ pub async fn list(
     security(("bearerAuth" = []))
 )]
 pub async fn get(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
     let run = visible(&state, &key, id)?;
+    if let Some(seq) = super::travel::as_of_seq(req.query_string())? {
+        return super::travel::as_of_response(&state, &run, seq);
+    }
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(run_json(&state, &run)?))
@@ -243,12 +255,14 @@ pub async fn get(
     security(("bearerAuth" = []))
 )]
 pub async fn followup(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    let origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
     let (message, mode) = validate::followup(&body)?;
     // A follow-up may start a new execution: the environment must still be the team's.
     let run = visible(&state, &key, id)?;
@@ -262,6 +276,7 @@ pub async fn followup(
                 mode,
                 by: key.id,
             },
+            origin,
         )
         .await?;
     Ok(HttpResponse::Ok().json(FollowupResponse {
@@ -270,7 +285,9 @@ pub async fn followup(
     }))
 }
 
-/// Cancel a `QUEUED` or `INPROGRESS` run; the agent's whole process tree is stopped.
+/// Cancel a `QUEUED` or `INPROGRESS` run; the agent's whole process tree is stopped. The body
+/// is optional: none (or `{}`) cancels; `{"reason": "…"}` (runledger's extension, at most
+/// 1024 bytes) is recorded in the `Cancelled` event's `origin.reason`.
 #[utoipa::path(
     post,
     path = "/api/v1/agent/runs/{run_id}/cancel",
@@ -279,10 +296,14 @@ pub async fn followup(
     params(
         ("run_id" = String, Path, description = "The run's id (a ULID); any other value is answered 404."),
     ),
+    request_body(content = Option<CancelRequest>, content_type = "application/json",
+                 description = "Optional: why the run is cancelled."),
     responses(
         (status = 200, description = "The run is cancelled; the body is its id as a JSON string",
          body = String, content_type = "application/json"),
-        (status = 400, description = "The run is already in a terminal state (`invalid_request`)",
+        (status = 400, description = "The run is already in a terminal state, or the body is \
+                                      not `{\"reason\": \"…\"}` with a reason of at most 1024 bytes \
+                                      (`invalid_request`)",
          body = Problem, content_type = "application/problem+json"),
         (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),
@@ -293,15 +314,20 @@ pub async fn followup(
     security(("bearerAuth" = []))
 )]
 pub async fn cancel(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
+    body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
+    let reason = validate::cancel(&body)?;
     visible(&state, &key, id)?;
+    let mut origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
+    origin.reason = reason;
     let outcome = state
         .runs
-        .execute(id, Command::Cancel { by: key.id })
+        .execute(id, Command::Cancel { by: key.id }, origin)
         .await?;
     Ok(HttpResponse::Ok().json(outcome.run.id.to_string()))
 }

@@ -197,15 +197,17 @@ pub async fn page(
     security(("bearerAuth" = []))
 )]
 pub async fn revoke(
+    req: HttpRequest,
     path: web::Path<String>,
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
     let id = super::access::run_id(&path)?;
     super::access::visible(&state, &key, id)?;
+    let origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
     let outcome = state
         .runs
-        .execute(id, Command::RevokeSessionLink { by: key.id })
+        .execute(id, Command::RevokeSessionLink { by: key.id }, origin)
         .await?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())

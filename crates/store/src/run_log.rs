@@ -2,7 +2,7 @@
 //! whole log back with every record verified, and the range scan of the runs created since a
 //! moment. It must not acknowledge anything: appends become durable at the next `sync`.
 
-use runledger_domain::{Event, Run, RunId, Timestamp};
+use runledger_domain::{Event, Origin, Run, RunId, Timestamp};
 
 use crate::layout::{event_key, split_event_key, EVENTS};
 use crate::{codec, Envelope, Error, Store, Writer};
@@ -24,7 +24,7 @@ impl Store {
         // not leave events behind that its client is told failed.
         self.inner.health.admit(Writer::Internal)?;
         for envelope in envelopes {
-            let record = codec::encode(envelope).map_err(|source| Error::Encode {
+            let record = codec::encode_run(envelope).map_err(|source| Error::Encode {
                 run_id: envelope.run_id,
                 seq: envelope.seq,
                 source,
@@ -112,7 +112,7 @@ fn decode_checked(key: &[u8], value: &[u8]) -> Result<Envelope, Error> {
         tree: EVENTS,
         detail: format!("key of {} bytes", key.len()),
     })?;
-    let envelope: Envelope = codec::decode(value).map_err(|source| Error::Corrupt {
+    let envelope = codec::decode_run(value).map_err(|source| Error::Corrupt {
         run_id: run_id.to_string(),
         seq,
         source,
@@ -130,12 +130,13 @@ fn decode_checked(key: &[u8], value: &[u8]) -> Result<Envelope, Error> {
     Ok(envelope)
 }
 
-/// Convenience for building the envelopes of a decision.
+/// The envelopes of a decision's events, each with the origin of the command that caused it.
 pub fn envelopes(
     run_id: RunId,
     first_seq: u64,
     at: Timestamp,
     events: Vec<Event>,
+    origin: Option<&Origin>,
 ) -> Vec<Envelope> {
     events
         .into_iter()
@@ -145,6 +146,7 @@ pub fn envelopes(
             seq: first_seq + i as u64,
             at,
             event,
+            origin: origin.cloned(),
         })
         .collect()
 }

@@ -33,7 +33,7 @@ proptest! {
                     Command::create(RunAdmitted::from_legacy(created), Vec::new(), None),
                 )
                 .expect("create");
-                let envelopes = store::envelopes(id, 0, Timestamp(1_000_000), decision.events);
+                let envelopes = store::envelopes(id, 0, Timestamp(1_000_000), decision.events, None);
                 store.append(&envelopes).expect("append");
                 runtime.block_on(store.sync()).expect("no false sync failure");
                 written.push((id, envelopes));

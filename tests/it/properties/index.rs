@@ -193,7 +193,13 @@ fn catch_up_repairs_runs_whose_index_fell_behind_the_log() {
     let at = Timestamp(run.updated_at.0 + 5);
     store.mark_dirty(run.id).expect("mark");
     store
-        .append(&store::envelopes(run.id, run.next_seq, at, decision.events))
+        .append(&store::envelopes(
+            run.id,
+            run.next_seq,
+            at,
+            decision.events,
+            None,
+        ))
         .expect("append");
     assert_eq!(
         index.get(run.id).expect("get").map(|r| r.state),
@@ -236,6 +242,7 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
             queued.next_seq,
             at,
             start.events.clone(),
+            None,
         ))
         .expect("append");
     let started = start
@@ -264,6 +271,7 @@ fn catch_up_removes_the_entries_of_an_update_a_crash_cut_short() {
             started.next_seq,
             later,
             finish.events,
+            None,
         ))
         .expect("append");
 

@@ -5,6 +5,7 @@
 //!   exactly that team's matching runs, in order, once each;
 //! - every reported artifact is found by its uid, through the index, on its run;
 //! - the runs-per-state tally the index's writes keep equals a fresh count;
+//! - the state as of every event equals the fold of the events up to it (time travel);
 //! - values on both sides of sled's blob threshold sync without a false failure and read back
 //!   whole after a reopen.
 
@@ -12,3 +13,4 @@ mod blobs;
 mod index;
 mod lists;
 mod support;
+mod travel;

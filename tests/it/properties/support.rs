@@ -296,7 +296,7 @@ pub(super) fn populate_from(
                 .iter()
                 .fold(state.clone(), |r, e| evolve(r, id, e, at));
             store
-                .append(&store::envelopes(id, seq, at, decision.events))
+                .append(&store::envelopes(id, seq, at, decision.events, None))
                 .expect("append");
             let new = new.expect("run exists");
             index.apply(state.as_ref(), &new).expect("apply");

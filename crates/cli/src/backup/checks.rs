@@ -126,6 +126,7 @@ mod tests {
             run_id: id,
             seq,
             at: Timestamp(at),
+            origin: None,
             event,
         }
     }

@@ -455,6 +455,7 @@ mod tests {
                 run_id: RunId(id),
                 seq,
                 at: Timestamp(at),
+                origin: None,
                 event,
             }
         })
@@ -521,6 +522,7 @@ mod tests {
                 run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
                 seq: seq as u64,
                 at: Timestamp(1_763_768_489_123 + seq as u64),
+                origin: None,
                 event,
             };
             let line = Line::parse(&event_json(&envelope).to_string());
@@ -541,6 +543,7 @@ mod tests {
             run_id: RunId::new(Timestamp(1_763_768_489_123), 77),
             seq: 0,
             at: Timestamp(1_763_768_489_123),
+            origin: None,
             event: created,
         };
         let line = event_json(&envelope);
@@ -563,6 +566,7 @@ mod tests {
             run_id: RunId::new(Timestamp(1_763_768_489_123), 5),
             seq: 0,
             at: Timestamp(1_763_768_489_123),
+            origin: None,
             event: Event::Failed {
                 execution: 1,
                 status: StatusMessage {

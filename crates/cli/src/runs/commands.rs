@@ -13,6 +13,7 @@ use crate::terminal;
 use super::api::{block_on, connect, outcome, print_line, run_path};
 use super::show::{print_events, print_list, print_run};
 use super::transcript::{follow_transcript, print_transcript, read_followups};
+use super::travel::{print_at, print_diff, print_states};
 use super::wait::{wait_for, Link};
 
 /// `runledger run PROMPT`.
@@ -106,7 +107,15 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 }
                 Ok(0)
             }
-            RunsCmd::Get { run_id, json } => {
+            RunsCmd::Get {
+                run_id,
+                at: Some(seq),
+                json,
+            } => {
+                print_at(&remote, run_id, *seq, *json).await?;
+                Ok(0)
+            }
+            RunsCmd::Get { run_id, json, .. } => {
                 let run = remote.get(&run_path(run_id), &[]).await?;
                 if *json {
                     print_line(&terminal::json(&run))?;
@@ -164,8 +173,20 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 }
                 Ok(0)
             }
-            RunsCmd::Events { run_id, json } => {
+            RunsCmd::Events {
+                run_id,
+                states: true,
+                json,
+            } => {
+                print_states(&remote, run_id, *json).await?;
+                Ok(0)
+            }
+            RunsCmd::Events { run_id, json, .. } => {
                 print_events(&remote, run_id, *json).await?;
+                Ok(0)
+            }
+            RunsCmd::Diff { run_a, run_b, json } => {
+                print_diff(&remote, run_a, run_b, *json).await?;
                 Ok(0)
             }
         }

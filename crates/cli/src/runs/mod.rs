@@ -7,7 +7,8 @@
 //!
 //! `commands` holds `run` and `runs`, `login` the profile's two commands; `wait` and
 //! `transcript` follow a run, `printer` writes its transcript, `show` prints runs and events,
-//! and `api` is what they share about the server's API.
+//! `travel` the past states (`get --at`, `events --states`, `diff`), and `api` is what they
+//! share about the server's API.
 
 mod api;
 mod commands;
@@ -15,6 +16,7 @@ mod login;
 mod printer;
 mod show;
 mod transcript;
+mod travel;
 mod wait;
 
 pub use commands::{run, runs};

@@ -61,6 +61,9 @@ fn print_event_lines(events: &[Value]) -> std::io::Result<()> {
             field(e, "type"),
             terminal::json(&e["data"])
         )?;
+        if let Some(line) = crate::origin_line::origin_line(e) {
+            writeln!(out, "{line}")?;
+        }
     }
     Ok(())
 }

@@ -10,6 +10,7 @@ use runledger_domain::Event;
 use runledger_store::Envelope;
 
 use super::data::*;
+use super::origin::OriginData;
 
 /// One stored event of a run (the events endpoint, `runledger export` and `events --json`).
 #[derive(Debug, Serialize, ToSchema)]
@@ -21,6 +22,9 @@ pub struct RunEvent<'a> {
     pub at: String,
     #[serde(flatten)]
     pub event: EventData<'a>,
+    /// Who and what caused the event; absent on events recorded before origins were.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<OriginData>,
 }
 
 impl<'a> RunEvent<'a> {
@@ -85,6 +89,7 @@ impl<'a> RunEvent<'a> {
             seq: e.seq,
             at: format_time(e.at),
             event,
+            origin: e.origin.as_ref().map(OriginData::from),
         }
     }
 }

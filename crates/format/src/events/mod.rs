@@ -5,9 +5,11 @@
 mod data;
 mod error;
 mod line;
+mod origin;
 mod parse;
 
 pub use data::*;
 pub use error::EventJsonError;
 pub use line::{event_json, RunEvent};
+pub use origin::{OriginData, OriginKeyData};
 pub use parse::event_from_json;

@@ -18,6 +18,7 @@ use runledger_store::Envelope;
 use super::data::*;
 use super::error::{bad, read, EventJsonError};
 use super::line::event_json;
+use super::origin::OriginData;
 
 #[derive(Deserialize)]
 struct EventIn<'a> {
@@ -28,6 +29,7 @@ struct EventIn<'a> {
     at: &'a str,
     #[serde(rename = "type", borrow)]
     kind: &'a str,
+    origin: Option<OriginData>,
 }
 
 #[derive(Deserialize)]
@@ -109,6 +111,7 @@ pub fn event_from_json(value: &serde_json::Value) -> Result<Envelope, EventJsonE
         seq: head.seq,
         at,
         event: event_of(head.kind, data)?,
+        origin: head.origin.map(OriginData::origin).transpose()?,
     };
     round_trips(value, &envelope)?;
     Ok(envelope)

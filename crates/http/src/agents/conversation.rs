@@ -385,6 +385,7 @@ mod tests {
             run_id,
             seq,
             at: Timestamp(seq * 10),
+            origin: None,
             event,
         };
         let asked = |message: &str| Event::FollowupReceived {

@@ -3,6 +3,7 @@
 //! run's state, which keeps the log, the read index and memory per run small.
 //!
 //! One file per request: `run_create` (a run's create, with its `attachments`), `followup`,
+//! `cancel`,
 //! `schedule_body` (a schedule's create or update), `list` (the runs list's query and cursor),
 //! `queries` (the transcript, events and agents queries); what they share is `limits` (the
 //! limits, field errors, metadata, the JSON body) and `agent_config` (a request's agent
@@ -10,6 +11,7 @@
 
 mod agent_config;
 mod attachments;
+mod cancel;
 mod followup;
 mod limits;
 mod list;
@@ -22,6 +24,7 @@ pub use attachments::{
     valid_file_name, MAX_ATTACHMENTS, MAX_ATTACHMENTS_TOTAL_BYTES, MAX_ATTACHMENT_BYTES,
     MAX_ATTACHMENT_NAME_BYTES,
 };
+pub use cancel::cancel;
 pub use followup::followup;
 pub use limits::{
     metadata, parse_json, DEFAULT_EVENTS_LIMIT, DEFAULT_TRANSCRIPT_LIMIT, MAX_BASE_PROMPT_BYTES,

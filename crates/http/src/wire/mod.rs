@@ -16,6 +16,7 @@ mod requests;
 mod responses;
 mod schedules;
 mod schema;
+mod states;
 mod token;
 
 pub use agents::*;
@@ -28,5 +29,6 @@ pub use runledger_format::schema::*;
 pub use runledger_format::time::*;
 pub use schedules::*;
 pub use schema::*;
+pub use states::*;
 pub use token::capability;
 pub use token::*;

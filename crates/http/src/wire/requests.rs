@@ -65,6 +65,16 @@ pub struct FollowupRequest {
     pub mode: Option<String>,
 }
 
+/// Request body of a cancel (runledger's extension; optional: the official clients send none
+/// or `{}`).
+#[derive(Debug, Deserialize, ToSchema)]
+pub struct CancelRequest {
+    /// Why the run is cancelled, recorded in the `Cancelled` event's `origin.reason`. At most
+    /// 1024 bytes, no control characters.
+    #[schema(max_length = 1024)]
+    pub reason: Option<String>,
+}
+
 /// Request body of a key create.
 #[derive(Debug, Deserialize, ToSchema)]
 pub struct CreateApiKeyRequest {

@@ -12,12 +12,16 @@
 //!
 //! This file is the folder's table of contents: `runs` (the `Runs` handle), `run_actor` (the
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
-//! executions report back), `error`, and one file per edge handle, gathered by `handles`.
+//! executions report back), `causes` (how the service words the origins of what it
+//! records on its own), `error`, and one file per edge handle, gathered by `handles`
+//! (`history`, the past states, is reached through `RunHandle::history`).
 
 mod artifacts;
+mod causes;
 mod deliveries;
 mod error;
 mod handles;
+mod history;
 mod recovery;
 mod report;
 mod run_actor;
@@ -30,6 +34,7 @@ pub use artifacts::{Artifacts, Upload};
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
+pub use history::{fold_through, state_at, History, Step};
 pub use run_actor::Outcome;
 pub use run_handle::RunHandle;
 pub use runs::Runs;

@@ -37,7 +37,8 @@ impl Runs {
                         outcome: Err(lost),
                     }
                 };
-                match self.execute(run.id, finish).await {
+                let origin = super::causes::recovered(run.executions);
+                match self.execute_as(run.id, finish, Some(origin)).await {
                     Ok(_) | Err(Error::Rejected(_)) => failed += 1,
                     // A run with a damaged log fails on its own (its commands answer
                     // "damaged"); it must not keep the service from starting.

@@ -1,10 +1,14 @@
 //! How executions report to runs: `exec`'s `Report` interface, carried out by the `Runs`
 //! handle. Living here, beside `Runs`, it keeps `exec` from importing the actors: `exec` knows
-//! only the interface, and the actors import `exec`.
+//! only the interface, and the actors import `exec`. Each report is recorded with the
+//! service's own origin, naming its cause (`super::causes`).
 
+use super::causes;
 use super::error::Error;
 use super::runs::Runs;
-use runledger_domain::{Artifact, Command, ExecutionUsage, Placement, RunId, StatusMessage};
+use runledger_domain::{
+    Artifact, Command, ExecutionUsage, Origin, Placement, RunId, StatusMessage,
+};
 use runledger_exec::{Report, Started};
 use runledger_store as store;
 
@@ -14,7 +18,11 @@ impl Report for Runs {
     }
 
     async fn start(&self, id: RunId, placement: Option<Placement>) -> Started {
-        match self.execute(id, Command::Start { placement }).await {
+        let origin = causes::started(placement.as_ref());
+        match self
+            .execute_as(id, Command::Start { placement }, Some(origin))
+            .await
+        {
             Ok(_) => Started::Yes,
             Err(Error::Store(store::Error::Refused(_))) => Started::Deferred,
             Err(_) => Started::Refused,
@@ -22,37 +30,37 @@ impl Report for Runs {
     }
 
     async fn finish(&self, id: RunId, execution: u32, outcome: Result<(), StatusMessage>) {
-        self.record(id, Command::Finish { execution, outcome }, "finish")
-            .await;
+        let origin = causes::finished(execution, &outcome);
+        let command = Command::Finish { execution, outcome };
+        self.record(id, command, origin, "finish").await;
     }
 
     async fn lose(&self, id: RunId, execution: u32, status: StatusMessage) {
-        self.record(id, Command::Lose { execution, status }, "lost execution")
-            .await;
+        let origin = causes::lost(execution, &status);
+        let command = Command::Lose { execution, status };
+        self.record(id, command, origin, "lost execution").await;
     }
 
     async fn delivered(&self, id: RunId, execution: u32, count: u32) {
-        self.record(id, Command::Delivered { execution, count }, "delivery")
-            .await;
+        let origin = causes::delivered(execution, count);
+        let command = Command::Delivered { execution, count };
+        self.record(id, command, origin, "delivery").await;
     }
 
     async fn record_usage(&self, id: RunId, execution: u32, usage: ExecutionUsage) {
-        self.record(id, Command::RecordUsage { execution, usage }, "usage")
-            .await;
+        let origin = causes::usage(execution);
+        let command = Command::RecordUsage { execution, usage };
+        self.record(id, command, origin, "usage").await;
     }
 
     async fn report_artifact(&self, id: RunId, execution: u32, artifact: Artifact) {
         let uid = artifact.uid.clone();
-        if let Err(e) = self
-            .execute(
-                id,
-                Command::ReportArtifact {
-                    execution,
-                    artifact,
-                },
-            )
-            .await
-        {
+        let origin = causes::artifact(execution, &artifact);
+        let command = Command::ReportArtifact {
+            execution,
+            artifact,
+        };
+        if let Err(e) = self.execute_as(id, command, Some(origin)).await {
             tracing::info!(run_id = %id, artifact_uid = %uid, error = %e, "artifact not recorded");
         }
     }
@@ -61,8 +69,8 @@ impl Report for Runs {
 impl Runs {
     /// Records what an execution reports. A refusal (a cancel or a later execution came
     /// first, nothing was owed, usage was recorded already) is expected and only logged.
-    async fn record(&self, id: RunId, command: Command, what: &'static str) {
-        if let Err(e) = self.execute(id, command).await {
+    async fn record(&self, id: RunId, command: Command, origin: Origin, what: &'static str) {
+        if let Err(e) = self.execute_as(id, command, Some(origin)).await {
             tracing::debug!(run_id = %id, error = %e, what, "execution report not recorded");
         }
     }

@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::error::Error;
 use runledger_base::clock::now;
 use runledger_base::notify::Feed;
-use runledger_domain::{decide, evolve, Command, Effect, Run, RunId};
+use runledger_domain::{decide, evolve, Command, Effect, Origin, Run, RunId};
 use runledger_exec::{Executor, Report};
 use runledger_projection::projector::Projector;
 use runledger_projection::Index;
@@ -117,7 +117,7 @@ pub(super) struct RunActor<R: Report + Unpin> {
 
 #[derive(Message)]
 #[rtype(result = "Result<Outcome, Error>")]
-pub(super) struct Execute(pub Command);
+pub(super) struct Execute(pub Command, pub Option<Origin>);
 
 impl<R: Report + Unpin> RunActor<R> {
     fn reset_idle(&mut self, ctx: &mut Context<Self>) {
@@ -196,7 +196,11 @@ impl<R: Report + Unpin> Actor for RunActor<R> {
 impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
     type Result = AtomicResponse<Self, Result<Outcome, Error>>;
 
-    fn handle(&mut self, Execute(command): Execute, ctx: &mut Self::Context) -> Self::Result {
+    fn handle(
+        &mut self,
+        Execute(command, origin): Execute,
+        ctx: &mut Self::Context,
+    ) -> Self::Result {
         // actix still delivers mailbox messages to a stopping actor but never runs its wait
         // futures, so work started here would append events that are never synced, indexed or
         // acted on. A stopping actor does nothing; its reply is dropped, and the sender retries
@@ -208,7 +212,7 @@ impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
         let writer = writer_of(&command);
         let appended = self
             .load()
-            .and_then(|current| self.append(current, command, writer));
+            .and_then(|current| self.append(current, command, origin.as_ref(), writer));
         let (new, effects, owed) = match appended {
             Ok(appended) => appended,
             Err(e) => return self.refuse(e),
@@ -245,6 +249,7 @@ impl<R: Report + Unpin> RunActor<R> {
         &self,
         current: Option<Run>,
         command: Command,
+        origin: Option<&Origin>,
         writer: store::Writer,
     ) -> Result<Appended, Error> {
         let decision = decide(current.as_ref(), command)?;
@@ -273,7 +278,7 @@ impl<R: Report + Unpin> RunActor<R> {
             &decision.events,
         );
         webhooks.write(&owed)?;
-        let envelopes = store::envelopes(self.id, first_seq, at, decision.events);
+        let envelopes = store::envelopes(self.id, first_seq, at, decision.events, origin);
         let projector = &self.handles.projector;
         projector.mark(self.id)?;
         if let Err(e) = self.handles.store.append(&envelopes) {

@@ -3,14 +3,18 @@
 //! a handler cannot reach the executor's lifecycle, the recovery or the other handles' data.
 
 use super::error::Error;
+use super::history::History;
 use super::run_actor::Outcome;
 use super::runs::Runs;
 use crate::idempotency::Idempotency;
-use runledger_domain::{Attachment, Command, Run, RunAdmitted, RunId};
+use runledger_domain::{Attachment, Command, Origin, Run, RunAdmitted, RunId};
 use runledger_projection::{Page, Query};
 use runledger_store::Envelope;
 
 /// A cheap-to-clone handle on the runs for the run endpoints (paths under `/api/v1`):
+/// Every command and create takes the `Origin` of the request that asked, recorded beside
+/// its events.
+///
 /// - `POST /agent/run`: `credentials` (sealing), `idempotency`, `new_id`, `create`,
 ///   `create_with_id`, `get`;
 /// - `GET /agent/runs` and the console's `/runs`: `list`;
@@ -36,13 +40,15 @@ impl RunHandle {
         self.runs.new_id()
     }
 
-    /// Creates a run with a fresh id (see `Runs::create`).
+    /// Creates a run with a fresh id, its first events recorded with `origin` (see
+    /// `Runs::create`).
     pub async fn create(
         &self,
         created: RunAdmitted,
         attachments: Vec<Attachment>,
+        origin: Origin,
     ) -> Result<Outcome, Error> {
-        self.runs.create(created, attachments).await
+        self.runs.create(created, attachments, Some(origin)).await
     }
 
     /// Creates a run under an id chosen beforehand, answering an existing id with its run
@@ -52,8 +58,11 @@ impl RunHandle {
         id: RunId,
         created: RunAdmitted,
         attachments: Vec<Attachment>,
+        origin: Origin,
     ) -> Result<Outcome, Error> {
-        self.runs.create_with_id(id, created, attachments).await
+        self.runs
+            .create_with_id(id, created, attachments, Some(origin))
+            .await
     }
 
     /// One run as of its latest acknowledged command (see `Runs::get`).
@@ -66,9 +75,15 @@ impl RunHandle {
         self.runs.list(query).await
     }
 
-    /// Runs a command on a run through its actor.
-    pub async fn execute(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
-        self.runs.execute(id, command).await
+    /// Runs a command on a run through its actor, its events recorded with `origin` (the
+    /// request that asked).
+    pub async fn execute(
+        &self,
+        id: RunId,
+        command: Command,
+        origin: Origin,
+    ) -> Result<Outcome, Error> {
+        self.runs.execute_as(id, command, Some(origin)).await
     }
 
     /// The records of idempotent creates.
@@ -80,6 +95,12 @@ impl RunHandle {
     /// created (the executor opens them at launch).
     pub fn credentials(&self) -> &runledger_store::credentials::Credentials {
         self.runs.inner.executor.credentials()
+    }
+
+    /// The runs' past states (`GET /agent/runs/{id}?as_of_seq=N`, `…/states`, the console's
+    /// timeline).
+    pub fn history(&self) -> History {
+        History::new(&self.runs)
     }
 
     /// Follows a run: the subscription wakes when new events of the run are durable.

@@ -12,7 +12,7 @@ use crate::api_keys::Keys;
 use crate::idempotency::Idempotency;
 use runledger_base::clock::now;
 use runledger_domain::{
-    Attachment, Command, Rejection, Run, RunAdmitted, RunId, RunSchedule, SourceType,
+    Attachment, Command, Origin, Rejection, Run, RunAdmitted, RunId, RunSchedule, SourceType,
 };
 use runledger_exec::Executor;
 use runledger_projection::projector::Projector;
@@ -106,15 +106,28 @@ impl Runs {
         self.inner.store.sync().await
     }
 
-    /// Runs a command on a run through its actor.
+    /// Runs a command on a run through its actor, its events recorded without an origin: for
+    /// callers with no cause to name (tests, tools); the service's own callers use
+    /// `execute_as`.
     pub async fn execute(&self, id: RunId, command: Command) -> Result<Outcome, Error> {
-        self.execute_inner(id, command, false).await
+        self.execute_inner(id, command, None, false).await
+    }
+
+    /// Runs a command on a run through its actor, its events recorded with `origin`.
+    pub async fn execute_as(
+        &self,
+        id: RunId,
+        command: Command,
+        origin: Option<Origin>,
+    ) -> Result<Outcome, Error> {
+        self.execute_inner(id, command, origin, false).await
     }
 
     async fn execute_inner(
         &self,
         id: RunId,
         command: Command,
+        origin: Option<Origin>,
         fresh: bool,
     ) -> Result<Outcome, Error> {
         // An actor may stop between lookup and send; a second activation then succeeds.
@@ -123,7 +136,7 @@ impl Runs {
                 .inner
                 .actors
                 .activate(id, fresh, self, &self.inner.handles);
-            match addr.send(Execute(command.clone())).await {
+            match addr.send(Execute(command.clone(), origin.clone())).await {
                 Ok(result) => {
                     if result.is_ok() {
                         self.inner.projector.throttle().await;
@@ -144,14 +157,16 @@ impl Runs {
         RunId::new(now(), u128::from_be_bytes(random))
     }
 
-    /// Creates a run with a fresh id, if its team's and its environment's queues have room.
+    /// Creates a run with a fresh id, if its team's and its environment's queues have room;
+    /// its first events are recorded with `origin`.
     pub async fn create(
         &self,
         created: RunAdmitted,
         attachments: Vec<Attachment>,
+        origin: Option<Origin>,
     ) -> Result<Outcome, Error> {
         // A fresh id has no log yet, so the actor need not read one.
-        self.admit(self.new_id(), created, attachments, None, true)
+        self.admit(self.new_id(), created, attachments, None, origin, true)
             .await
     }
 
@@ -171,15 +186,18 @@ impl Runs {
         id: RunId,
         created: RunAdmitted,
         attachments: Vec<Attachment>,
+        origin: Option<Origin>,
     ) -> Result<Outcome, Error> {
-        self.admit(id, created, attachments, None, false).await
+        self.admit(id, created, attachments, None, origin, false)
+            .await
     }
 
     /// Creates the run a firing of `schedule` makes, under the id the scheduler chose and
     /// recorded for that firing beforehand. Like `create_with_id`, an id that exists is
     /// answered with the existing run, so a firing retried after a crash makes no second run;
     /// that answer comes before the queues' caps are asked, so a retry finds its run even when
-    /// the queues are full. The run's source is `SCHEDULED_AGENT` whatever `admitted` says.
+    /// the queues are full. The run's source is `SCHEDULED_AGENT` whatever `admitted` says,
+    /// and its first events name the firing as their origin (`Origin::schedule`).
     pub async fn create_scheduled(
         &self,
         id: RunId,
@@ -194,8 +212,16 @@ impl Runs {
         }
         let mut admitted = admitted;
         admitted.created.source = SourceType::ScheduledAgent;
-        self.admit(id, admitted, Vec::new(), Some(schedule), false)
-            .await
+        let origin = super::causes::fired(&schedule);
+        self.admit(
+            id,
+            admitted,
+            Vec::new(),
+            Some(schedule),
+            Some(origin),
+            false,
+        )
+        .await
     }
 
     /// Whether run `id` exists: a run acknowledged but not yet in the index is among the
@@ -214,11 +240,12 @@ impl Runs {
         admitted: RunAdmitted,
         attachments: Vec<Attachment>,
         schedule: Option<RunSchedule>,
+        origin: Option<Origin>,
         fresh: bool,
     ) -> Result<Outcome, Error> {
         let _waiting = self.reserve(&admitted)?;
         let command = Command::create(admitted, attachments, schedule);
-        match self.execute_inner(id, command, fresh).await {
+        match self.execute_inner(id, command, origin, fresh).await {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,

@@ -109,7 +109,13 @@ mod tests {
         .expect("create");
         assert_eq!(decision.events.len(), 2);
         store
-            .append(&store::envelopes(id, 0, Timestamp(5_000), decision.events))
+            .append(&store::envelopes(
+                id,
+                0,
+                Timestamp(5_000),
+                decision.events,
+                None,
+            ))
             .expect("append");
         store
             .append(&store::envelopes(
@@ -117,6 +123,7 @@ mod tests {
                 2,
                 Timestamp(6_000),
                 vec![Event::Started { execution: 1 }],
+                None,
             ))
             .expect("append");
         let render: Render = Arc::new(|run, _| {

@@ -29,7 +29,13 @@ pub(super) fn setup(dir: &std::path::Path) -> (Config, Store, RunId) {
     let id = RunId::new(Timestamp(1_000), 1);
     let admitted = Event::Admitted(RunAdmitted::from_legacy(sample_created(1)));
     store
-        .append(&store::envelopes(id, 0, Timestamp(1_000), vec![admitted]))
+        .append(&store::envelopes(
+            id,
+            0,
+            Timestamp(1_000),
+            vec![admitted],
+            None,
+        ))
         .expect("append");
     (config, store, id)
 }

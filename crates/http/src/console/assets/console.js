@@ -212,7 +212,7 @@
     const parts = [];
     if (data.creator && data.creator.display_name) parts.push("by " + data.creator.display_name);
     for (const [k, v] of Object.entries(data)) {
-      if (["title", "prompt", "config", "creator", "metadata", "team"].includes(k)) continue;
+      if (["title", "prompt", "config", "creator", "metadata", "team", "by"].includes(k)) continue;
       if (v === null || typeof v === "object") continue;
       parts.push(k + ": " + String(v).slice(0, 200));
     }
@@ -240,16 +240,42 @@
       cancel.hidden = TERMINAL.has(s);
     }
 
+    // The timeline is rendered on the server, a page at a time; while it shows the newest page,
+    // the events recorded since are added here (keys named as the page named them, else by id).
+    const keyNames = JSON.parse(events.dataset.keyNames || "{}");
     async function loadEvents() {
+      if (events.dataset.newest !== "true") return;
       try {
-        const page = await api("GET", "/agent/runs/" + id + "/events");
-        events.replaceChildren(
-          ...page.events.map((e) =>
-            el("li", {}, el("time", { dateTime: e.at }, when(e.at)), " ", el("strong", {}, e.type), " ", describe(e))
-          )
-        );
+        const last = events.dataset.lastSeq;
+        const query = last === "" ? "" : "?after_seq=" + last;
+        const page = await api("GET", "/agent/runs/" + id + "/events" + query);
+        for (const e of page.events) {
+          // Two refreshes may overlap: an event already shown is not added again.
+          if (events.dataset.lastSeq !== "" && e.seq <= Number(events.dataset.lastSeq)) continue;
+          const data = e.data || {};
+          const parts = [describe(e)];
+          if (data.by) parts.push("by " + (keyNames[data.by] || data.by));
+          const status = data.status_message;
+          if (status && status.message) parts.push(status.message + (status.error_code ? " " + status.error_code : ""));
+          const o = e.origin;
+          if (o) {
+            const from = ["via " + o.channel];
+            if (o.key) from.push("key " + o.key.name + " (" + o.key.id + ")");
+            for (const [label, v] of [["request", o.request_id], ["from", o.client_addr], ["user agent", o.user_agent], ["cause", o.cause], ["reason", o.reason]]) {
+              if (v) from.push(label + " " + v);
+            }
+            parts.push(from.join(" · "));
+          }
+          events.append(
+            el("li", { id: "event-" + e.seq, value: e.seq, "data-seq": String(e.seq) },
+              el("time", { dateTime: e.at }, when(e.at)), " ", el("strong", {}, e.type), " ",
+              parts.filter((p) => p).join(", "), " ",
+              el("a", { class: "at-link", href: "/runs/" + id + "?at=" + e.seq + "#at" }, "the run at this event"))
+          );
+          events.dataset.lastSeq = String(e.seq);
+        }
       } catch (e) {
-        events.replaceChildren(el("li", { class: "error" }, "The events could not be read: " + e.message));
+        events.append(el("li", { class: "error" }, "The newest events could not be read: " + e.message));
       }
     }
 

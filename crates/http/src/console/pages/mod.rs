@@ -11,6 +11,7 @@ mod layout;
 mod list;
 mod run;
 mod signin;
+mod timeline;
 
 pub(super) use forms::{keys, new_run};
 pub(super) use list::runs;

@@ -1,6 +1,6 @@
 //! One run's page: its head (title, state, cancel, share link), details, prompt, attachments
-//! and artifacts rendered here, and the frames the script fills live (transcript, follow-up,
-//! events).
+//! and artifacts rendered here, the timeline and "the run at this event" (`timeline`), and the
+//! frames the script fills live (transcript, follow-up).
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -10,13 +10,15 @@ use super::super::respond::html;
 use super::display::{state_badge, text, when};
 use super::gate::gate;
 use super::layout::{error_page, layout};
+use super::timeline;
 use crate::html::escape;
 use crate::problem::ApiError;
 use crate::{access, AppState};
-use runledger_domain::{RunId, RunState};
+use runledger_domain::{Run, RunId, RunState};
 use runledger_runs::api_keys::Key;
 
-/// `GET /runs/{id}`: one run of the key's team (another team's is answered as missing).
+/// `GET /runs/{id}`: one run of the key's team (another team's is answered as missing);
+/// `?events_from=SEQ` pages the timeline, `?at=SEQ` shows the run right after that event.
 pub(in crate::console) async fn run(
     req: HttpRequest,
     path: web::Path<String>,
@@ -26,8 +28,24 @@ pub(in crate::console) async fn run(
         Ok(who) => who,
         Err(r) => return *r,
     };
-    let run = match find(&state, &who.key, &path) {
-        Ok(run) => run,
+    let (current, run) = match find(&state, &who.key, &path) {
+        Ok(found) => found,
+        Err(e) => return error_page(Some(&who), &e),
+    };
+    let view = match timeline::view(req.query_string()) {
+        Ok(view) => view,
+        Err(e) => return error_page(Some(&who), &e),
+    };
+    let at = match view
+        .at
+        .map(|seq| timeline::at_section(&state, &current, seq))
+    {
+        Some(Ok(section)) => section,
+        Some(Err(e)) => return error_page(Some(&who), &e),
+        None => String::new(),
+    };
+    let events = match timeline::timeline(&state, &current, &view) {
+        Ok(events) => events,
         Err(e) => return error_page(Some(&who), &e),
     };
     let id = escape(text(&run["run_id"]));
@@ -36,15 +54,16 @@ pub(in crate::console) async fn run(
         t => t,
     };
     let mut body = head(&run, &id, title);
+    body.push_str(&at);
     body.push_str(&details(&run, &id));
     body.push_str(&prompt_and_attachments(&run));
     body.push_str(&artifacts(&run));
-    live_frames(&mut body);
+    live_frames(&mut body, &events);
     html(StatusCode::OK, layout(title, Some(&who), "run", &body))
 }
 
-/// The run `path` names as the API shows it, if it is one of `key`'s team.
-fn find(state: &AppState, key: &Key, path: &str) -> Result<Value, ApiError> {
+/// The run `path` names, and as the API shows it, if it is one of `key`'s team.
+fn find(state: &AppState, key: &Key, path: &str) -> Result<(Run, Value), ApiError> {
     let missing = || ApiError::not_found(format!("there is no run {path:?} for this key"));
     let id: RunId = path.parse().map_err(|_| missing())?;
     let run = state
@@ -53,7 +72,8 @@ fn find(state: &AppState, key: &Key, path: &str) -> Result<Value, ApiError> {
         .filter(|run| run.team == key.team)
         .ok_or_else(missing)?;
     let bytes = access::run_json(state, &run)?;
-    serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))
+    let json = serde_json::from_slice::<Value>(&bytes).map_err(|e| ApiError::internal(&e))?;
+    Ok((run, json))
 }
 
 /// The page's head: title, state badge, the cancel button (hidden once the run has ended) and
@@ -99,6 +119,7 @@ fn details(run: &Value, id: &str) -> String {
     item("Started", when(&run["started_at"]));
     item("Updated", when(&run["updated_at"]));
     item("Run time", escape(text(&run["run_time"])));
+    item("Failure", timeline::failure(&run["status_message"]));
     let config = &run["agent_config"];
     item("Environment", escape(text(&config["environment_id"])));
     item("Model", escape(text(&config["model_id"])));
@@ -196,8 +217,9 @@ fn artifacts(run: &Value) -> String {
     body
 }
 
-/// The frames the script fills live: the transcript, the follow-up form and the events.
-fn live_frames(body: &mut String) {
+/// The frames the script fills live (the transcript, the follow-up form), then the timeline
+/// (`events`, which the script extends while it shows the newest page).
+fn live_frames(body: &mut String, events: &str) {
     body.push_str(
         "<section aria-labelledby=\"tx-h\"><h2 id=\"tx-h\">Transcript</h2>\
          <div class=\"tx-tools\"><button type=\"button\" id=\"tx-pause\" aria-pressed=\"false\">\
@@ -218,8 +240,6 @@ fn live_frames(body: &mut String) {
          <button type=\"submit\">Send follow-up</button></div>\
          <p id=\"followup-result\" role=\"status\" aria-live=\"polite\"></p></form></section>",
     );
-    body.push_str(
-        "<section aria-labelledby=\"ev-h\"><h2 id=\"ev-h\">Events</h2>\
-         <ol id=\"events\" class=\"events\"></ol></section></div>",
-    );
+    body.push_str(events);
+    body.push_str("</div>");
 }
