@@ -94,15 +94,19 @@ impl Executor {
     /// The environment whose queue and slots a run in environment `id` uses. A run whose
     /// environment was removed from the configuration waits in the default environment's
     /// queue, and fails at launch.
-    pub(super) fn queue_environment(&self, id: Option<&str>) -> Environment {
+    ///
+    /// Borrowed, not cloned: every create asks twice (its reservation and its queueing), and an
+    /// environment's clone is dozens of allocations (`docs/performance.md`, "Create path
+    /// against 3db3b62").
+    pub(super) fn queue_environment(&self, id: Option<&str>) -> &Environment {
+        static DEMO: std::sync::OnceLock<Environment> = std::sync::OnceLock::new();
         self.configured(id)
             .or_else(|| self.environments.first())
-            .cloned()
-            .unwrap_or_else(Environment::demo)
+            .unwrap_or_else(|| DEMO.get_or_init(Environment::demo))
     }
 
     /// The environment whose queue and slots a run uses (`queue_environment`).
-    pub(super) fn environment_of(&self, run: &Run) -> Environment {
+    pub(super) fn environment_of(&self, run: &Run) -> &Environment {
         self.queue_environment(run.config.environment_id.as_deref())
     }
 }

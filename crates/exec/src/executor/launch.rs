@@ -32,7 +32,7 @@ impl Executor {
         followups: Vec<Followup>,
         resumed_by: Option<Followup>,
     ) {
-        let environment = self.environment_of(run);
+        let environment = self.environment_of(run).clone();
         let (tx, rx) = mpsc::unbounded_channel();
         self.state().live.insert(
             run.id,

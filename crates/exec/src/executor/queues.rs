@@ -71,7 +71,7 @@ impl Executor {
         state.team(&team).reserved += 1;
         Ok(Reservation {
             state: self.state.clone(),
-            env: env.id,
+            env: env.id.clone(),
             team,
         })
     }
@@ -86,7 +86,7 @@ impl Executor {
             state.push(&env.id, run.id, &Arc::from(run.team.as_str()), false);
             at_capacity
         };
-        self.pump(runs, &env);
+        self.pump(runs, env);
         at_capacity
     }
 

@@ -66,14 +66,14 @@ impl<R: Report + Unpin> Registry<R> {
     }
 
     /// The live actor of run `id`, or a new one started with `runs` to report back to and the
-    /// `handles` made by `handles`. `fresh`: the id was made just now, so the actor need not
-    /// look for a log.
+    /// `handles` it shares with every other actor. `fresh`: the id was made just now, so the
+    /// actor need not look for a log.
     pub(super) fn activate(
         self: &Arc<Self>,
         id: RunId,
         fresh: bool,
         runs: &R,
-        handles: impl FnOnce() -> Handles,
+        handles: &Arc<Handles>,
     ) -> Addr<RunActor<R>> {
         let mut actors = self.actors();
         if let Some(addr) = actors.get(&id) {
@@ -85,7 +85,7 @@ impl<R: Report + Unpin> Registry<R> {
             id,
             runs: runs.clone(),
             registry: self.clone(),
-            handles: handles(),
+            handles: handles.clone(),
             state: if fresh { Some(None) } else { None },
             idle: None,
         };
@@ -109,7 +109,7 @@ pub(super) struct RunActor<R: Report + Unpin> {
     id: RunId,
     runs: R,
     registry: Arc<Registry<R>>,
-    handles: Handles,
+    handles: Arc<Handles>,
     /// `None` until loaded; `Some(None)` for a run that does not exist (yet).
     state: Option<Option<Run>>,
     idle: Option<SpawnHandle>,

@@ -36,6 +36,10 @@ pub(super) struct Inner {
     pub(super) feed: Arc<runledger_base::notify::Feed<RunId>>,
     pub(super) projector: Arc<Projector>,
     pub(super) webhooks: crate::webhooks::Webhooks,
+    /// What every run's actor works with, made once: an activation (one per create) then
+    /// costs one reference count, not a clone of each handle and its drop when the actor
+    /// stops (`docs/performance.md`, "Create path against 3db3b62").
+    pub(super) handles: Arc<Handles>,
 }
 
 impl Runs {
@@ -45,16 +49,27 @@ impl Runs {
         executor: Executor,
         webhooks: crate::webhooks::Webhooks,
     ) -> Runs {
+        let projector = Arc::new(Projector::start(index.clone(), store.clone()));
+        let feed: Arc<runledger_base::notify::Feed<RunId>> = Arc::default();
+        let handles = Arc::new(Handles {
+            store: store.clone(),
+            index: index.clone(),
+            projector: projector.clone(),
+            executor: executor.clone(),
+            feed: feed.clone(),
+            webhooks: webhooks.clone(),
+        });
         Runs {
             inner: Arc::new(Inner {
-                projector: Arc::new(Projector::start(index.clone(), store.clone())),
+                projector,
+                handles,
                 keys: Keys::new(store.clone()),
                 idempotency: Idempotency::new(store.clone()),
                 store,
                 index,
                 executor,
                 actors: Arc::new(Registry::new()),
-                feed: Arc::default(),
+                feed,
                 webhooks,
             }),
         }
@@ -117,14 +132,10 @@ impl Runs {
     ) -> Result<Outcome, Error> {
         // An actor may stop between lookup and send; a second activation then succeeds.
         for _ in 0..5 {
-            let addr = self.inner.actors.activate(id, fresh, self, || Handles {
-                store: self.inner.store.clone(),
-                index: self.inner.index.clone(),
-                projector: self.inner.projector.clone(),
-                executor: self.inner.executor.clone(),
-                feed: self.inner.feed.clone(),
-                webhooks: self.inner.webhooks.clone(),
-            });
+            let addr = self
+                .inner
+                .actors
+                .activate(id, fresh, self, &self.inner.handles);
             match addr.send(Execute(command.clone(), origin.clone())).await {
                 Ok(result) => {
                     if result.is_ok() {
