@@ -1,10 +1,9 @@
 //! The admin API: manage API keys on a running server (only admin keys may call it), so a
 //! leaked key can be revoked without downtime. Each act is recorded in the admin audit log with
-//! the caller's origin (`audit_admin::admin_origin`).
+//! the caller's origin (`origin::of`, as every run command's).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 
-use super::audit_admin::admin_origin;
 use super::error_responses::{
     BadRequest, Conflict, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized,
     Unavailable,
@@ -107,7 +106,7 @@ pub async fn create(
             kind,
             request.admin.unwrap_or(false),
             team,
-            admin_origin(&req, &key),
+            super::origin::of(&req, &key, &state.config.trusted_proxies),
         )
         .await?;
     Ok(HttpResponse::Ok().json(CreatedApiKey {
@@ -143,7 +142,10 @@ pub async fn revoke(
     require_admin(&key)?;
     let record = state
         .keys
-        .revoke(&path, admin_origin(&req, &key))
+        .revoke(
+            &path,
+            super::origin::of(&req, &key, &state.config.trusted_proxies),
+        )
         .await?
         .ok_or_else(|| ApiError::not_found("no key with this id"))?;
     Ok(HttpResponse::Ok().json(ApiKey::from(&record)))
@@ -209,7 +211,10 @@ pub async fn create_team(
     }
     if !state
         .keys
-        .create_team(&request.name, admin_origin(&req, &key))
+        .create_team(
+            &request.name,
+            super::origin::of(&req, &key, &state.config.trusted_proxies),
+        )
         .await?
     {
         return Err(ApiError::conflict(format!(

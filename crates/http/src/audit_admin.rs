@@ -1,6 +1,5 @@
 //! `GET /api/v1/audit/admin`: the admin audit log for admin keys (newest first, paged,
-//! filtered by record type, acting key and time), and `admin_origin`, the actor context the
-//! admin endpoints record with each act. It reads the log through the `AdminAudit` handle only;
+//! filtered by record type, acting key and time). It reads the log through the `AdminAudit` handle only;
 //! what an act records is decided where the act is done.
 
 use actix_web::{web, HttpRequest, HttpResponse};
@@ -8,15 +7,13 @@ use serde::Serialize;
 use utoipa::ToSchema;
 
 use super::error_responses::{BadRequest, Forbidden, InternalError, Unauthorized};
-use super::problem::{ApiError, REQUEST};
+use super::problem::ApiError;
 use super::wire::PageInfo;
 use super::{AppState, Principal};
-use runledger_domain::origin::{cut, MAX_USER_AGENT};
-use runledger_domain::{AdminEvent, Channel, Origin, OriginKey, Timestamp};
+use runledger_domain::{AdminEvent, Timestamp};
 use runledger_format::admin::{admin_json, AdminItem};
 use runledger_format::time::parse_time;
 use runledger_runs::actor::{AdminQuery, MAX_ADMIN_PAGE};
-use runledger_runs::api_keys::Key;
 
 /// The page size when `limit` is not given.
 const DEFAULT_LIMIT: usize = 100;
@@ -27,32 +24,6 @@ pub struct AdminAuditPage {
     /// Newest first.
     pub items: Vec<AdminItem>,
     pub page_info: PageInfo,
-}
-
-/// Who did an act through the admin API: the key as it is now, the request's id, the peer's
-/// address and the user agent (cut to `MAX_USER_AGENT` bytes).
-pub(crate) fn admin_origin(req: &HttpRequest, key: &Key) -> Origin {
-    Origin {
-        channel: Channel::Api,
-        key: Some(OriginKey {
-            id: key.id.clone(),
-            name: key.name.clone(),
-            kind: key.kind.as_str().to_string(),
-            team: key.team.clone(),
-            admin: key.admin,
-        }),
-        request_id: REQUEST
-            .try_with(|(id, _)| id.clone())
-            .ok()
-            .filter(|id| !id.is_empty()),
-        client_addr: req.peer_addr().map(|addr| addr.ip().to_string()),
-        user_agent: req
-            .headers()
-            .get(actix_web::http::header::USER_AGENT)
-            .and_then(|v| v.to_str().ok())
-            .map(|ua| cut(ua, MAX_USER_AGENT).to_string()),
-        ..Origin::default()
-    }
 }
 
 /// The administrative acts recorded on this instance, newest first (admin keys only):
