@@ -201,6 +201,23 @@ impl Remote {
         })
     }
 
+    /// GETs `url` asking for server-sent events, resuming after `last_event_id` if given.
+    async fn ask_for_events(
+        &self,
+        url: &str,
+        last_event_id: Option<&str>,
+    ) -> Result<reqwest::Response, Error> {
+        let mut request = self
+            .client
+            .get(url)
+            .bearer_auth(&self.key)
+            .header(reqwest::header::ACCEPT, "text/event-stream");
+        if let Some(id) = last_event_id {
+            request = request.header("Last-Event-ID", id);
+        }
+        request.send().await.map_err(|e| unreachable(url, &e))
+    }
+
     /// Opens `path` as server-sent events (`Accept: text/event-stream`), resuming after
     /// `last_event_id` if given. An answer that is not a stream is an error.
     pub async fn event_stream(
@@ -210,15 +227,7 @@ impl Remote {
         last_event_id: Option<&str>,
     ) -> Result<reqwest::Response, Error> {
         let url = self.url(path, query);
-        let mut request = self
-            .client
-            .get(&url)
-            .bearer_auth(&self.key)
-            .header(reqwest::header::ACCEPT, "text/event-stream");
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
-        }
-        let response = request.send().await.map_err(|e| unreachable(&url, &e))?;
+        let response = self.ask_for_events(&url, last_event_id).await?;
         let status = response.status();
         let stream = response
             .headers()
@@ -250,15 +259,7 @@ impl Remote {
             &format!("/api/v1/agent/runs/{run_id}/transcript"),
             &[("offset", offset.to_string())],
         );
-        let mut request = self
-            .client
-            .get(&url)
-            .bearer_auth(&self.key)
-            .header(reqwest::header::ACCEPT, "text/event-stream");
-        if let Some(id) = last_event_id {
-            request = request.header("Last-Event-ID", id);
-        }
-        let response = request.send().await.map_err(|e| unreachable(&url, &e))?;
+        let response = self.ask_for_events(&url, last_event_id).await?;
         let status = response.status();
         let media = response
             .headers()
