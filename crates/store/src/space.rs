@@ -95,8 +95,10 @@ impl Watch {
                     return;
                 };
                 if free < self.reserve {
-                    self.health.set_low_space(true);
+                    // The ballast goes first, so that whoever is refused for low space finds
+                    // its room already given back (the order a client can observe).
                     self.release_ballast();
+                    self.health.set_low_space(true);
                 } else if !self.ballast_present() && free >= 2 * self.reserve {
                     // A ballast lost or never made (a start on a tight disk): made when there
                     // is room for it and the reserve beside it.
