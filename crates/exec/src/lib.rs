@@ -36,6 +36,7 @@ pub mod safe_fs;
 pub mod sandbox;
 mod seccomp;
 pub mod slurm;
+pub mod snapshot;
 mod supervision;
 pub mod transcript;
 pub mod usage;

@@ -14,13 +14,14 @@
 //! (workspace, home, MCP file, variables, cgroup), `files` (private files and CLI
 //! configuration, through `safe_fs`), `setup` (repositories and setup commands), `start` (argv,
 //! prompt, spawn, stdin at start), `supervise` (waiting, follow-ups, deadline, stopping the
-//! tree), `output` (the bounded output streaming) and `finish` (exit status to outcome, failure
-//! messages). Their imports form no circle (`tests/it/layers.rs`): `run` is the top, `execution`
-//! and `output` import no sibling.
+//! tree), `output` (the bounded output streaming), `finish` (exit status to outcome, failure
+//! messages) and `keep` (the execution's snapshot, for forks). Their imports form no circle
+//! (`tests/it/layers.rs`): `run` is the top, `execution` and `output` import no sibling.
 
 mod execution;
 mod files;
 mod finish;
+mod keep;
 mod output;
 mod prepare;
 mod run;
