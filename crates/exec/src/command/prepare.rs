@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use super::execution::Execution;
 use super::files::write_private;
 use super::finish::{internal, unsafe_path};
+use super::fork::{self, fork_point};
 use crate::observe;
 use crate::process::{Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use crate::report::{self, Reports};
@@ -233,8 +234,30 @@ pub(super) fn prepare<'a>(
     // A workspace whose setup never completed (it failed, or the server died during it) is
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
+    // A fork whose workspace is not ready yet starts from its original's snapshot.
+    let fork = fork_point(job).filter(|_| needs_setup);
+    if fork.is_some() {
+        fork::clear_home(&files)?;
+    }
     let owner = sup.sandboxes.owner();
     make_dirs(sup, &files, &workspace, &home, needs_setup)?;
+    let session_path = files.join("session");
+    if let Some((from, execution)) = &fork {
+        let original_files = match &job.allocation {
+            Some(_) => workspace_root.join(SHARED_FILES).join(from),
+            None => sup.data_dir.join("agent-files").join(from),
+        };
+        let start = fork::Start {
+            workspace: &workspace,
+            home: &home,
+            session: &session_path,
+            setup_done: &setup_done,
+            original_files: &original_files,
+            original_workspace: &workspace_root.join(from),
+        };
+        fork::restore(sup, *execution, &start)?;
+    }
+    let needs_setup = needs_setup && fork.is_none();
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
     if let Err(e) = write_private(&mcp_path, mcp.to_string().as_bytes(), owner) {
@@ -261,7 +284,7 @@ pub(super) fn prepare<'a>(
         execution: Some((id.to_string(), job.execution)),
     };
     let (leaf, steps) = confinement(job, sup, &mut vars, &files)?;
-    Ok(Execution {
+    let mut x = Execution {
         job,
         sup,
         launcher,
@@ -276,7 +299,7 @@ pub(super) fn prepare<'a>(
         reports: Some(reports),
         artifacts,
         setup_done,
-        session_path: files.join("session"),
+        session_path,
         needs_setup,
         vars,
         deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
@@ -286,7 +309,14 @@ pub(super) fn prepare<'a>(
         unconfirmed: 0,
         leaf,
         usage: observe::Usage::default(),
-    })
+    };
+    if let Some((from, execution)) = fork {
+        x.system(format!(
+            "the fork starts from the snapshot of execution {execution} of run {from}: its \
+             workspace, home and CLI session as that execution left them"
+        ));
+    }
+    Ok(x)
 }
 
 /// What the execution's output must never show: the environment's secrets and the run's MCP
