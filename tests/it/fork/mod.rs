@@ -2,5 +2,6 @@
 //! bounded, safe against what a hostile agent plants) and `POST /agent/runs/{id}/fork`, which
 //! starts a new run from one, with the real binary and `command` agents.
 
+mod forks;
 mod snapshots;
 mod support;

@@ -72,7 +72,7 @@ async fn a_snapshot_over_snapshot_max_mb_is_not_kept_and_the_transcript_says_so(
         );
         assert!(!snapshot(&s, &id, 1).exists(), "{prompt}");
         // Nothing half-made is left either.
-        let left = walk(&snapshot(&s, &id, 1).parent().expect("dir").to_path_buf());
+        let left = walk(snapshot(&s, &id, 1).parent().expect("dir"));
         assert!(left.is_empty(), "{prompt}: {left:?}");
         let text = s.transcript_text(&id).await;
         assert!(

@@ -16,8 +16,16 @@ use runledger_domain::StatusMessage;
 
 /// Where a fork starts: the original run's id and the execution after which it forks.
 pub(super) fn fork_point(job: &Assignment) -> Option<(String, u32)> {
-    let _ = job; // STUB-FOUNDATION
-    None
+    match &job.run.derived {
+        Some(runledger_domain::RunDerivation {
+            from,
+            kind:
+                runledger_domain::Derivation::Fork {
+                    after_execution, ..
+                },
+        }) => Some((from.clone(), *after_execution)),
+        _ => None,
+    }
 }
 
 /// The paths of one fork start: the fork's and the original's.

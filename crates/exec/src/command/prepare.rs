@@ -17,15 +17,13 @@ use super::fork::{self, fork_point};
 use crate::observe;
 use crate::process::{Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use crate::report::{self, Reports};
+use crate::run_files::SHARED_FILES;
 use crate::safe_fs;
 use crate::transcript::Redactor;
 use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
 use runledger_domain::harness::{Harness, Sandbox};
 use runledger_domain::StatusMessage;
 
-/// The directory under a Slurm environment's `workspace_root` that holds each run's own files
-/// (home, MCP file, reports, step files), on the filesystem the nodes share.
-pub const SHARED_FILES: &str = ".runledger-files";
 /// The `PATH` of every agent whose environment sets none in its `env`.
 pub const AGENT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -243,10 +241,7 @@ pub(super) fn prepare<'a>(
     make_dirs(sup, &files, &workspace, &home, needs_setup)?;
     let session_path = files.join("session");
     if let Some((from, execution)) = &fork {
-        let original_files = match &job.allocation {
-            Some(_) => workspace_root.join(SHARED_FILES).join(from),
-            None => sup.data_dir.join("agent-files").join(from),
-        };
+        let original_files = crate::run_files::run_files(env, &sup.data_dir, from);
         let start = fork::Start {
             workspace: &workspace,
             home: &home,

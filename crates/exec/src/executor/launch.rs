@@ -281,6 +281,14 @@ impl Executor {
 
 /// The message of a fork, for its first execution.
 fn fork_message(run: &Run, execution: u32) -> Option<Followup> {
-    let _ = (run, execution); // STUB-FOUNDATION
-    None
+    match &run.derived {
+        Some(runledger_domain::RunDerivation {
+            kind: runledger_domain::Derivation::Fork { message, .. },
+            ..
+        }) if execution == 1 => Some(Followup {
+            message: message.clone(),
+            mode: Default::default(),
+        }),
+        _ => None,
+    }
 }

@@ -127,6 +127,6 @@ pub fn restore(
         let source = snapshot.open_dir(Path::new(name))?;
         copy_tree(&source, &Dir::open(tree)?, owner, None, &mut budget)?;
     }
-    super::sessions::relocate(&Dir::open(home)?, from.workspace, workspace)?;
+    super::sessions::relocate(&Dir::open(home)?, from.workspace, workspace, owner)?;
     Ok(snapshot.read(Path::new("session"), Links::Allowed)?)
 }
