@@ -5,7 +5,11 @@
 //! `~/.claude/projects/<the path, every character but [A-Za-z0-9] as '->/<session>.jsonl`.
 //! Gemini CLI keeps a project's chats in `~/.gemini/tmp/<slug>/` (and its history in
 //! `~/.gemini/history/<slug>/`), each with a `.project_root` file naming the project's path,
-//! which it looks up by the working directory. Codex finds a session by its id wherever it ran. Everything is reached through `safe_fs`: a
+//! which it looks up by the working directory. Codex finds a session by its id, first in its
+//! state database (`~/.codex/state_<n>.sqlite`), which records each session file by its
+//! absolute path (under the original's home, which the fork's sandbox does not have), then by
+//! scanning `~/.codex/sessions/`: the database is left out of the fork's home, so the scan
+//! finds the session file the fork has. Everything is reached through `safe_fs`: a
 //! link the agent left at one of these names is refused, never followed.
 
 use std::path::Path;
@@ -32,7 +36,23 @@ pub fn relocate(
     owner: Option<Owner>,
 ) -> Result<(), safe_fs::Error> {
     claude(home, from, to)?;
-    gemini(home, from, to, owner)
+    gemini(home, from, to, owner)?;
+    codex(home)
+}
+
+/// Removes Codex's state database (and its WAL and shared-memory files) from the fork's home.
+fn codex(home: &Dir) -> Result<(), safe_fs::Error> {
+    let dir = match home.open_dir(Path::new(".codex")) {
+        Err(e) if e.is_not_found() => return Ok(()),
+        opened => opened?,
+    };
+    for name in dir.names()? {
+        let Some(name) = name.to_str() else { continue };
+        if name.starts_with("state_") && name.contains(".sqlite") {
+            dir.remove(name)?;
+        }
+    }
+    Ok(())
 }
 
 fn claude(home: &Dir, from: &Path, to: &Path) -> Result<(), safe_fs::Error> {
@@ -84,7 +104,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn claude_and_gemini_find_their_sessions_under_the_forks_path() {
+    fn each_cli_finds_its_session_under_the_forks_path() {
         let home = std::env::temp_dir().join(format!(
             "runledger-sessions-{}-{}",
             std::process::id(),
@@ -101,6 +121,10 @@ mod tests {
             let dir = home.join(".gemini").join(base).join("old");
             std::fs::create_dir_all(&dir).expect("test step");
             std::fs::write(dir.join(".project_root"), "/data/workspaces/old").expect("test step");
+        }
+        std::fs::create_dir_all(home.join(".codex")).expect("test step");
+        for name in ["state_5.sqlite", "state_5.sqlite-wal", "logs_2.sqlite"] {
+            std::fs::write(home.join(".codex").join(name), "db").expect("test step");
         }
         let other = home.join(".gemini/tmp/other");
         std::fs::create_dir_all(&other).expect("test step");
@@ -120,6 +144,9 @@ mod tests {
             std::fs::read_to_string(other.join(".project_root")).expect("test step"),
             "/elsewhere"
         );
+        assert!(!home.join(".codex/state_5.sqlite").exists());
+        assert!(!home.join(".codex/state_5.sqlite-wal").exists());
+        assert!(home.join(".codex/logs_2.sqlite").exists());
         let _ = std::fs::remove_dir_all(&home);
     }
 
