@@ -1,7 +1,8 @@
 //! `POST /api/v1/agent/runs/{id}/fork`: a new run that starts where execution K of another run
 //! ended (its workspace, agent home and CLI session, from the snapshot the execution left) and
 //! whose agent continues that session with a new message. The body becomes a checked
-//! `(after_execution, message)`; the original must be the key's team's, execution K must have
+//! `(after_execution, message)`; the original must be the key's team's (or the key an
+//! admin's), execution K must have
 //! ended and its snapshot must exist. The fork is the forking key's run, in the original's
 //! team and environment, with its prompt, configuration (credentials sealed again for the new
 //! creator) and attachments, and records `Derivation::Fork`.
@@ -11,7 +12,7 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Deserialize;
 use utoipa::ToSchema;
 
-use super::access::{may_use_environment, run_id, visible};
+use super::access::{may_use_environment, run_id};
 use super::error_responses::{
     BadRequest, Forbidden, InternalError, NotFound, PayloadTooLarge, Unauthorized, Unavailable,
 };
@@ -117,8 +118,15 @@ pub async fn fork(
     let id = run_id(&path)?;
     let origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
     let (after, message) = parse(&body)?;
-    let original = visible(&state, &key, id)?;
-    may_use_environment(&state, &key, original.config.environment_id.as_deref())?;
+    // The run's team, or an admin key (as for its proof); another team's run is a 404.
+    let original = state
+        .runs
+        .get(id)?
+        .filter(|run| run.team == key.team || key.admin)
+        .ok_or_else(|| ApiError::not_found("no run with this id"))?;
+    if !key.admin {
+        may_use_environment(&state, &key, original.config.environment_id.as_deref())?;
+    }
     ended(&original, after)?;
     if !state.runs.snapshot_kept(&original, after) {
         return Err(ApiError::conflict(format!(

@@ -203,6 +203,22 @@ async fn a_fork_is_refused_with_the_reason() {
         .post(bob, &path, json!({"after_execution": 1, "message": "m"}))
         .await;
     assert_eq!(got, 404);
+    // An admin key forks another team's run, into that team.
+    let (status, created) = s.post(bob, "/agent/runs", json!({"prompt": "first"})).await;
+    assert_eq!(status, 200, "{created}");
+    let bobs = created["run_id"].as_str().expect("run_id").to_string();
+    wait_as(&s, bob, &bobs, "SUCCEEDED").await;
+    let (got, forked) = s
+        .post(
+            &s.key,
+            &format!("/agent/runs/{bobs}/fork"),
+            json!({"after_execution": 1, "message": "admin"}),
+        )
+        .await;
+    assert_eq!(got, 200, "{forked}");
+    let fork = forked["run_id"].as_str().expect("run_id").to_string();
+    let seen = wait_as(&s, bob, &fork, "SUCCEEDED").await;
+    assert_eq!(seen["forked_from"]["run_id"], bobs.as_str(), "{seen}");
 
     // An execution still running has no snapshot yet.
     let waiting = s.create(json!({"prompt": "wait"})).await;

@@ -62,3 +62,20 @@ pub(super) fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
     }
     out
 }
+
+/// Polls run `id` as `key` (a key of another team than the server's admin key) until it is in
+/// `state`, for 20 s at most.
+pub(super) async fn wait_as(s: &Server, key: &str, id: &str, state: &str) -> serde_json::Value {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, run) = s.get(key, &format!("/agent/runs/{id}")).await;
+        if status == 200 && run["state"] == state {
+            return run;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "run {id} never became {state}: {status} {run}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(25)).await;
+    }
+}
