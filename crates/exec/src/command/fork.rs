@@ -8,7 +8,7 @@
 use std::path::Path;
 
 use super::files::write_private;
-use super::finish::unsafe_path;
+use super::finish::{internal, unsafe_path};
 use crate::safe_fs;
 use crate::snapshot;
 use crate::{Assignment, Supervision};
@@ -74,13 +74,10 @@ pub(super) fn restore(
     }
     let session = snapshot::restore(&from, at.workspace, at.home, owner).map_err(|e| match e {
         snapshot::Error::Fs(e) => unsafe_path("cannot start the fork from its snapshot", e),
-        over => unsafe_path(
-            "cannot start the fork from its snapshot",
-            safe_fs::Error::Io {
-                path: at.workspace.to_path_buf(),
-                source: std::io::Error::other(over.to_string()),
-            },
-        ),
+        // `restore` sets no bound of its own; a snapshot is bounded when it is taken.
+        over @ snapshot::Error::Over { .. } => {
+            internal(format!("cannot start the fork from its snapshot: {over}"))
+        }
     })?;
     // The workspace stayed the server's while it was filled, as a fresh one does in checkout.
     safe_fs::Dir::open(at.workspace)

@@ -68,6 +68,8 @@ pub fn take(
     kept
 }
 
+/// Makes `partial` in `snapshots` and copies the workspace, the home and the session id
+/// into it, within `max_bytes` for the two trees together.
 fn fill(
     snapshots: &Dir,
     partial: &str,
