@@ -23,6 +23,7 @@ mod credentials;
 mod damage;
 mod docs;
 mod edges;
+mod fork;
 mod golden;
 mod index_upgrade;
 mod layers;

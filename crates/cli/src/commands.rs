@@ -327,6 +327,20 @@ pub enum RunsCmd {
         #[arg(long, default_value = "normal", value_parser = ["normal", "plan", "orchestrate"])]
         mode: String,
     },
+    /// Start a new run from the snapshot execution K of a run left (its workspace, agent home
+    /// and CLI session), its agent continuing the session with MESSAGE; prints the new run's id.
+    Fork {
+        run_id: String,
+        /// The execution whose end the fork starts from (1 is the first).
+        #[arg(long, value_name = "K")]
+        after: u32,
+        #[arg(long, value_name = "MESSAGE")]
+        message: String,
+        /// Stream the new run's transcript until it ends; exits 0, 1 or 2 as it SUCCEEDED,
+        /// FAILED or was CANCELLED.
+        #[arg(short, long)]
+        follow: bool,
+    },
     /// Cancel a run.
     Cancel { run_id: String },
     /// Revoke a run's session links: every link handed out so far stops opening its page; the

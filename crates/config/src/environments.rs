@@ -66,7 +66,25 @@ pub struct Environment {
     /// `Some` when the environment runs its agents as Slurm job steps (`runs_on = "slurm"`);
     /// `max_concurrent` then bounds the executions handed to Slurm, pending or running.
     pub slurm: Option<Slurm>,
+    /// The snapshot kept at the end of each execution (workspace, home, CLI session), from
+    /// which a fork starts; `None`: none is kept (`snapshots = false`, or the demo harness).
+    pub snapshots: Option<Snapshots>,
 }
+
+/// How big an execution's snapshot may be; a bigger one is not kept.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Snapshots {
+    /// Bytes of the files and link targets, plus `SNAPSHOT_ENTRY_BYTES` per entry.
+    pub max_bytes: u64,
+}
+
+/// What each entry of a snapshot (file, directory, link) counts for besides its bytes, so a
+/// tree of a million empty files is bounded too.
+pub const SNAPSHOT_ENTRY_BYTES: u64 = 512;
+/// `snapshot_max_mb` when the file sets none.
+pub const DEFAULT_SNAPSHOT_MAX_MB: u64 = 256;
+/// The largest `snapshot_max_mb`: a snapshot is a copy on the server's own disk.
+pub const MAX_SNAPSHOT_MAX_MB: u64 = 64 * 1024;
 
 impl Environment {
     /// Whether keys of `team` may run agents here: `teams` is empty (every team) or names it.
@@ -100,6 +118,7 @@ impl Environment {
             teams: Vec::new(),
             max_queued: DEFAULT_MAX_QUEUED,
             slurm: None,
+            snapshots: None,
         }
     }
 }
@@ -134,6 +153,7 @@ fn environment(
     check_runtime(at, &env, secrets)?;
     let sandbox = containment(at, &env)?;
     let slurm = slurm(at, &env, sandbox)?;
+    let snapshots = snapshots(at, &env)?;
     let repos = repos(at, env.repos)?;
     let max_concurrent =
         Range::at_least(1).or_default(&format!("{at}.max_concurrent"), env.max_concurrent, 64)?;
@@ -184,7 +204,24 @@ fn environment(
                 DEFAULT_MAX_QUEUED,
             )?,
         slurm,
+        snapshots,
     })
+}
+
+/// `snapshots` (default on) and `snapshot_max_mb` (default `DEFAULT_SNAPSHOT_MAX_MB`); the
+/// demo harness has no workspace to keep.
+fn snapshots(at: &str, env: &EnvironmentFile) -> Result<Option<Snapshots>, Error> {
+    let max_mb = Range::between(1, MAX_SNAPSHOT_MAX_MB, "a size", "MiB").or_default(
+        &format!("{at}.snapshot_max_mb"),
+        env.snapshot_max_mb,
+        DEFAULT_SNAPSHOT_MAX_MB,
+    )?;
+    if env.harness == Harness::Demo || env.snapshots == Some(false) {
+        return Ok(None);
+    }
+    Ok(Some(Snapshots {
+        max_bytes: max_mb << 20,
+    }))
 }
 
 /// Ids are path- and URL-safe, and unique.

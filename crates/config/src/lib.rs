@@ -29,7 +29,9 @@ pub mod tls;
 mod webhooks;
 
 pub use access::{DEFAULT_SESSION_LINK_TTL_SECS, MIN_METRICS_TOKEN_BYTES};
-pub use environments::{Environment, Repo};
+pub use environments::{
+    Environment, Repo, Snapshots, DEFAULT_SNAPSHOT_MAX_MB, SNAPSHOT_ENTRY_BYTES,
+};
 pub use error::Error;
 pub use limits::{
     ArtifactLimits, RateLimit, DEFAULT_BURST, DEFAULT_MAX_QUEUED, DEFAULT_RATE_PER_SEC,

@@ -13,7 +13,9 @@
 //!
 //! The executor itself is `executor/`; what a harness is given and reports through is
 //! `assignment.rs`, how the executor reports back to the runs `reporting.rs`, and what
-//! harnesses need from the service `supervision.rs`. This file is the table of contents.
+//! harnesses need from the service `supervision.rs`. The snapshot each execution leaves, from
+//! which a fork starts, is `snapshot/`; where a run's own files live, `run_files.rs`. This file
+//! is the table of contents.
 
 #![forbid(unsafe_code)]
 
@@ -32,10 +34,12 @@ pub mod process;
 pub mod report;
 mod reporting;
 pub mod repos;
+mod run_files;
 pub mod safe_fs;
 pub mod sandbox;
 mod seccomp;
 pub mod slurm;
+pub mod snapshot;
 mod supervision;
 pub mod transcript;
 pub mod usage;

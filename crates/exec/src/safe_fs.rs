@@ -48,7 +48,7 @@ pub enum Error {
 }
 
 impl Error {
-    fn io(path: PathBuf, errno: Errno) -> Error {
+    pub(crate) fn io(path: PathBuf, errno: Errno) -> Error {
         match errno {
             // RESOLVE_NO_SYMLINKS, or O_NOFOLLOW on the last component.
             Errno::ELOOP => Error::Refused {
@@ -80,7 +80,7 @@ impl Error {
         }
     }
 
-    fn is_not_found(&self) -> bool {
+    pub(crate) fn is_not_found(&self) -> bool {
         matches!(self, Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound)
     }
 }
@@ -159,6 +159,11 @@ impl Dir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// The open directory, for a walk that works from descriptors (`snapshot::copy`).
+    pub(crate) fn fd(&self) -> &OwnedFd {
+        &self.fd
     }
 
     /// Opens `relative` beneath this directory with `flags` (plus `O_NOFOLLOW | O_CLOEXEC`).
@@ -397,7 +402,7 @@ impl Dir {
     }
 
     /// The names in this directory (`.` and `..` left out).
-    fn names(&self) -> Result<Vec<std::ffi::OsString>> {
+    pub(crate) fn names(&self) -> Result<Vec<std::ffi::OsString>> {
         let listing = self
             .fd
             .try_clone()

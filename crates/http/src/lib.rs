@@ -20,6 +20,7 @@ pub mod console;
 mod deliveries;
 mod error_responses;
 mod fields;
+mod fork;
 mod history;
 mod html;
 mod middleware;

@@ -141,6 +141,7 @@ impl Modify for LegacyCreate {
         runs::list,
         runs::get,
         runs::followup,
+        super::fork::fork,
         runs::cancel,
         session::revoke,
         runs::events,

@@ -108,6 +108,11 @@ fn run_routes(scope: Scope) -> Scope {
                 .default_service(only("POST")),
         )
         .service(
+            web::resource("/agent/runs/{run_id}/fork")
+                .post(super::fork::fork)
+                .default_service(only("POST")),
+        )
+        .service(
             web::resource("/agent/runs/{run_id}/cancel")
                 .post(runs::cancel)
                 .default_service(only("POST")),

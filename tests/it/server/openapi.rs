@@ -95,6 +95,7 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/agent/runs/{run_id}/proof",
         "GET /api/v1/agent/runs/{run_id}/states",
         "POST /api/v1/agent/runs/{run_id}/followups",
+        "POST /api/v1/agent/runs/{run_id}/fork",
         "GET /api/v1/agent/runs/{run_id}/transcript",
         "GET /api/v1/agent/schedules",
         "POST /api/v1/agent/schedules",

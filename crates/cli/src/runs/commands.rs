@@ -150,6 +150,12 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 );
                 Ok(0)
             }
+            RunsCmd::Fork {
+                run_id,
+                after,
+                message,
+                follow,
+            } => super::fork::fork(&remote, run_id, *after, message, *follow).await,
             RunsCmd::Cancel { run_id } => {
                 remote
                     .post(&format!("{}/cancel", run_path(run_id)), &json!({}))

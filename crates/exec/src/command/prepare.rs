@@ -13,18 +13,17 @@ use tokio::sync::mpsc;
 use super::execution::Execution;
 use super::files::write_private;
 use super::finish::{internal, unsafe_path};
+use super::fork::{self, fork_point};
 use crate::observe;
 use crate::process::{Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use crate::report::{self, Reports};
+use crate::run_files::SHARED_FILES;
 use crate::safe_fs;
 use crate::transcript::Redactor;
 use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
 use runledger_domain::harness::{Harness, Sandbox};
 use runledger_domain::StatusMessage;
 
-/// The directory under a Slurm environment's `workspace_root` that holds each run's own files
-/// (home, MCP file, reports, step files), on the filesystem the nodes share.
-pub const SHARED_FILES: &str = ".runledger-files";
 /// The `PATH` of every agent whose environment sets none in its `env`.
 pub const AGENT_PATH: &str = "/usr/local/bin:/usr/bin:/bin";
 
@@ -233,8 +232,27 @@ pub(super) fn prepare<'a>(
     // A workspace whose setup never completed (it failed, or the server died during it) is
     // started over: setup runs in a fresh, empty directory every time until it succeeds.
     let needs_setup = !setup_done.exists();
+    // A fork whose workspace is not ready yet starts from its original's snapshot.
+    let fork = fork_point(job).filter(|_| needs_setup);
+    if fork.is_some() {
+        fork::clear_home(&files)?;
+    }
     let owner = sup.sandboxes.owner();
     make_dirs(sup, &files, &workspace, &home, needs_setup)?;
+    let session_path = files.join("session");
+    if let Some((from, execution)) = &fork {
+        let original_files = crate::run_files::run_files(env, &sup.data_dir, from);
+        let start = fork::Start {
+            workspace: &workspace,
+            home: &home,
+            session: &session_path,
+            setup_done: &setup_done,
+            original_files: &original_files,
+            original_workspace: &workspace_root.join(from),
+        };
+        fork::restore(sup, *execution, &start)?;
+    }
+    let needs_setup = needs_setup && fork.is_none();
     let mcp_path = files.join("mcp.json");
     let mcp = mcp_json(job);
     if let Err(e) = write_private(&mcp_path, mcp.to_string().as_bytes(), owner) {
@@ -261,7 +279,7 @@ pub(super) fn prepare<'a>(
         execution: Some((id.to_string(), job.execution)),
     };
     let (leaf, steps) = confinement(job, sup, &mut vars, &files)?;
-    Ok(Execution {
+    let mut x = Execution {
         job,
         sup,
         launcher,
@@ -276,7 +294,7 @@ pub(super) fn prepare<'a>(
         reports: Some(reports),
         artifacts,
         setup_done,
-        session_path: files.join("session"),
+        session_path,
         needs_setup,
         vars,
         deadline: tokio::time::Instant::now() + Duration::from_secs(env.max_runtime_secs),
@@ -286,7 +304,14 @@ pub(super) fn prepare<'a>(
         unconfirmed: 0,
         leaf,
         usage: observe::Usage::default(),
-    })
+    };
+    if let Some((from, execution)) = fork {
+        x.system(format!(
+            "the fork starts from the snapshot of execution {execution} of run {from}: its \
+             workspace, home and CLI session as that execution left them"
+        ));
+    }
+    Ok(x)
 }
 
 /// What the execution's output must never show: the environment's secrets and the run's MCP

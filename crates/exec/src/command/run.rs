@@ -8,6 +8,7 @@ use tokio::sync::mpsc;
 use super::execution::{Execution, Outcome};
 use super::files::{saved_session, usable_mcp, write_cli_config};
 use super::finish::{finish, internal, unsafe_path};
+use super::keep::keep_snapshot;
 use super::prepare::prepare;
 use super::setup::{checkout, setup};
 use super::start::start;
@@ -54,6 +55,8 @@ pub(crate) async fn run(
         x.system(limit);
     }
     let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
+    // Every process has ended: the tree copied is the one the execution left.
+    keep_snapshot(&mut x).await;
     // Every process of the execution has been stopped by now, so the cgroup's counter is the
     // whole tree's CPU time.
     let cpu = x.leaf.as_ref().and_then(Leaf::cpu_time);

@@ -12,6 +12,7 @@ mod launch;
 mod live;
 mod placement;
 mod queues;
+mod snapshots;
 mod state;
 
 pub use handle::Executor;

@@ -25,7 +25,7 @@ pub const MAX_EVENTS_LIMIT: usize = 10_000;
 pub const DEFAULT_EVENTS_LIMIT: usize = 1000;
 
 /// Refuses a value longer than `max` bytes or holding NUL, naming `field`.
-pub(super) fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
+pub fn check_len(field: &str, value: &str, max: usize) -> Result<(), ApiError> {
     if value.len() > max {
         return Err(ApiError::bad_request(format!(
             "{field} is longer than {max} bytes"

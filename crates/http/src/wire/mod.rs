@@ -12,6 +12,7 @@
 //! schemas) in `runledger_format`, re-exported here so handlers name one module.
 
 mod agents;
+mod forked;
 mod requests;
 mod responses;
 mod schedules;
@@ -20,6 +21,7 @@ mod states;
 mod token;
 
 pub use agents::*;
+pub use forked::ForkedFrom;
 pub use requests::*;
 pub use responses::*;
 pub use runledger_format::events::*;

@@ -93,6 +93,9 @@ pub struct RunItem<'a> {
     /// while there is nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactItem>,
+    /// For a fork (`POST /agent/runs/{id}/fork`): the run and execution it started from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub forked_from: Option<super::ForkedFrom<'a>>,
 }
 
 /// The schedule that made a run (OpenAPI `ScheduleInfo`), as it was when it fired.
@@ -214,6 +217,7 @@ impl<'a> RunItem<'a> {
                 })
                 .collect(),
             artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
+            forked_from: super::ForkedFrom::of(run),
             run_id: id,
         }
     }

@@ -22,6 +22,7 @@ use runledger_store::Envelope;
 ///   conversation, deliveries, transcript, events, the session page `/sessions/{id}`, the
 ///   console's `/runs/{id}`): `get`;
 /// - `POST /agent/runs/{id}/followups`, `…/cancel`, `…/session-link/revoke`: `execute`;
+/// - `POST /agent/runs/{id}/fork`: `get`, `snapshot_kept`, `credentials`, `create_derived`;
 /// - `GET /agent/runs/{id}/events` (history and live stream): `durable_events`, `follow`;
 ///   the conversation: `durable_events`; the live transcript stream: `follow`;
 /// - `POST`/`PUT /agent/schedules…`: `credentials`, to seal a schedule's agent configuration.
@@ -63,6 +64,25 @@ impl RunHandle {
         self.runs
             .create_with_id(id, created, attachments, Some(origin))
             .await
+    }
+
+    /// Creates a fork of a run with a fresh id (see `Runs::create_derived`).
+    pub async fn create_derived(
+        &self,
+        created: RunAdmitted,
+        attachments: Vec<Attachment>,
+        derived: runledger_domain::RunDerivation,
+        origin: Origin,
+    ) -> Result<Outcome, Error> {
+        self.runs
+            .create_derived(created, attachments, derived, Some(origin))
+            .await
+    }
+
+    /// Whether the snapshot execution `execution` of `run` left was kept, so a fork can
+    /// start from it.
+    pub fn snapshot_kept(&self, run: &Run, execution: u32) -> bool {
+        self.runs.inner.executor.snapshot_kept(run, execution)
     }
 
     /// One run as of its latest acknowledged command (see `Runs::get`).

@@ -12,7 +12,8 @@ use crate::api_keys::Keys;
 use crate::idempotency::Idempotency;
 use runledger_base::clock::now;
 use runledger_domain::{
-    Attachment, Command, Origin, Rejection, Run, RunAdmitted, RunId, RunSchedule, SourceType,
+    Attachment, Command, Origin, Rejection, Run, RunAdmitted, RunDerivation, RunId, RunSchedule,
+    SourceType,
 };
 use runledger_exec::Executor;
 use runledger_projection::projector::Projector;
@@ -167,6 +168,21 @@ impl Runs {
     ) -> Result<Outcome, Error> {
         // A fresh id has no log yet, so the actor need not read one.
         self.admit(self.new_id(), created, attachments, None, origin, true)
+            .await
+    }
+
+    /// Creates a run made from another run (`derived`: a fork of it), with a fresh id, if its
+    /// team's and its environment's queues have room.
+    pub async fn create_derived(
+        &self,
+        created: RunAdmitted,
+        attachments: Vec<Attachment>,
+        derived: RunDerivation,
+        origin: Option<Origin>,
+    ) -> Result<Outcome, Error> {
+        let _waiting = self.reserve(&created)?;
+        let command = Command::derive(created, attachments, derived);
+        self.execute_inner(self.new_id(), command, origin, true)
             .await
     }
 
