@@ -30,6 +30,7 @@ mod origin;
 mod output;
 mod planted_paths;
 mod properties;
+mod provenance;
 mod read_only;
 mod redaction;
 mod repos;

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{ScheduleId, Timestamp};
+use super::provenance::ExecutionProvenance;
 
 /// One change to a run. The time of the change lives in the envelope, not here.
 // `Created` is much larger than the rest, but events live one at a time on the stack while
@@ -83,6 +84,12 @@ pub enum Event {
     /// session epoch, part of what a link's token signs, moved on, so only links handed out
     /// from now on open its page.
     SessionLinkRevoked { by: String },
+    /// What execution `execution` runs with (`crate::provenance`): recorded after its
+    /// checkout and setup and before its agent starts, once per execution.
+    Provenance {
+        execution: u32,
+        provenance: ExecutionProvenance,
+    },
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -143,6 +150,7 @@ impl Event {
             Event::StartedOn { .. } => "Started",
             Event::Lost { .. } => "Lost",
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
+            Event::Provenance { .. } => "Provenance",
         }
     }
 }

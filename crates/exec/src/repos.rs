@@ -137,9 +137,11 @@ impl Mirrors {
             .await
             .ok()
             .map(|_| name.clone()),
+            // Its output ends with a newline, which is no part of a branch name.
             None => git(&["symbolic-ref", "--short", "HEAD"], &mirror, deadline)
                 .await
-                .ok(),
+                .ok()
+                .map(|name| name.trim().to_string()),
         };
         let dest = workspace.join(&repo.path);
         std::fs::create_dir_all(&dest).map_err(|e| failed(e.to_string()))?;
@@ -169,6 +171,25 @@ impl Mirrors {
             .await
             .map_err(failed)?;
         Ok(())
+    }
+}
+
+/// The commit a checkout's `HEAD` names (40 hex digits), for the execution's provenance.
+pub async fn head_commit(
+    checkout: &Path,
+    deadline: tokio::time::Instant,
+) -> Result<String, String> {
+    let out = git(
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        checkout,
+        deadline,
+    )
+    .await?;
+    let commit = out.trim();
+    if commit.len() == 40 && commit.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(commit.to_ascii_lowercase())
+    } else {
+        Err(format!("git rev-parse printed {commit:?}, not a commit"))
     }
 }
 

@@ -30,6 +30,7 @@ mod probes;
 pub mod problem;
 mod prometheus;
 mod proof;
+mod provenance;
 pub mod ratelimit;
 pub mod render;
 mod routes;

@@ -143,6 +143,27 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
         Command::RevokeSessionLink { by } => {
             decision(vec![Event::SessionLinkRevoked { by }], vec![])
         }
+        // Only the execution in progress, and once: it describes what that execution's agent
+        // starts with, so a second or a late one would describe something else.
+        Command::RecordProvenance {
+            execution,
+            provenance,
+        } => {
+            let recorded = run.provenance.as_ref().map_or(0, |(e, _)| *e);
+            if run.state != RunState::InProgress
+                || execution != run.executions
+                || recorded >= execution
+            {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(
+                vec![Event::Provenance {
+                    execution,
+                    provenance,
+                }],
+                vec![],
+            )
+        }
     }
 }
 
@@ -210,6 +231,13 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             });
         }
         Event::UsageRecorded { execution, usage } => Command::RecordUsage { execution, usage },
+        Event::Provenance {
+            execution,
+            provenance,
+        } => Command::RecordProvenance {
+            execution,
+            provenance,
+        },
         Event::ArtifactReported {
             execution,
             artifact,

@@ -11,7 +11,8 @@
 //!
 //! This file is the table of contents only; each step lives in a module of its own:
 //! `run` (the order of the steps), `execution` (the `Execution` they share), `prepare`
-//! (workspace, home, MCP file, variables, cgroup), `files` (private files and CLI
+//! (workspace, home, MCP file, variables, cgroup), `provenance` (the commits and the CLI's
+//! version, recorded before the agent), `files` (private files and CLI
 //! configuration, through `safe_fs`), `setup` (repositories and setup commands), `start` (argv,
 //! prompt, spawn, stdin at start), `supervise` (waiting, follow-ups, deadline, stopping the
 //! tree), `output` (the bounded output streaming) and `finish` (exit status to outcome, failure
@@ -23,6 +24,7 @@ mod files;
 mod finish;
 mod output;
 mod prepare;
+mod provenance;
 mod run;
 mod setup;
 mod start;

@@ -18,7 +18,7 @@ use crate::process::{Marker, EXECUTION_VAR, INSTANCE_VAR, RUN_VAR};
 use crate::report::{self, Reports};
 use crate::safe_fs;
 use crate::transcript::Redactor;
-use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
+use crate::{Artifacts, Assignment, Control, Deliveries, Provenances, Supervision};
 use runledger_domain::harness::{Harness, Sandbox};
 use runledger_domain::StatusMessage;
 
@@ -202,6 +202,7 @@ pub(super) fn prepare<'a>(
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
     artifacts: Artifacts,
+    provenances: Provenances,
 ) -> Result<Execution<'a>, StatusMessage> {
     let env = &job.environment;
     let id = job.run.id;
@@ -275,6 +276,7 @@ pub(super) fn prepare<'a>(
         report_path,
         reports: Some(reports),
         artifacts,
+        provenances,
         setup_done,
         session_path: files.join("session"),
         needs_setup,

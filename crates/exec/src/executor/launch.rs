@@ -16,6 +16,7 @@ use super::state::Live;
 use crate::assignment::{
     record_artifacts, record_deliveries, Artifacts, Assignment, Control, Deliveries,
 };
+use crate::provenance::{record_provenances, Provenances};
 use crate::reporting::Report;
 use crate::{command, demo, slurm};
 
@@ -135,6 +136,7 @@ impl Executor {
         let execution = assignment.execution;
         let (reports, delivered) = mpsc::unbounded_channel();
         let (artifacts, reported) = mpsc::unbounded_channel();
+        let (provenances, measured) = mpsc::unbounded_channel();
         let work = self.work(
             assignment,
             environment,
@@ -142,12 +144,14 @@ impl Executor {
             control,
             Deliveries(reports),
             Artifacts(artifacts),
+            Provenances(provenances),
         );
         // The harness's handles go with it, so the recording ends after the harness.
-        let ((outcome, usage), (), ()) = tokio::join!(
+        let ((outcome, usage), (), (), ()) = tokio::join!(
             work,
             record_deliveries(runs, id, execution, delivered),
-            record_artifacts(runs, id, execution, reported)
+            record_artifacts(runs, id, execution, reported),
+            record_provenances(runs, id, execution, measured)
         );
         {
             let mut state = self.state();
@@ -175,6 +179,7 @@ impl Executor {
         control: mpsc::UnboundedReceiver<Control>,
         deliveries: Deliveries,
         artifacts: Artifacts,
+        provenances: Provenances,
     ) -> (Outcome, Option<ExecutionUsage>) {
         if let Some(outcome) = refused {
             return (outcome, None);
@@ -182,7 +187,7 @@ impl Executor {
         match environment.harness {
             // In-process: no tokens, and no process of its own to measure.
             Harness::Demo => {
-                drop(artifacts);
+                drop((artifacts, provenances));
                 let transcripts = &self.supervision.transcripts;
                 (
                     demo::run(assignment, transcripts, control, deliveries).await,
@@ -196,6 +201,7 @@ impl Executor {
                     control,
                     deliveries,
                     artifacts,
+                    provenances,
                 )
                 .await
             }

@@ -150,6 +150,9 @@ pub enum EventData<'a> {
         #[schema(value_type = String)]
         by: &'a str,
     },
+    /// What the execution runs with, measured before its agent started (`docs/api.md`,
+    /// "Provenance").
+    Provenance(super::provenance::ProvenanceData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

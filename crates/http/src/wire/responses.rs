@@ -93,6 +93,11 @@ pub struct RunItem<'a> {
     /// while there is nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactItem>,
+    /// What the latest execution ran with (`docs/api.md`, "Provenance"): only in the answer
+    /// of `GET /agent/runs/{id}` (a list leaves it out), once an execution recorded it. Always
+    /// the last field, so `crate::provenance` can add it to a cached rendering.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<runledger_format::events::ProvenanceData>,
 }
 
 /// The schedule that made a run (OpenAPI `ScheduleInfo`), as it was when it fired.
@@ -214,6 +219,7 @@ impl<'a> RunItem<'a> {
                 })
                 .collect(),
             artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
+            provenance: None,
             run_id: id,
         }
     }
