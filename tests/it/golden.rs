@@ -260,6 +260,29 @@ fn samples() -> Vec<(&'static str, Event)> {
             Event::SessionLinkRevoked { by: "01KEY".into() },
         ),
         (
+            "derived_rerun",
+            Event::Derived(runledger::domain::RunDerivation {
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                kind: runledger::domain::Derivation::Rerun {
+                    pinned: true,
+                    pins: vec![runledger::domain::RepoPin {
+                        repository: "https://git.example.com/acme/api.git".into(),
+                        commit: "9fceb02d0ae598e95dc970b74767f19372d61af8".into(),
+                    }],
+                },
+            }),
+        ),
+        (
+            "derived_fork",
+            Event::Derived(runledger::domain::RunDerivation {
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                kind: runledger::domain::Derivation::Fork {
+                    after_execution: 2,
+                    message: "Try the other approach: keep the cache".into(),
+                },
+            }),
+        ),
+        (
             "provenance",
             Event::Provenance {
                 execution: 2,
@@ -408,6 +431,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::StartedOn { .. }
             | Event::Lost { .. }
             | Event::SessionLinkRevoked { .. }
+            | Event::Derived(_)
             | Event::Provenance { .. } => {}
         }
     }
@@ -434,6 +458,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Started",
         "Lost",
         "SessionLinkRevoked",
+        // One per kind of derivation: each is a positional variant of its own.
+        "Derived",
+        "Derived",
         "Provenance",
     ];
     assert_eq!(kinds, all);

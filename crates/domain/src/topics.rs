@@ -103,6 +103,7 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::StartedOn { .. }
         | Event::Lost { .. }
         | Event::SessionLinkRevoked { .. }
+        | Event::Derived(_)
         | Event::Provenance { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };

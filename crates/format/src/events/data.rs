@@ -150,6 +150,9 @@ pub enum EventData<'a> {
         #[schema(value_type = String)]
         by: &'a str,
     },
+    /// The run was made from another run (`from`): a rerun of it or a fork of it (sequence 1,
+    /// after `Created`).
+    Derived(super::derived::DerivedData),
     /// What the execution runs with, measured before its agent started (`docs/api.md`,
     /// "Provenance").
     Provenance(super::provenance::ProvenanceData),

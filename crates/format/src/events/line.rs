@@ -84,6 +84,7 @@ impl<'a> RunEvent<'a> {
             } => EventData::ArtifactReported(ArtifactReportedData::from(*execution, artifact)),
             Event::Attached { attachments } => EventData::Attached(AttachedData::from(attachments)),
             Event::Scheduled { schedule } => EventData::Scheduled(ScheduledData::from(schedule)),
+            Event::Derived(d) => EventData::Derived(super::derived::DerivedData::from(d)),
             Event::Provenance {
                 execution,
                 provenance,

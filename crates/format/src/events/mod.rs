@@ -3,6 +3,7 @@
 //! accepts only what `event_json` writes so that a backup restores every event byte for byte.
 
 mod data;
+mod derived;
 mod error;
 mod line;
 mod origin;
@@ -10,6 +11,7 @@ mod parse;
 mod provenance;
 
 pub use data::*;
+pub use derived::{DerivedData, RepoPinData};
 pub use error::EventJsonError;
 pub use line::{event_json, RunEvent};
 pub use origin::{OriginData, OriginKeyData};
