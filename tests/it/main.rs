@@ -34,6 +34,7 @@ mod provenance;
 mod read_only;
 mod redaction;
 mod repos;
+mod rerun;
 mod sandbox;
 mod schedule_memory;
 mod schedules;

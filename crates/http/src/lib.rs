@@ -33,6 +33,7 @@ mod proof;
 mod provenance;
 pub mod ratelimit;
 pub mod render;
+mod rerun;
 mod routes;
 mod runs;
 mod schedules;

@@ -142,6 +142,7 @@ impl Modify for LegacyCreate {
         runs::get,
         runs::followup,
         runs::cancel,
+        super::rerun::rerun,
         session::revoke,
         runs::events,
         travel::states,

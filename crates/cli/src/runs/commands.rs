@@ -150,6 +150,11 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 );
                 Ok(0)
             }
+            RunsCmd::Rerun {
+                run_id,
+                unpinned,
+                follow,
+            } => Ok(super::rerun::rerun(&remote, run_id, *unpinned, *follow).await?),
             RunsCmd::Cancel { run_id } => {
                 remote
                     .post(&format!("{}/cancel", run_path(run_id)), &json!({}))

@@ -16,6 +16,7 @@ mod audit;
 mod commands;
 mod login;
 mod printer;
+mod rerun;
 mod show;
 mod transcript;
 mod travel;

@@ -93,6 +93,11 @@ pub struct RunItem<'a> {
     /// while there is nothing.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub artifacts: Vec<ArtifactItem>,
+    /// The run this one reruns (runledger only; `POST /agent/runs/{id}/rerun`); absent on
+    /// every other run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub rerun_of: Option<&'a str>,
     /// What the latest execution ran with (`docs/api.md`, "Provenance"): only in the answer
     /// of `GET /agent/runs/{id}` (a list leaves it out), once an execution recorded it. Always
     /// the last field, so `crate::provenance` can add it to a cached rendering.
@@ -219,6 +224,13 @@ impl<'a> RunItem<'a> {
                 })
                 .collect(),
             artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
+            rerun_of: match &run.derived {
+                Some(runledger_domain::RunDerivation {
+                    from,
+                    kind: runledger_domain::Derivation::Rerun { .. },
+                }) => Some(from.as_str()),
+                _ => None,
+            },
             provenance: None,
             run_id: id,
         }

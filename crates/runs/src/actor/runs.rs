@@ -170,6 +170,21 @@ impl Runs {
             .await
     }
 
+    /// Creates a run made from another (a rerun, `Command::derive`) with a fresh id, if its
+    /// team's and its environment's queues have room.
+    pub(super) async fn create_derived(
+        &self,
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        derived: runledger_domain::RunDerivation,
+        origin: Origin,
+    ) -> Result<Outcome, Error> {
+        let _waiting = self.reserve(&admitted)?;
+        let command = Command::derive(admitted, attachments, derived);
+        self.execute_inner(self.new_id(), command, Some(origin), true)
+            .await
+    }
+
     /// Holds a place for a run about to be created in the queues' caps, until it is queued.
     fn reserve(&self, created: &RunAdmitted) -> Result<runledger_exec::Reservation, Error> {
         Ok(self.inner.executor.reserve(
