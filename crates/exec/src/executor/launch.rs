@@ -20,6 +20,13 @@ use crate::provenance::{record_provenances, Provenances};
 use crate::reporting::Report;
 use crate::{command, demo, slurm};
 
+/// The handles a harness reports through, whose receiving ends `execute` records from.
+struct Reporting {
+    deliveries: Deliveries,
+    artifacts: Artifacts,
+    provenances: Provenances,
+}
+
 /// How an execution ended: `None` if it was stopped (or lost), otherwise success or failure.
 type Outcome = Option<Result<(), StatusMessage>>;
 
@@ -142,9 +149,11 @@ impl Executor {
             environment,
             refused,
             control,
-            Deliveries(reports),
-            Artifacts(artifacts),
-            Provenances(provenances),
+            Reporting {
+                deliveries: Deliveries(reports),
+                artifacts: Artifacts(artifacts),
+                provenances: Provenances(provenances),
+            },
         );
         // The harness's handles go with it, so the recording ends after the harness.
         let ((outcome, usage), (), (), ()) = tokio::join!(
@@ -177,10 +186,13 @@ impl Executor {
         environment: &Environment,
         refused: Option<Outcome>,
         control: mpsc::UnboundedReceiver<Control>,
-        deliveries: Deliveries,
-        artifacts: Artifacts,
-        provenances: Provenances,
+        reporting: Reporting,
     ) -> (Outcome, Option<ExecutionUsage>) {
+        let Reporting {
+            deliveries,
+            artifacts,
+            provenances,
+        } = reporting;
         if let Some(outcome) = refused {
             return (outcome, None);
         }
