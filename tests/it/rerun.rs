@@ -113,6 +113,32 @@ async fn a_pinned_rerun_checks_out_the_recorded_commit_and_an_unpinned_one_the_r
         "{text}"
     );
 
+    // The list finds a run's reruns (its id in any case the parser takes), and only them.
+    let (status, list) = s
+        .get(
+            &s.key,
+            &format!("/agent/runs?rerun_of={}", original.to_ascii_lowercase()),
+        )
+        .await;
+    assert_eq!(status, 200, "{list}");
+    let mut found: Vec<&str> = list["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .filter_map(|r| r["run_id"].as_str())
+        .collect();
+    found.sort_unstable();
+    let mut want = vec![pinned.as_str(), unpinned.as_str()];
+    want.sort_unstable();
+    assert_eq!(found, want);
+    for other in [pinned.as_str(), "not-a-run-id"] {
+        let (status, list) = s
+            .get(&s.key, &format!("/agent/runs?rerun_of={other}"))
+            .await;
+        assert_eq!(status, 200);
+        assert_eq!(list["runs"], json!([]), "{other}");
+    }
+
     // A run that recorded no provenance (the demo agent records none) is refused pinned,
     // saying why, and rerun unpinned.
     let demo = s
