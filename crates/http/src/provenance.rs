@@ -26,3 +26,49 @@ pub(crate) fn with_provenance(rendered: Bytes, run: &Run) -> Result<Bytes, serde
     out.push(b'}');
     Ok(Bytes::from(out))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use runledger_domain::{
+        EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,
+    };
+
+    #[test]
+    fn the_field_is_added_last_as_serde_would_write_it() {
+        let mut run = runledger_domain::sample_run(3);
+        let rendered = Bytes::from_static(br#"{"run_id":"x","state":"SUCCEEDED"}"#);
+        assert_eq!(
+            with_provenance(rendered.clone(), &run).expect("json"),
+            rendered
+        );
+        let provenance = ExecutionProvenance {
+            repositories: vec![RepositoryCommit {
+                url: "u".into(),
+                path: ".".into(),
+                reference: None,
+                commit: "c".repeat(40),
+            }],
+            environment: EnvironmentDefinition {
+                id: "e".into(),
+                sha256: "d".repeat(64),
+                definition: r#"{"id":"e"}"#.into(),
+            },
+            harness: "command".into(),
+            agent_cli: None,
+            runledger_version: "0.1.0".into(),
+            sandbox: "none".into(),
+            network: true,
+            limits: ProvenanceLimits::default(),
+            model_id: None,
+        };
+        run.provenance = Some((4, provenance.clone()));
+        let out = with_provenance(rendered, &run).expect("json");
+        let value: serde_json::Value = serde_json::from_slice(&out).expect("valid JSON");
+        assert_eq!(value["state"], "SUCCEEDED");
+        assert_eq!(
+            value["provenance"],
+            serde_json::to_value(ProvenanceData::from(4, &provenance)).expect("json")
+        );
+    }
+}

@@ -118,3 +118,51 @@ pub(super) fn section(run: &Value) -> String {
     body.push_str("</dl>");
     body
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn provenance() -> Value {
+        json!({
+            "execution": 2,
+            "repositories": [{"url": "https://git.example/<b>x</b>.git", "path": ".", "ref": "main",
+                              "commit": "0123456789abcdef0123456789abcdef01234567"}],
+            "environment": {"id": "env", "sha256": "ab".repeat(32), "definition": "{}"},
+            "harness": "claude",
+            "agent_cli": {"name": "claude", "version": "2.0.1 <script>"},
+            "runledger_version": "0.1.0",
+            "sandbox": "bwrap", "network": false, "limits": {},
+            "model_id": "sonnet"
+        })
+    }
+
+    #[test]
+    fn the_section_shows_commits_cli_and_digest_escaped() {
+        let html = section(&json!({"provenance": provenance()}));
+        assert!(html.contains("<h2>Provenance</h2>"), "{html}");
+        assert!(
+            html.contains("0123456789abcdef0123456789abcdef01234567"),
+            "{html}"
+        );
+        assert!(html.contains("claude 2.0.1 &lt;script&gt;"), "{html}");
+        assert!(
+            html.contains(&format!("env sha256:{}", "ab".repeat(32))),
+            "{html}"
+        );
+        assert!(
+            !html.contains("<script>") && !html.contains("<b>"),
+            "{html}"
+        );
+        assert_eq!(section(&json!({})), "");
+    }
+
+    #[test]
+    fn an_event_shows_short_commits_and_the_version() {
+        let parts = event_parts(&provenance()).join(", ");
+        assert!(parts.contains("<code>0123456789ab</code>"), "{parts}");
+        assert!(parts.contains("claude 2.0.1 &lt;script&gt;"), "{parts}");
+        assert!(parts.contains("model sonnet"), "{parts}");
+    }
+}
