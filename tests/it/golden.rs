@@ -17,7 +17,7 @@ use runledger::domain::{
 use runledger::domain::{Channel, Origin, OriginKey};
 use runledger::store::codec::{decode_run, encode, encode_run, Envelope, LegacyEnvelope};
 
-fn samples() -> Vec<(&'static str, Event)> {
+pub(crate) fn samples() -> Vec<(&'static str, Event)> {
     let mut mcp = BTreeMap::new();
     mcp.insert(
         "github".to_string(),
