@@ -165,7 +165,13 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
         .flat_map(|(_, events)| events)
         .filter(|e| e["type"] == "UsageRecorded")
         .count();
-    let events = 18 + usage_events;
+    // And a `Provenance` before each command execution's agent.
+    let provenance_events = before
+        .iter()
+        .flat_map(|(_, events)| events)
+        .filter(|e| e["type"] == "Provenance")
+        .count();
+    let events = 18 + usage_events + provenance_events;
 
     let data = path_str(&s.data_dir).to_string();
     let backup = old.path().join("backup.jsonl");

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use runledger::domain::{
+    AgentCli, EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,
+};
+use runledger::domain::{
     AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator, CreatorKind,
     Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement, RunAdmitted,
     RunCreated, RunId, RunSchedule, Sealed, SourceType, StatusMessage, Timestamp, Tokens,
@@ -279,6 +282,39 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
                 },
             }),
         ),
+        (
+            "provenance",
+            Event::Provenance {
+                execution: 2,
+                provenance: ExecutionProvenance {
+                    repositories: vec![RepositoryCommit {
+                        url: "https://git.example/acme/app.git".into(),
+                        path: "app".into(),
+                        reference: Some("main".into()),
+                        commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                    }],
+                    environment: EnvironmentDefinition {
+                        id: "infra".into(),
+                        sha256: "ab".repeat(32),
+                        definition: r#"{"env":["TOKEN"],"id":"infra"}"#.into(),
+                    },
+                    harness: "claude".into(),
+                    agent_cli: Some(AgentCli {
+                        name: "claude".into(),
+                        version: Some("2.0.1 (Claude Code)".into()),
+                    }),
+                    runledger_version: "0.1.0".into(),
+                    sandbox: "bwrap".into(),
+                    network: false,
+                    limits: ProvenanceLimits {
+                        memory_mb: Some(512),
+                        pids_max: None,
+                        cpu_percent: Some(150),
+                    },
+                    model_id: Some("claude-x".into()),
+                },
+            },
+        ),
     ]
 }
 
@@ -395,7 +431,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::StartedOn { .. }
             | Event::Lost { .. }
             | Event::SessionLinkRevoked { .. }
-            | Event::Derived(_) => {}
+            | Event::Derived(_)
+            | Event::Provenance { .. } => {}
         }
     }
     let all = [
@@ -424,6 +461,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         // One per kind of derivation: each is a positional variant of its own.
         "Derived",
         "Derived",
+        "Provenance",
     ];
     assert_eq!(kinds, all);
 }

@@ -77,7 +77,13 @@ async fn compute_cost_needs_a_price_and_a_later_price_does_not_rewrite_history()
     let kinds: Vec<&str> = events.iter().filter_map(|e| e["type"].as_str()).collect();
     assert_eq!(
         kinds,
-        ["Created", "Started", "UsageRecorded", "Succeeded"],
+        [
+            "Created",
+            "Started",
+            "Provenance",
+            "UsageRecorded",
+            "Succeeded"
+        ],
         "{events:?}"
     );
 

@@ -260,6 +260,7 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     assert "&quot;type&quot;" not in html, html[-3000:]
     # What it cost: Claude Code's own figure, the others' tokens at the configured prices.
     first_cost = check_usage(runledger, run, cli, executions=1)
+    check_provenance(run, cli)
 
     status, body = runledger.call("POST", f"/agent/runs/{run_id}/followups", {"message": "the second task"})
     assert status == 200, body
@@ -274,6 +275,21 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     assert any(t.startswith("resuming the CLI's session ") for t in system), system
     # Summed over both executions.
     assert check_usage(runledger, run, cli, executions=2) > first_cost, run
+
+
+def check_provenance(run, cli):
+    """Asserts the run's `provenance` names the CLI and the version its `--version` prints when
+    run directly (the one recorded ran in runledger's sandbox, as the agent user)."""
+    provenance = run.get("provenance")
+    assert provenance and provenance["harness"] == cli, run
+    printed = subprocess.run(
+        [str(BIN_DIR / cli), "--version"], capture_output=True, text=True, timeout=60,
+        env={"PATH": agent_path(), "HOME": tempfile.mkdtemp(prefix="version-home-", dir=RUNS_DIR)},
+    )
+    lines = [l.strip() for l in (printed.stdout or printed.stderr).splitlines() if l.strip()]
+    assert lines, printed
+    assert provenance["agent_cli"] == {"name": cli, "version": lines[0][:200]}, provenance
+    assert provenance["runledger_version"], provenance
 
 
 def check_usage(runledger, run, cli, executions):

@@ -343,6 +343,18 @@ pub enum RunsCmd {
     },
     /// Cancel a run.
     Cancel { run_id: String },
+    /// Rerun a run: a new run with its prompt, configuration, attachments and environment, its
+    /// repositories at the commits its first execution recorded; the new run's id is printed.
+    Rerun {
+        run_id: String,
+        /// Check the repositories out at their refs as they are now instead.
+        #[arg(long)]
+        unpinned: bool,
+        /// Follow the rerun's transcript until it ends; exits 0, 1 or 2 as it SUCCEEDED,
+        /// FAILED or was CANCELLED.
+        #[arg(short, long)]
+        follow: bool,
+    },
     /// Revoke a run's session links: every link handed out so far stops opening its page; the
     /// new link is printed.
     RevokeLink { run_id: String },

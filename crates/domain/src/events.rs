@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use super::ids::{ScheduleId, Timestamp};
+use super::provenance::ExecutionProvenance;
 
 /// One change to a run. The time of the change lives in the envelope, not here.
 // `Created` is much larger than the rest, but events live one at a time on the stack while
@@ -87,6 +88,12 @@ pub enum Event {
     /// executions. Recorded right after the run's `Admitted`, in the same decision (sequence
     /// 1, before an `Attached`), so the run is a derived one from its first moment.
     Derived(RunDerivation),
+    /// What execution `execution` runs with (`crate::provenance`): recorded after its
+    /// checkout and setup and before its agent starts, once per execution.
+    Provenance {
+        execution: u32,
+        provenance: ExecutionProvenance,
+    },
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -152,6 +159,7 @@ impl Event {
             Event::Lost { .. } => "Lost",
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
             Event::Derived(_) => "Derived",
+            Event::Provenance { .. } => "Provenance",
         }
     }
 }

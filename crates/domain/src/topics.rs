@@ -103,7 +103,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::StartedOn { .. }
         | Event::Lost { .. }
         | Event::SessionLinkRevoked { .. }
-        | Event::Derived(_) => None,
+        | Event::Derived(_)
+        | Event::Provenance { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

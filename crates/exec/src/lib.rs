@@ -31,6 +31,7 @@ pub mod lines;
 pub mod observe;
 pub mod presets;
 pub mod process;
+pub mod provenance;
 pub mod report;
 mod reporting;
 pub mod repos;
@@ -46,6 +47,7 @@ pub mod usage;
 
 pub use assignment::{Artifacts, Assignment, Control, Deliveries};
 pub use executor::{interrupted_by_shutdown, Executor, QueueFull, Reservation};
+pub use provenance::Provenances;
 pub use reporting::{Report, Started};
 pub use supervision::Supervision;
 pub use transcript::Transcripts;

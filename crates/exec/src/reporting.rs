@@ -2,7 +2,9 @@
 //! artifacts, usage, the end) and what became of a start (`Started`). The executor writes no
 //! event itself; whatever implements this (the run's actor) decides and records.
 
-use runledger_domain::{Artifact, ExecutionUsage, Placement, RunId, StatusMessage};
+use runledger_domain::{
+    Artifact, ExecutionProvenance, ExecutionUsage, Placement, RunId, StatusMessage,
+};
 
 /// How the executor reports back: a queued run taking its slot, what an execution used, and its
 /// end. All go through the run's actor (`actor::Runs` implements this), so the executor never
@@ -59,6 +61,14 @@ pub trait Report: Clone + 'static {
         id: RunId,
         execution: u32,
         artifact: Artifact,
+    ) -> impl std::future::Future<Output = ()>;
+    /// Records what execution `execution` runs with, before its agent starts. A refusal (a
+    /// cancel came first, or it was recorded already) is only logged.
+    fn record_provenance(
+        &self,
+        id: RunId,
+        execution: u32,
+        provenance: ExecutionProvenance,
     ) -> impl std::future::Future<Output = ()>;
 }
 

@@ -85,17 +85,32 @@ impl Mirrors {
         Ok(path)
     }
 
-    /// Checks `repo` out at its path in `workspace` (which holds nothing there yet).
+    /// Checks `repo` out at its path in `workspace` (which holds nothing there yet): at `pin`
+    /// (a commit a pinned rerun carries, detached) when given, else at its ref.
     pub async fn checkout(
         &self,
         repo: &Repo,
         workspace: &Path,
+        pin: Option<&str>,
         deadline: tokio::time::Instant,
     ) -> Result<(), Failure> {
+        // A pin comes from a recorded event, which an imported log may hold anything in: only
+        // a full commit id ever reaches git, so it cannot be taken for an option or a ref.
+        if let Some(commit) = pin {
+            if !is_commit_id(commit) {
+                return Err(Failure {
+                    message: format!(
+                        "cannot check out {} at the pinned commit {commit:?}: not a commit id                          (40 hexadecimal digits)",
+                        repo.url
+                    ),
+                    retryable: false,
+                });
+            }
+        }
         let lock = self.lock(&repo.url);
         let _turn = lock.lock().await;
         let mirror = self.refresh(&repo.url, deadline).await?;
-        let wanted = repo.reference.as_deref().unwrap_or("HEAD");
+        let wanted = pin.or(repo.reference.as_deref()).unwrap_or("HEAD");
         let failed = |message: String| Failure {
             message: format!(
                 "cannot check out {} ({wanted}) at {}: {message}",
@@ -116,14 +131,20 @@ impl Mirrors {
             deadline,
         )
         .await
-        .map_err(|_| {
-            failed(format!(
+        .map_err(|_| match pin {
+            Some(commit) => failed(format!(
+                "the pinned commit {commit} no longer exists in the repository (it was \
+                 rewritten or deleted since the original run); rerun unpinned to use the ref \
+                 as it is now"
+            )),
+            None => failed(format!(
                 "the repository has no branch, tag or commit {wanted:?}"
-            ))
+            )),
         })?;
         // A branch (named, or the remote's default) is checked out as that branch, so an agent
-        // can commit to it and push; a tag or commit is checked out detached.
+        // can commit to it and push; a tag, a commit or a pin is checked out detached.
         let branch = match &repo.reference {
+            _ if pin.is_some() => None,
             Some(name) => git(
                 &[
                     "show-ref",
@@ -137,9 +158,11 @@ impl Mirrors {
             .await
             .ok()
             .map(|_| name.clone()),
+            // Its output ends with a newline, which is no part of a branch name.
             None => git(&["symbolic-ref", "--short", "HEAD"], &mirror, deadline)
                 .await
-                .ok(),
+                .ok()
+                .map(|name| name.trim().to_string()),
         };
         let dest = workspace.join(&repo.path);
         std::fs::create_dir_all(&dest).map_err(|e| failed(e.to_string()))?;
@@ -172,6 +195,30 @@ impl Mirrors {
     }
 }
 
+/// Whether `text` is a full commit id: 40 hexadecimal digits.
+pub fn is_commit_id(text: &str) -> bool {
+    text.len() == 40 && text.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// The commit a checkout's `HEAD` names (40 hex digits), for the execution's provenance.
+pub async fn head_commit(
+    checkout: &Path,
+    deadline: tokio::time::Instant,
+) -> Result<String, String> {
+    let out = git(
+        &["rev-parse", "--verify", "--quiet", "HEAD^{commit}"],
+        checkout,
+        deadline,
+    )
+    .await?;
+    let commit = out.trim();
+    if is_commit_id(commit) {
+        Ok(commit.to_ascii_lowercase())
+    } else {
+        Err(format!("git rev-parse printed {commit:?}, not a commit"))
+    }
+}
+
 /// Runs git in `cwd`; its stdout, or its last lines of stderr.
 async fn git(args: &[&str], cwd: &Path, deadline: tokio::time::Instant) -> Result<String, String> {
     let mut cmd = tokio::process::Command::new("git");
@@ -200,4 +247,108 @@ async fn git(args: &[&str], cwd: &Path, deadline: tokio::time::Instant) -> Resul
         "git {} failed ({}): {tail}",
         args[0], output.status
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(dir: &Path, args: &[&str]) -> String {
+        let out = std::process::Command::new("git")
+            .args(args)
+            .current_dir(dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com")
+            .output()
+            .expect("git");
+        assert!(out.status.success(), "git {args:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+
+    /// A repository with one commit on `main`, its URL, and a fresh workspace.
+    fn fixture() -> (tempfile::TempDir, Repo, PathBuf) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let origin = dir.path().join("origin");
+        std::fs::create_dir(&origin).expect("mkdir");
+        run(&origin, &["init", "-q", "-b", "main"]);
+        std::fs::write(origin.join("a.txt"), "v1").expect("write");
+        run(&origin, &["add", "a.txt"]);
+        run(&origin, &["commit", "-q", "-m", "v1"]);
+        let repo = Repo {
+            url: format!("file://{}", origin.display()),
+            reference: Some("main".into()),
+            path: PathBuf::from("."),
+        };
+        let workspace = dir.path().join("ws");
+        std::fs::create_dir(&workspace).expect("mkdir");
+        (dir, repo, workspace)
+    }
+
+    fn deadline() -> tokio::time::Instant {
+        tokio::time::Instant::now() + std::time::Duration::from_secs(60)
+    }
+
+    #[tokio::test]
+    async fn a_pin_is_checked_out_detached_and_a_pin_that_is_no_commit_id_never_reaches_git() {
+        let (dir, repo, workspace) = fixture();
+        let mirrors = Mirrors::new(&dir.path().join("data"));
+        let origin = dir.path().join("origin");
+        let first = run(&origin, &["rev-parse", "HEAD"]);
+        std::fs::write(origin.join("a.txt"), "v2").expect("write");
+        run(&origin, &["commit", "-q", "-am", "v2"]);
+        mirrors
+            .checkout(&repo, &workspace, Some(&first), deadline())
+            .await
+            .map_err(|f| f.message)
+            .expect("the pinned commit checks out");
+        assert_eq!(run(&workspace, &["rev-parse", "HEAD"]), first);
+        assert_eq!(
+            run(&workspace, &["rev-parse", "--abbrev-ref", "HEAD"]),
+            "HEAD"
+        );
+        assert_eq!(
+            head_commit(&workspace, deadline()).await.as_deref(),
+            Ok(first.as_str())
+        );
+
+        let marker = dir.path().join("pwned");
+        for hostile in [
+            format!("--upload-pack=touch {}", marker.display()),
+            "-c".to_string(),
+            "main".to_string(),
+            "HEAD~1".to_string(),
+            format!("{first}\n"),
+        ] {
+            let other = dir.path().join("other");
+            let _ = std::fs::remove_dir_all(&other);
+            std::fs::create_dir(&other).expect("mkdir");
+            let failure = mirrors
+                .checkout(&repo, &other, Some(&hostile), deadline())
+                .await
+                .expect_err("refused");
+            assert!(
+                failure.message.contains("not a commit id"),
+                "{}",
+                failure.message
+            );
+            assert!(!failure.retryable);
+        }
+        assert!(!marker.exists());
+
+        // A commit the repository does not have fails for good, saying so.
+        let gone = dir.path().join("gone");
+        std::fs::create_dir(&gone).expect("mkdir");
+        let failure = mirrors
+            .checkout(&repo, &gone, Some(&"0".repeat(40)), deadline())
+            .await
+            .expect_err("refused");
+        assert!(
+            failure.message.contains("no longer exists"),
+            "{}",
+            failure.message
+        );
+        assert!(!failure.retryable);
+    }
 }

@@ -35,10 +35,11 @@ pub(super) fn links(state: &AppState) -> Links<'_> {
 
 /// The JSON of `run` as a get answers it (from the render cache).
 pub(super) fn run_json(state: &AppState, run: &Run) -> Result<web::Bytes, ApiError> {
-    state
+    let rendered = state
         .rendered
         .run(run, &links(state))
-        .map_err(|e| ApiError::internal(&e))
+        .map_err(|e| ApiError::internal(&e))?;
+    super::provenance::with_provenance(rendered, run).map_err(|e| ApiError::internal(&e))
 }
 
 /// Run `id` if the key's team may see it. Another team's run is answered exactly as a run

@@ -143,6 +143,7 @@ impl Modify for LegacyCreate {
         runs::followup,
         super::fork::fork,
         runs::cancel,
+        super::rerun::rerun,
         session::revoke,
         runs::events,
         travel::states,

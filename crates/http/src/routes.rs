@@ -118,6 +118,11 @@ fn run_routes(scope: Scope) -> Scope {
                 .default_service(only("POST")),
         )
         .service(
+            web::resource("/agent/runs/{run_id}/rerun")
+                .post(super::rerun::rerun)
+                .default_service(only("POST")),
+        )
+        .service(
             web::resource("/agent/runs/{run_id}/session-link/revoke")
                 .post(session::revoke)
                 .default_service(only("POST")),

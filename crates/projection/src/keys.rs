@@ -98,6 +98,8 @@ pub enum Field {
     ArtifactType = 7,
     /// The schedule whose firing made the run (its id as text); only scheduled runs have it.
     Schedule = 8,
+    /// The run a rerun reruns (its id as text); only reruns have it.
+    RerunOf = 9,
 }
 
 /// Values remembered per field by `value_hash` before its memo is cleared.
@@ -109,7 +111,7 @@ thread_local! {
     /// teams, creators, models and environments), and SHA-256 is not free on a CPU without SHA
     /// instructions: a rebuild hashes 7 values per run and an index update those of two runs.
     /// The memo trades up to `MEMO_VALUES` values per slot and thread for those hashes.
-    static MEMO: RefCell<[Memo<String, [u8; 8]>; 9]> =
+    static MEMO: RefCell<[Memo<String, [u8; 8]>; 10]> =
         RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }
 
@@ -275,6 +277,13 @@ pub fn field_values(run: &Run) -> Vec<(Field, Cow<'_, str>)> {
             Field::Schedule,
             Cow::Owned(schedule_value(schedule.schedule_id)),
         ));
+    }
+    if let Some(runledger_domain::RunDerivation {
+        from,
+        kind: runledger_domain::Derivation::Rerun { .. },
+    }) = &run.derived
+    {
+        values.push((Field::RerunOf, Cow::Borrowed(from)));
     }
     values
 }

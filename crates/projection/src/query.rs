@@ -54,6 +54,8 @@ pub struct Query {
     /// A run matches if a firing of this schedule made it: the schedule's id as the API
     /// writes it (`keys::schedule_value`).
     pub schedule_id: Option<String>,
+    /// A run matches if it is a rerun of this run: its id as the API writes it.
+    pub rerun_of: Option<String>,
     /// Exclusive bounds, in milliseconds (after: floor, before: ceiling of the given time).
     pub created_after: Option<Timestamp>,
     pub created_before: Option<Timestamp>,
@@ -140,6 +142,10 @@ impl Query {
             h.update(b"|schedule_id=");
             h.update(schedule_id.as_bytes());
         }
+        if let Some(rerun_of) = &self.rerun_of {
+            h.update(b"|rerun_of=");
+            h.update(rerun_of.as_bytes());
+        }
         let mut out = [0u8; 8];
         out.copy_from_slice(&h.finalize()[..8]);
         out
@@ -163,6 +169,12 @@ impl Query {
                 run.schedule
                     .as_ref()
                     .is_some_and(|s| keys::schedule_value(s.schedule_id) == *id)
+            })
+            && self.rerun_of.as_ref().is_none_or(|id| {
+                matches!(&run.derived, Some(runledger_domain::RunDerivation {
+                    from,
+                    kind: runledger_domain::Derivation::Rerun { .. },
+                }) if from == id)
             })
             && self.artifact_type.is_none_or(|t| {
                 run.artifacts
@@ -203,6 +215,8 @@ impl Query {
                     // only the runs with artifacts: the smallest ranges to walk when given.
                     if let Some(schedule_id) = &self.schedule_id {
                         single(Field::Schedule, schedule_id)
+                    } else if let Some(rerun_of) = &self.rerun_of {
+                        single(Field::RerunOf, rerun_of)
                     } else if let Some(artifact_type) = self.artifact_type {
                         single(Field::ArtifactType, artifact_type)
                     } else if let Some(env) = &self.environment_id {

@@ -66,7 +66,8 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
     let kinds: Vec<&str> = events
         .iter()
         .map(|e| e["type"].as_str().unwrap_or(""))
-        .filter(|k| *k != "FollowupsDelivered" && *k != "UsageRecorded")
+        // `Provenance` (before each agent) is tests/it/provenance.rs's.
+        .filter(|k| *k != "FollowupsDelivered" && *k != "UsageRecorded" && *k != "Provenance")
         .collect();
     assert_eq!(
         kinds,
@@ -150,7 +151,7 @@ fi"#,
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
-        .filter(|kind| kind != "UsageRecorded")
+        .filter(|kind| kind != "UsageRecorded" && kind != "Provenance")
         .collect();
     assert_eq!(
         kinds,
@@ -178,7 +179,8 @@ async fn a_followup_sent_before_a_crash_resumes_the_session_after_the_restart() 
     std::fs::create_dir(&bin).expect("mkdir");
     script(
         &bin.join("codex"),
-        r#"printf '%s\0' "$@" > "argv-$RUNLEDGER_EXECUTION"
+        r#"[ "$1" = "--version" ] && { echo "codex-cli 0.0.0-fake"; exit 0; }
+printf '%s\0' "$@" > "argv-$RUNLEDGER_EXECUTION"
 echo '{"type":"thread.started","thread_id":"thread-crash-1"}'
 [ "$RUNLEDGER_EXECUTION" = 1 ] && exec sleep 1000
 echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
@@ -226,7 +228,7 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
         .events(&id)
         .await
         .into_iter()
-        .filter(|e| e["type"] != "UsageRecorded")
+        .filter(|e| e["type"] != "UsageRecorded" && e["type"] != "Provenance")
         .collect();
     let kinds: Vec<&str> = events
         .iter()

@@ -213,7 +213,8 @@ while true; do sleep 0.1; done"#,
         out.lines()
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .map(|e| e["type"].as_str().unwrap_or("").to_string())
-            .filter(|kind| kind != "UsageRecorded")
+            // `Provenance` (before each agent) is tests/it/provenance.rs's.
+            .filter(|kind| kind != "UsageRecorded" && kind != "Provenance")
             .collect()
     };
     assert_eq!(types(&running_id), ["Created", "Started", "Failed"]);

@@ -94,13 +94,14 @@ done"#,
     s
 }
 
-/// The run's event types, without `UsageRecorded` (host-dependent; tests/it/usage.rs's).
+/// The run's event types, without `UsageRecorded` (host-dependent; tests/it/usage.rs's) and
+/// `Provenance` (tests/it/provenance.rs's).
 pub(super) async fn types_online(s: &Server, id: &str) -> Vec<String> {
     s.events(id)
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
-        .filter(|kind| kind != "UsageRecorded")
+        .filter(|kind| kind != "UsageRecorded" && kind != "Provenance")
         .collect()
 }
 

@@ -129,6 +129,7 @@ fn variant(event: &Event) -> usize {
         Event::Lost { .. } => 14,
         Event::SessionLinkRevoked { .. } => 15,
         Event::Derived(_) => 16,
+        Event::Provenance { .. } => 17,
     }
 }
 
@@ -151,7 +152,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=16).collect(), "every event variant");
+    assert_eq!(variants, (0..=17).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

@@ -329,5 +329,29 @@ pub fn all() -> Vec<Made> {
                 "a fork of another run after its first execution; schema version 2 records",
                 false,
             ),
+        Builder::new(7)
+            .then(Command::create(admitted(), Vec::new(), None), api(None))
+            .then(start(), system("a slot came free"))
+            .then(
+                Command::RecordProvenance {
+                    execution: 1,
+                    provenance: provenance(),
+                },
+                system("execution 1 is about to start its agent"),
+            )
+            .then(ok(1), system("the agent exited"))
+            .made(
+                "rules-v2-provenance",
+                "an execution that recorded its provenance before its agent; schema version 2 \
+                 records",
+                false,
+            ),
     ]
+}
+
+fn provenance() -> runledger::domain::ExecutionProvenance {
+    match sample("provenance") {
+        Event::Provenance { provenance, .. } => provenance,
+        _ => unreachable!("the sample is a provenance"),
+    }
 }

@@ -90,6 +90,7 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/agent/runs",
         "GET /api/v1/agent/runs/{run_id}",
         "POST /api/v1/agent/runs/{run_id}/cancel",
+        "POST /api/v1/agent/runs/{run_id}/rerun",
         "GET /api/v1/agent/runs/{run_id}/deliveries",
         "GET /api/v1/agent/runs/{run_id}/events",
         "GET /api/v1/agent/runs/{run_id}/proof",

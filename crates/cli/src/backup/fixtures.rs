@@ -202,5 +202,43 @@ pub(super) fn one_of_each() -> Vec<Event> {
                 message: "again, \"differently\"".into(),
             },
         }),
+        Event::Provenance {
+            execution: 2,
+            provenance: sample_provenance(),
+        },
     ]
+}
+
+/// A provenance with every optional field set.
+pub(super) fn sample_provenance() -> runledger_domain::ExecutionProvenance {
+    use runledger_domain::{
+        AgentCli, EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,
+    };
+    ExecutionProvenance {
+        repositories: vec![RepositoryCommit {
+            url: "https://git.example/acme/app.git".into(),
+            path: "app".into(),
+            reference: Some("main".into()),
+            commit: "0123456789abcdef0123456789abcdef01234567".into(),
+        }],
+        environment: EnvironmentDefinition {
+            id: "e".into(),
+            sha256: "ab".repeat(32),
+            definition: r#"{"env":["TOKEN"],"id":"e"}"#.into(),
+        },
+        harness: "claude".into(),
+        agent_cli: Some(AgentCli {
+            name: "claude".into(),
+            version: Some("2.0.1 (Claude Code)".into()),
+        }),
+        runledger_version: "0.1.0".into(),
+        sandbox: "bwrap".into(),
+        network: false,
+        limits: ProvenanceLimits {
+            memory_mb: Some(512),
+            pids_max: Some(64),
+            cpu_percent: Some(150),
+        },
+        model_id: Some("m".into()),
+    }
 }

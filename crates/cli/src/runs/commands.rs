@@ -156,6 +156,11 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 message,
                 follow,
             } => super::fork::fork(&remote, run_id, *after, message, *follow).await,
+            RunsCmd::Rerun {
+                run_id,
+                unpinned,
+                follow,
+            } => Ok(super::rerun::rerun(&remote, run_id, *unpinned, *follow).await?),
             RunsCmd::Cancel { run_id } => {
                 remote
                     .post(&format!("{}/cancel", run_path(run_id)), &json!({}))

@@ -17,6 +17,7 @@ mod commands;
 mod fork;
 mod login;
 mod printer;
+mod rerun;
 mod show;
 mod transcript;
 mod travel;

@@ -66,6 +66,11 @@ pub enum Command {
     RevokeSessionLink {
         by: String,
     },
+    /// What execution `execution` runs with, measured by the shell before its agent starts.
+    RecordProvenance {
+        execution: u32,
+        provenance: crate::provenance::ExecutionProvenance,
+    },
 }
 
 impl Command {

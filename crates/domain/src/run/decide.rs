@@ -143,6 +143,27 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
         Command::RevokeSessionLink { by } => {
             decision(vec![Event::SessionLinkRevoked { by }], vec![])
         }
+        // Only the execution in progress, and once: it describes what that execution's agent
+        // starts with, so a second or a late one would describe something else.
+        Command::RecordProvenance {
+            execution,
+            provenance,
+        } => {
+            let recorded = run.provenance.as_ref().map_or(0, |(e, _)| *e);
+            if run.state != RunState::InProgress
+                || execution != run.executions
+                || recorded >= execution
+            {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(
+                vec![Event::Provenance {
+                    execution,
+                    provenance,
+                }],
+                vec![],
+            )
+        }
     }
 }
 
@@ -214,6 +235,13 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             });
         }
         Event::UsageRecorded { execution, usage } => Command::RecordUsage { execution, usage },
+        Event::Provenance {
+            execution,
+            provenance,
+        } => Command::RecordProvenance {
+            execution,
+            provenance,
+        },
         Event::ArtifactReported {
             execution,
             artifact,
@@ -542,6 +570,65 @@ mod tests {
             .then_refuses_to_record(Event::Started { execution: 2 })
             .then_refuses_to_record(Event::Succeeded { execution: 0 });
         given_no_run().then_refuses_to_record(Event::Started { execution: 1 });
+    }
+
+    fn provenance() -> crate::ExecutionProvenance {
+        crate::ExecutionProvenance {
+            repositories: vec![crate::RepositoryCommit {
+                url: "file:///r.git".into(),
+                path: ".".into(),
+                reference: None,
+                commit: "a".repeat(40),
+            }],
+            environment: crate::EnvironmentDefinition {
+                id: "e".into(),
+                sha256: "b".repeat(64),
+                definition: "{}".into(),
+            },
+            harness: "command".into(),
+            agent_cli: None,
+            runledger_version: "0.1.0".into(),
+            sandbox: "none".into(),
+            network: true,
+            limits: crate::ProvenanceLimits::default(),
+            model_id: None,
+        }
+    }
+
+    #[test]
+    fn provenance_is_recorded_once_by_the_execution_in_progress() {
+        let record = |execution| Command::RecordProvenance {
+            execution,
+            provenance: provenance(),
+        };
+        let recorded = Event::Provenance {
+            execution: 1,
+            provenance: provenance(),
+        };
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(record(1))
+            .then_events([recorded.clone()])
+            .then_state(|run| assert_eq!(run.provenance, Some((1, provenance()))));
+        // Once, and never for another execution or a run not in progress.
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            recorded.clone(),
+        ])
+        .when(record(1))
+        .then_rejects(Rejection::StaleExecution(1));
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(record(2))
+            .then_rejects(Rejection::StaleExecution(2));
+        given([Event::Admitted(created())])
+            .when(record(0))
+            .then_rejects(Rejection::StaleExecution(0));
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .then_recordable()
+            .then_refuses_to_record(Event::Provenance {
+                execution: 2,
+                provenance: provenance(),
+            });
     }
 
     #[test]

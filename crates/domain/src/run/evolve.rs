@@ -127,6 +127,15 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
         Event::SessionLinkRevoked { .. } => {
             run.session_epoch = run.session_epoch.saturating_add(1);
         }
+        // The latest execution's, as `decide` records them: in order, once each.
+        Event::Provenance {
+            execution,
+            provenance,
+        } => {
+            if run.provenance.as_ref().is_none_or(|(e, _)| e < execution) {
+                run.provenance = Some((*execution, provenance.clone()));
+            }
+        }
     }
     Some(run)
 }
@@ -167,6 +176,7 @@ fn admit(id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
         schedule: None,
         derived: None,
         session_epoch: 0,
+        provenance: None,
     })
 }
 

@@ -114,6 +114,9 @@ pub struct Run {
     /// link's token signs the epoch it was handed out in, so a revoke ends every earlier link
     /// and survives a restart with the log.
     pub session_epoch: u32,
+    /// What the latest execution that recorded it ran with (`Event::Provenance`), with that
+    /// execution's number.
+    pub provenance: Option<(u32, crate::provenance::ExecutionProvenance)>,
 }
 
 /// An artifact with when, and by which execution, it was reported.

@@ -13,7 +13,7 @@ use crate::process::Marker;
 use crate::report::Reports;
 use crate::sandbox::Launcher;
 use crate::transcript::{Entry, Redactor, Writer};
-use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
+use crate::{Artifacts, Assignment, Control, Deliveries, Provenances, Supervision};
 use runledger_domain::{Followup, StatusMessage};
 
 /// How an execution ended: `None` when it was stopped by a cancel.
@@ -37,6 +37,8 @@ pub(super) struct Execution<'a> {
     pub(super) reports: Option<Reports>,
     /// Where the artifacts the agent reported are handed.
     pub(super) artifacts: Artifacts,
+    /// Where the execution's provenance is handed before its agent starts.
+    pub(super) provenances: Provenances,
     pub(super) setup_done: PathBuf,
     /// Where the session id a preset's CLI reported is kept across executions and restarts.
     pub(super) session_path: PathBuf,

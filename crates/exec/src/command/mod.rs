@@ -12,11 +12,13 @@
 //! This file is the table of contents only; each step lives in a module of its own:
 //! `run` (the order of the steps), `execution` (the `Execution` they share), `prepare`
 //! (workspace, home, MCP file, variables, cgroup), `fork` (a fork's start from a snapshot),
-//! `files` (private files and CLI configuration, through `safe_fs`), `setup` (repositories and
-//! setup commands), `start` (argv, prompt, spawn, stdin at start), `supervise` (waiting,
-//! follow-ups, deadline, stopping the tree), `output` (the bounded output streaming), `finish` (exit status to outcome, failure
-//! messages) and `keep` (the execution's snapshot, for forks). Their imports form no circle
-//! (`tests/it/layers.rs`): `run` is the top, `execution` and `output` import no sibling.
+//! `provenance` (the commits and the CLI's version, recorded before the agent), `files`
+//! (private files and CLI configuration, through `safe_fs`), `setup` (repositories and setup
+//! commands), `start` (argv, prompt, spawn, stdin at start), `supervise` (waiting, follow-ups,
+//! deadline, stopping the tree), `output` (the bounded output streaming), `finish` (exit status
+//! to outcome, failure messages) and `keep` (the execution's snapshot, for forks). Their imports
+//! form no circle (`tests/it/layers.rs`): `run` is the top, `execution` and `output` import no
+//! sibling.
 
 mod execution;
 mod files;
@@ -25,6 +27,7 @@ mod fork;
 mod keep;
 mod output;
 mod prepare;
+mod provenance;
 mod run;
 mod setup;
 mod start;

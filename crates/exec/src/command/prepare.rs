@@ -20,7 +20,7 @@ use crate::report::{self, Reports};
 use crate::run_files::SHARED_FILES;
 use crate::safe_fs;
 use crate::transcript::Redactor;
-use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
+use crate::{Artifacts, Assignment, Control, Deliveries, Provenances, Supervision};
 use runledger_domain::harness::{Harness, Sandbox};
 use runledger_domain::StatusMessage;
 
@@ -201,6 +201,7 @@ pub(super) fn prepare<'a>(
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
     artifacts: Artifacts,
+    provenances: Provenances,
 ) -> Result<Execution<'a>, StatusMessage> {
     let env = &job.environment;
     let id = job.run.id;
@@ -293,6 +294,7 @@ pub(super) fn prepare<'a>(
         report_path,
         reports: Some(reports),
         artifacts,
+        provenances,
         setup_done,
         session_path,
         needs_setup,

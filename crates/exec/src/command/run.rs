@@ -10,12 +10,13 @@ use super::files::{saved_session, usable_mcp, write_cli_config};
 use super::finish::{finish, internal, unsafe_path};
 use super::keep::keep_snapshot;
 use super::prepare::prepare;
+use super::provenance::record_provenance;
 use super::setup::{checkout, setup};
 use super::start::start;
 use super::supervise::{collect_reports, settle, Keep};
 use crate::cgroup::Leaf;
 use crate::observe;
-use crate::{Artifacts, Assignment, Control, Deliveries, Supervision};
+use crate::{Artifacts, Assignment, Control, Deliveries, Provenances, Supervision};
 use runledger_domain::harness::Harness;
 use runledger_domain::{ExecutionUsage, StatusMessage};
 
@@ -27,13 +28,14 @@ pub(crate) async fn run(
     control: mpsc::UnboundedReceiver<Control>,
     deliveries: Deliveries,
     artifacts: Artifacts,
+    provenances: Provenances,
 ) -> (Outcome, Option<ExecutionUsage>) {
     // Everything of the run is its user's, made from here on.
     let sup = &match sup.for_run(job.run.id).await {
         Ok(sup) => sup,
         Err(message) => return (Some(Err(no_agent_user(message))), None),
     };
-    let mut x = match prepare(job, sup, control, deliveries, artifacts) {
+    let mut x = match prepare(job, sup, control, deliveries, artifacts, provenances) {
         Ok(x) => x,
         Err(message) => return (Some(Err(message)), None),
     };
@@ -133,6 +135,9 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
             )));
         }
     }
+    // After everything the agent starts with is in place, and before the agent: what it
+    // starts with is durable before it can change anything.
+    record_provenance(x).await;
     let mut next_turn: Option<String> = None;
     loop {
         let (process, program, takes_stdin) = match start(x, next_turn.take()).await {

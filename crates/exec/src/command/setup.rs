@@ -26,8 +26,20 @@ pub(super) async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusM
             .count()
     });
     let count = repos.len();
+    let mut pins = pins(x);
     for (i, repo) in repos.into_iter().enumerate() {
-        let wanted = repo.reference.as_deref().unwrap_or("default branch");
+        // The first pin of the repository's URL not yet used: the pins are in checkout order.
+        let pin = pins
+            .iter()
+            .position(|p| p.repository == repo.url)
+            .map(|at| pins.remove(at).commit);
+        let wanted = match &pin {
+            Some(commit) => format!("pinned at {commit}"),
+            None => repo
+                .reference
+                .clone()
+                .unwrap_or_else(|| "default branch".into()),
+        };
         x.system(format!(
             "repository {}/{count}: {} ({wanted}) at {}",
             i + 1,
@@ -36,7 +48,9 @@ pub(super) async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusM
         ));
         let started = std::time::Instant::now();
         let (sup, workspace) = (x.sup, x.workspace.clone());
-        let checking_out = sup.mirrors.checkout(repo, &workspace, x.deadline);
+        let checking_out = sup
+            .mirrors
+            .checkout(repo, &workspace, pin.as_deref(), x.deadline);
         tokio::pin!(checking_out);
         let checked_out = loop {
             tokio::select! {
@@ -87,6 +101,18 @@ pub(super) async fn checkout(x: &mut Execution<'_>) -> Result<(), Option<StatusM
         }
     }
     Ok(())
+}
+
+/// The commits a pinned rerun checks its repositories out at (`Derivation::Rerun`), in the
+/// order its original's first execution recorded them; none for any other run.
+fn pins(x: &Execution<'_>) -> Vec<runledger_domain::RepoPin> {
+    match &x.job.run.derived {
+        Some(runledger_domain::RunDerivation {
+            kind: runledger_domain::Derivation::Rerun { pinned: true, pins },
+            ..
+        }) => pins.clone(),
+        _ => Vec::new(),
+    }
 }
 
 /// Runs the environment's setup commands in order; `Some` ends the execution there.

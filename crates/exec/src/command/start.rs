@@ -278,7 +278,7 @@ async fn feed_stdin(
 
 /// Whether `program` names an executable file, directly (relative to the workspace) or on
 /// `path`.
-fn findable(program: &str, workspace: &Path, path: Option<&str>) -> bool {
+pub(super) fn findable(program: &str, workspace: &Path, path: Option<&str>) -> bool {
     use std::os::unix::fs::PermissionsExt;
     let executable = |p: &Path| {
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)

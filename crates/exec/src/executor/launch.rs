@@ -16,8 +16,16 @@ use super::state::Live;
 use crate::assignment::{
     record_artifacts, record_deliveries, Artifacts, Assignment, Control, Deliveries,
 };
+use crate::provenance::{record_provenances, Provenances};
 use crate::reporting::Report;
 use crate::{command, demo, slurm};
+
+/// The handles a harness reports through, whose receiving ends `execute` records from.
+struct Reporting {
+    deliveries: Deliveries,
+    artifacts: Artifacts,
+    provenances: Provenances,
+}
 
 /// How an execution ended: `None` if it was stopped (or lost), otherwise success or failure.
 type Outcome = Option<Result<(), StatusMessage>>;
@@ -138,19 +146,24 @@ impl Executor {
         let execution = assignment.execution;
         let (reports, delivered) = mpsc::unbounded_channel();
         let (artifacts, reported) = mpsc::unbounded_channel();
+        let (provenances, measured) = mpsc::unbounded_channel();
         let work = self.work(
             assignment,
             environment,
             refused,
             control,
-            Deliveries(reports),
-            Artifacts(artifacts),
+            Reporting {
+                deliveries: Deliveries(reports),
+                artifacts: Artifacts(artifacts),
+                provenances: Provenances(provenances),
+            },
         );
         // The harness's handles go with it, so the recording ends after the harness.
-        let ((outcome, usage), (), ()) = tokio::join!(
+        let ((outcome, usage), (), (), ()) = tokio::join!(
             work,
             record_deliveries(runs, id, execution, delivered),
-            record_artifacts(runs, id, execution, reported)
+            record_artifacts(runs, id, execution, reported),
+            record_provenances(runs, id, execution, measured)
         );
         {
             let mut state = self.state();
@@ -176,16 +189,20 @@ impl Executor {
         environment: &Environment,
         refused: Option<Outcome>,
         control: mpsc::UnboundedReceiver<Control>,
-        deliveries: Deliveries,
-        artifacts: Artifacts,
+        reporting: Reporting,
     ) -> (Outcome, Option<ExecutionUsage>) {
+        let Reporting {
+            deliveries,
+            artifacts,
+            provenances,
+        } = reporting;
         if let Some(outcome) = refused {
             return (outcome, None);
         }
         match environment.harness {
             // In-process: no tokens, and no process of its own to measure.
             Harness::Demo => {
-                drop(artifacts);
+                drop((artifacts, provenances));
                 let transcripts = &self.supervision.transcripts;
                 (
                     demo::run(assignment, transcripts, control, deliveries).await,
@@ -199,6 +216,7 @@ impl Executor {
                     control,
                     deliveries,
                     artifacts,
+                    provenances,
                 )
                 .await
             }

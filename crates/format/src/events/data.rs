@@ -153,6 +153,9 @@ pub enum EventData<'a> {
     /// The run was made from another run (`from`): a rerun of it or a fork of it (sequence 1,
     /// after `Created`).
     Derived(super::derived::DerivedData),
+    /// What the execution runs with, measured before its agent started (`docs/api.md`,
+    /// "Provenance").
+    Provenance(super::provenance::ProvenanceData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

@@ -11,6 +11,7 @@ use runledger_store::Envelope;
 
 use super::data::*;
 use super::origin::OriginData;
+use super::provenance::ProvenanceData;
 
 /// One stored event of a run (the events endpoint, `runledger export` and `events --json`).
 #[derive(Debug, Serialize, ToSchema)]
@@ -84,6 +85,10 @@ impl<'a> RunEvent<'a> {
             Event::Attached { attachments } => EventData::Attached(AttachedData::from(attachments)),
             Event::Scheduled { schedule } => EventData::Scheduled(ScheduledData::from(schedule)),
             Event::Derived(d) => EventData::Derived(super::derived::DerivedData::from(d)),
+            Event::Provenance {
+                execution,
+                provenance,
+            } => EventData::Provenance(ProvenanceData::from(*execution, provenance)),
         };
         RunEvent {
             run_id: e.run_id.to_string(),

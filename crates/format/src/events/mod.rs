@@ -8,6 +8,7 @@ mod error;
 mod line;
 mod origin;
 mod parse;
+mod provenance;
 
 pub use data::*;
 pub use derived::{DerivedData, RepoPinData};
@@ -15,3 +16,4 @@ pub use error::EventJsonError;
 pub use line::{event_json, RunEvent};
 pub use origin::{OriginData, OriginKeyData};
 pub use parse::event_from_json;
+pub use provenance::*;

@@ -19,6 +19,7 @@ use super::data::*;
 use super::error::{bad, read, EventJsonError};
 use super::line::event_json;
 use super::origin::OriginData;
+use super::provenance::ProvenanceData;
 
 #[derive(Deserialize)]
 struct EventIn<'a> {
@@ -206,6 +207,13 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
         "Attached" => read::<AttachedData>(data, &what)?.event()?,
         "Scheduled" => read::<ScheduledData>(data, &what)?.event()?,
         "Derived" => read::<super::derived::DerivedData>(data, &what)?.event()?,
+        "Provenance" => {
+            let (execution, provenance) = read::<ProvenanceData>(data, &what)?.provenance();
+            Event::Provenance {
+                execution,
+                provenance,
+            }
+        }
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

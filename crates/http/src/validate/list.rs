@@ -38,6 +38,8 @@ struct ListParams {
     foreign_state: bool,
     /// The last `schedule_id` given, read once every parameter is (`schedule_filter`).
     schedule_id: Option<String>,
+    /// The last `rerun_of` given, read once every parameter is (`rerun_filter`).
+    rerun_of: Option<String>,
 }
 
 impl Default for ListParams {
@@ -50,6 +52,7 @@ impl Default for ListParams {
             cursor: None,
             foreign_state: false,
             schedule_id: None,
+            rerun_of: None,
         }
     }
 }
@@ -88,6 +91,7 @@ impl ListParams {
             "creator" => q.creator = Some(exact_filter(key, value)?),
             "environment_id" => q.environment_id = Some(exact_filter(key, value)?),
             "schedule_id" => self.schedule_id = Some(exact_filter(key, value)?),
+            "rerun_of" => self.rerun_of = Some(exact_filter(key, value)?),
             "source" => {
                 q.source = Some(SourceType::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(format!("source {value:?} is not a known source type"))
@@ -144,6 +148,9 @@ impl ListParams {
         if let Some(schedule_id) = &self.schedule_id {
             schedule_filter(&mut q, schedule_id);
         }
+        if let Some(rerun_of) = &self.rerun_of {
+            rerun_filter(&mut q, rerun_of);
+        }
         if let Some(c) = self.cursor {
             q.cursor = Some(
                 Cursor::decode(&c)
@@ -183,6 +190,20 @@ fn schedule_filter(q: &mut Query, value: &str) {
         .filter(|id| id.eq_ignore_ascii_case(value));
     match canonical {
         Some(id) => q.schedule_id = Some(id),
+        None => q.matches_nothing = true,
+    }
+}
+
+/// Sets the filter `rerun_of=value`, a run id kept in its canonical text like a schedule id
+/// (`schedule_filter`); a value that is no run id of this server matches nothing.
+fn rerun_filter(q: &mut Query, value: &str) {
+    let canonical = value
+        .parse::<runledger_domain::RunId>()
+        .map(|id| id.to_string())
+        .ok()
+        .filter(|id| id.eq_ignore_ascii_case(value));
+    match canonical {
+        Some(id) => q.rerun_of = Some(id),
         None => q.matches_nothing = true,
     }
 }

@@ -296,6 +296,7 @@ proptest! {
             every_team: false,
             artifact_type: spec.artifact_type,
             schedule_id: spec.schedule_id.map(|id| id.to_string()),
+            rerun_of: None,
         };
         prop_assert_eq!(q, expected);
     }

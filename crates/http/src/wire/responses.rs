@@ -96,6 +96,16 @@ pub struct RunItem<'a> {
     /// For a fork (`POST /agent/runs/{id}/fork`): the run and execution it started from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<super::ForkedFrom<'a>>,
+    /// The run this one reruns (runledger only; `POST /agent/runs/{id}/rerun`); absent on
+    /// every other run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub rerun_of: Option<&'a str>,
+    /// What the latest execution ran with (`docs/api.md`, "Provenance"): only in the answer
+    /// of `GET /agent/runs/{id}` (a list leaves it out), once an execution recorded it. Always
+    /// the last field, so `crate::provenance` can add it to a cached rendering.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub provenance: Option<runledger_format::events::ProvenanceData>,
 }
 
 /// The schedule that made a run (OpenAPI `ScheduleInfo`), as it was when it fired.
@@ -218,6 +228,14 @@ impl<'a> RunItem<'a> {
                 .collect(),
             artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
             forked_from: super::ForkedFrom::of(run),
+            rerun_of: match &run.derived {
+                Some(runledger_domain::RunDerivation {
+                    from,
+                    kind: runledger_domain::Derivation::Rerun { .. },
+                }) => Some(from.as_str()),
+                _ => None,
+            },
+            provenance: None,
             run_id: id,
         }
     }

@@ -62,6 +62,13 @@ pub(super) fn usage(execution: u32) -> Origin {
     ))
 }
 
+/// What an execution starts with was measured before its agent started.
+pub(super) fn provenance(execution: u32) -> Origin {
+    Origin::system(format!(
+        "execution {execution} is about to start its agent: what it runs with was measured"
+    ))
+}
+
 /// An execution's agent reported an artifact.
 pub(super) fn artifact(execution: u32, artifact: &Artifact) -> Origin {
     Origin::system(format!(

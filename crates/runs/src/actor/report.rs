@@ -7,7 +7,7 @@ use super::causes;
 use super::error::Error;
 use super::runs::Runs;
 use runledger_domain::{
-    Artifact, Command, ExecutionUsage, Origin, Placement, RunId, StatusMessage,
+    Artifact, Command, ExecutionProvenance, ExecutionUsage, Origin, Placement, RunId, StatusMessage,
 };
 use runledger_exec::{Report, Started};
 use runledger_store as store;
@@ -51,6 +51,15 @@ impl Report for Runs {
         let origin = causes::usage(execution);
         let command = Command::RecordUsage { execution, usage };
         self.record(id, command, origin, "usage").await;
+    }
+
+    async fn record_provenance(&self, id: RunId, execution: u32, provenance: ExecutionProvenance) {
+        let origin = causes::provenance(execution);
+        let command = Command::RecordProvenance {
+            execution,
+            provenance,
+        };
+        self.record(id, command, origin, "provenance").await;
     }
 
     async fn report_artifact(&self, id: RunId, execution: u32, artifact: Artifact) {

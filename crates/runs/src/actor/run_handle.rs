@@ -28,7 +28,7 @@ use runledger_store::Envelope;
 /// - `POST`/`PUT /agent/schedules…`: `credentials`, to seal a schedule's agent configuration.
 #[derive(Clone)]
 pub struct RunHandle {
-    runs: Runs,
+    pub(super) runs: Runs,
 }
 
 impl RunHandle {

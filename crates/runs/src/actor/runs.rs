@@ -171,17 +171,17 @@ impl Runs {
             .await
     }
 
-    /// Creates a run made from another run (`derived`: a fork of it), with a fresh id, if its
-    /// team's and its environment's queues have room.
+    /// Creates a run made from another run (`derived`: a rerun or a fork of it) with a fresh
+    /// id, if its team's and its environment's queues have room.
     pub async fn create_derived(
         &self,
-        created: RunAdmitted,
+        admitted: RunAdmitted,
         attachments: Vec<Attachment>,
         derived: RunDerivation,
         origin: Option<Origin>,
     ) -> Result<Outcome, Error> {
-        let _waiting = self.reserve(&created)?;
-        let command = Command::derive(created, attachments, derived);
+        let _waiting = self.reserve(&admitted)?;
+        let command = Command::derive(admitted, attachments, derived);
         self.execute_inner(self.new_id(), command, origin, true)
             .await
     }

@@ -9,6 +9,7 @@ mod forms;
 mod gate;
 mod layout;
 mod list;
+mod provenance;
 mod run;
 mod signin;
 mod timeline;

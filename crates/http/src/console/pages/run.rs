@@ -58,6 +58,7 @@ pub(in crate::console) async fn run(
     body.push_str(&details(&run, &id));
     body.push_str(&prompt_and_attachments(&run));
     body.push_str(&artifacts(&run));
+    body.push_str(&super::provenance::section(&run));
     live_frames(&mut body, &events);
     html(StatusCode::OK, layout(title, Some(&who), "run", &body))
 }
