@@ -18,6 +18,7 @@ mod bundle;
 mod chains;
 mod cli;
 mod console;
+mod corpus;
 mod crashloop;
 mod credentials;
 mod damage;

@@ -19,8 +19,9 @@ use crate::{Error, Index};
 /// fails to decode rather than reading as something else, and the store rebuilds. 11: rows
 /// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`). 12: the
 /// audit index (`audit/`) holds every run event by team, type and actor; a store of layout 11
-/// rebuilds, which builds it.
-pub const LAYOUT_VERSION: u32 = 12;
+/// rebuilds, which builds it. 13: rows carry the run another was made from (`Run::derived`); a
+/// row of layout 12 fails to decode, and the store rebuilds.
+pub const LAYOUT_VERSION: u32 = 13;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {
