@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin_acts;
+pub mod inspect;
 mod sealing;
 pub mod startup;
 pub mod telemetry;

@@ -158,8 +158,26 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
         Cmd::Keys { command, server } => done(cli::keys(args, command, server)),
         Cmd::Teams { command, server } => done(cli::teams(args, command, server)),
         Cmd::Events { run_id, json } => done(cli::events(args, run_id, *json)),
-        Cmd::Export { with_keys, output } => done(cli::export(args, *with_keys, output.as_deref())),
-        Cmd::Import { file, unverified } => done(cli::import(args, file.as_deref(), *unverified)),
+        Cmd::Export {
+            run: Some(run),
+            output,
+            ..
+        } => done(cli::export_run(args, run, output.as_deref())),
+        Cmd::Export {
+            with_keys, output, ..
+        } => done(cli::export(args, *with_keys, output.as_deref())),
+        Cmd::Import {
+            run: Some(bundle),
+            unverified,
+            ..
+        } => done(cli::import_run(args, bundle, *unverified)),
+        Cmd::Import {
+            file, unverified, ..
+        } => done(cli::import(args, file.as_deref(), *unverified)),
+        Cmd::Inspect { file, bind } => {
+            runledger::inspect::inspect(args, file, bind.clone())?;
+            Ok(0)
+        }
         Cmd::Verify {
             export,
             proof,

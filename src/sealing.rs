@@ -31,11 +31,15 @@ pub(crate) fn find_tail(store: &Store) -> Result<usize, runledger_store::Error> 
 }
 
 /// Starts the seal task (`runledger_runs::seals`); with a `tail`, its first seal is at once.
+/// A read-only server (`runledger inspect`) makes no seal: `None`.
 pub(crate) fn start(
     config: &Config,
     store: &Store,
     tail: usize,
-) -> Result<Sealer, runledger_store::Error> {
+) -> Result<Option<Sealer>, runledger_store::Error> {
+    if config.read_only {
+        return Ok(None);
+    }
     let public_key = store.publish_public_key()?;
     tracing::info!(
         public_key = %public_key.iter().map(|b| format!("{b:02x}")).collect::<String>(),
@@ -61,11 +65,19 @@ pub(crate) fn start(
             }
         },
     };
-    Ok(Sealer::start(
+    Ok(Some(Sealer::start(
         store.clone(),
         config.seal_interval,
         named,
         webhook,
         tail > 0,
-    ))
+    )))
+}
+
+/// The final seal at a clean stop, when there is a seal task.
+pub(crate) async fn finish(sealer: Option<Sealer>) -> Result<(), String> {
+    match sealer {
+        Some(sealer) => sealer.finish().await,
+        None => Ok(()),
+    }
 }

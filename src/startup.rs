@@ -101,8 +101,8 @@ pub struct Application {
     executor: Executor,
     state: web::Data<AppState>,
     grace: Duration,
-    /// Seals the chains' heads (`runledger_runs::seals`).
-    sealer: Sealer,
+    /// Seals the chains' heads (`runledger_runs::seals`); `None` when read-only.
+    sealer: Option<Sealer>,
     terminate: Signal,
     interrupt: Signal,
     /// The version and configuration the admin log's start and stop records name.
@@ -191,7 +191,8 @@ impl Application {
         store.sync().await?;
         // The Slurm jobs of an earlier server are ended first: their runs are recorded below as
         // lost (or queued again), and must not work on beside what this start begins.
-        if config.environments.iter().any(|e| e.slurm.is_some()) {
+        let read_only = config.read_only;
+        if !read_only && config.environments.iter().any(|e| e.slurm.is_some()) {
             let cancelled = executor
                 .cluster()
                 .reconcile(Duration::from_secs(config.stop_grace_secs) + SLURM_RECONCILE_SLACK)
@@ -206,7 +207,11 @@ impl Application {
         }
         // Executions that were in progress when the service stopped are lost; they are failed
         // before any request is served, so nothing started by this process is mistaken for one.
-        let failed_lost = runs.fail_lost_executions().await.map_err(Error::Recovery)?;
+        // A read-only server (`runledger inspect`) records nothing: its runs stay as recorded.
+        let failed_lost = match read_only {
+            true => 0,
+            false => runs.fail_lost_executions().await.map_err(Error::Recovery)?,
+        };
         let schedules = Schedules::open(&store, &runs, config.clone());
         let Serving {
             server,
@@ -214,11 +219,16 @@ impl Application {
             scheme,
             state,
         } = serve(&config, &runs, &schedules, secret)?;
-        webhooks
-            .start(render_for_webhooks(&state))
-            .map_err(Error::Webhooks)?;
-        spawn_recovery(&runs, &executor, &state, failed_lost);
-        spawn_resume(&runs, &executor, &store);
+        // Read-only: no agent, schedule or webhook; the server only answers reads.
+        if read_only {
+            state.ready.store(true, Ordering::Release);
+        } else {
+            webhooks
+                .start(render_for_webhooks(&state))
+                .map_err(Error::Webhooks)?;
+            spawn_recovery(&runs, &executor, &state, failed_lost);
+            spawn_resume(&runs, &executor, &store);
+        }
         let sealer = crate::sealing::start(&config, &store, unsealed)?;
         Ok(Application {
             server,
@@ -318,7 +328,7 @@ impl Application {
         }
         // After the last write (the stop's record included): the final seal covers everything,
         // and says so.
-        if let Err(e) = sealer.finish().await {
+        if let Err(e) = crate::sealing::finish(sealer).await {
             tracing::warn!(error = %e, "the final seal failed; the next start seals what is left");
         }
         store.sync().await.map_err(Error::FinalSync)?;

@@ -14,6 +14,7 @@ mod artifacts;
 mod attachments;
 mod audit_query;
 mod backup;
+mod bundle;
 mod chains;
 mod cli;
 mod console;

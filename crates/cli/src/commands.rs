@@ -137,6 +137,10 @@ pub enum Cmd {
         /// Write to FILE (mode 0600, replaced only once the export is whole) instead of stdout.
         #[arg(long, short, value_name = "FILE")]
         output: Option<PathBuf>,
+        /// Write one run's bundle instead (docs/backup.md): its events with their hash chain
+        /// and seal proof, state, transcript, attachments and artifacts, in one file.
+        #[arg(long, value_name = "ID", conflicts_with = "with_keys")]
+        run: Option<String>,
     },
     /// Restore an export into a new or empty data directory (all or nothing; never merges).
     Import {
@@ -147,6 +151,19 @@ pub enum Cmd {
         /// record in the store that it was; `runledger verify` reports it from then on.
         #[arg(long)]
         unverified: bool,
+        /// Add the one run of this bundle (`export --run`) to the existing store instead.
+        #[arg(long, value_name = "FILE", conflicts_with = "file")]
+        run: Option<PathBuf>,
+    },
+    /// Serve one run's bundle read-only (the API's reads and the console; no agents, no
+    /// writes) from a private temporary data directory, removed when it ends (Ctrl-C).
+    Inspect {
+        /// The bundle (`export --run`, or `GET /api/v1/agent/runs/{id}/export`).
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Address to listen on (default 127.0.0.1:0, a free port).
+        #[arg(long, value_name = "ADDR")]
+        bind: Option<String>,
     },
     /// Check the hash chains and seals of a stopped store, of an export (--export), or one
     /// run's proof offline (--proof with --pubkey); names the first run and event that does

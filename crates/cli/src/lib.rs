@@ -34,7 +34,9 @@ mod verify;
 
 pub use admin::server_url;
 pub use audit_admin::{audit_admin, AdminFilters};
-pub use backup::{export, import, verify_export};
+pub use backup::{
+    export, export_run, import, import_run, import_run_into, transcript_path, verify_export,
+};
 pub use commands::{
     ApiArgs, AuditCmd, Cli, Cmd, KeysCmd, RunningServer, RunsCmd, SecretsCmd, TeamsCmd,
 };

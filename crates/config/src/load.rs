@@ -80,6 +80,9 @@ pub struct Config {
     /// The reverse proxies whose forwarded client address is believed
     /// (`server.trusted_proxies`); empty by default.
     pub trusted_proxies: crate::proxies::TrustedProxies,
+    /// Set by `runledger inspect` only, never by the file: the server answers reads only,
+    /// starts no agent, fires no schedule, sends no webhook and makes no seal.
+    pub read_only: bool,
 }
 
 /// Command-line overrides; each wins over the file.
@@ -282,6 +285,7 @@ fn resolve(
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
         max_schedules_per_team: schedules::max_per_team(&file.schedules)?,
         trusted_proxies: crate::proxies::trusted_proxies(file.server.trusted_proxies)?,
+        read_only: false,
     })
 }
 

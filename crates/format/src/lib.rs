@@ -8,6 +8,7 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod bundle;
 pub mod events;
 pub mod export;
 pub mod keys;

@@ -150,6 +150,7 @@ impl Modify for LegacyCreate {
         runs::transcript,
         super::deliveries::deliveries,
         super::proof::proof,
+        super::bundle::export_run,
         runs::environments,
         agents::list,
         agents::models,

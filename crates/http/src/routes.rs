@@ -138,6 +138,11 @@ fn run_routes(scope: Scope) -> Scope {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/agent/runs/{run_id}/export")
+                .get(super::bundle::export_run)
+                .default_service(only("GET")),
+        )
+        .service(
             web::resource("/agent/runs/{run_id}/proof")
                 .get(super::proof::proof)
                 .default_service(only("GET")),
@@ -303,6 +308,9 @@ pub fn app(
     actix_web::App::new()
         .app_data(state)
         // The last wrap is the outermost: the body is read inside the request's context.
+        .wrap(actix_web::middleware::from_fn(
+            super::read_only::refuse_writes,
+        ))
         .wrap(actix_web::middleware::from_fn(body_deadline))
         .wrap(actix_web::middleware::from_fn(request_context))
         .configure(configure)

@@ -33,6 +33,8 @@ pub struct AppState {
     pub admin_audit: AdminAudit,
     /// Runs' proofs (chain head, seal, Merkle path).
     pub proofs: runledger_runs::seals::Proofs,
+    /// One run's bundle (`bundle.rs`).
+    pub bundles: runledger_runs::actor::Bundles,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -69,6 +71,7 @@ impl AppState {
             audit,
             admin_audit,
             proofs,
+            bundles,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -81,6 +84,7 @@ impl AppState {
             audit,
             admin_audit,
             proofs,
+            bundles,
             schedules,
             config,
             public_url,

@@ -75,14 +75,14 @@ fn write_export(store: &Store, with_keys: bool, out: &mut dyn Write) -> anyhow::
 /// An export file being written: created 0600 under a temporary name beside `path`, and
 /// renamed over `path` only once it is whole and durable, so a failed export never leaves a
 /// truncated backup under the name of a good one. Dropped unfinished, it is removed.
-struct OutputFile {
+pub(super) struct OutputFile {
     path: PathBuf,
     temp: PathBuf,
-    file: Option<BufWriter<fs::File>>,
+    pub(super) file: Option<BufWriter<fs::File>>,
 }
 
 impl OutputFile {
-    fn create(path: &Path) -> anyhow::Result<OutputFile> {
+    pub(super) fn create(path: &Path) -> anyhow::Result<OutputFile> {
         use std::os::unix::fs::OpenOptionsExt;
         let name = path
             .file_name()
@@ -105,7 +105,7 @@ impl OutputFile {
         })
     }
 
-    fn finish(mut self) -> anyhow::Result<()> {
+    pub(super) fn finish(mut self) -> anyhow::Result<()> {
         let Some(file) = self.file.take() else {
             return Ok(());
         };

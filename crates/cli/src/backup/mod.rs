@@ -26,6 +26,7 @@
 //! into place durably (`durable`).
 
 mod admin_chain;
+mod bundle;
 mod checks;
 mod durable;
 mod export;
@@ -36,6 +37,7 @@ mod restore;
 mod staging;
 mod verify_export;
 
+pub use bundle::{export_run, import_run, import_run_into, transcript_path};
 pub use export::export;
 pub use import::import;
 pub(crate) use verify_export::print_report;

@@ -15,19 +15,19 @@ use crate::problem::ApiError;
 use crate::{AppState, Principal};
 
 /// Bytes gathered before a chunk is handed to the connection.
-const CHUNK: usize = 64 * 1024;
+pub(crate) const CHUNK: usize = 64 * 1024;
 /// Chunks waiting for the connection at most: what one export holds besides the content
 /// chunk being written (`format::export::CONTENT_CHUNK`).
-const CHUNKS_AHEAD: usize = 8;
+pub(crate) const CHUNKS_AHEAD: usize = 8;
 
 /// What the export thread hands the connection.
-type Chunk = Result<Bytes, std::io::Error>;
+pub(crate) type Chunk = Result<Bytes, std::io::Error>;
 
 /// A `Write` that hands full chunks to the connection, waiting while it is behind; fails once
 /// the client has gone, which ends the export.
-struct ToConnection {
-    buffer: Vec<u8>,
-    tx: tokio::sync::mpsc::Sender<Chunk>,
+pub(crate) struct ToConnection {
+    pub(crate) buffer: Vec<u8>,
+    pub(crate) tx: tokio::sync::mpsc::Sender<Chunk>,
 }
 
 impl ToConnection {

@@ -5,6 +5,7 @@
 use super::admin_audit::AdminAudit;
 use super::artifacts::Artifacts;
 use super::audit::Audit;
+use super::bundles::Bundles;
 use super::deliveries::Deliveries;
 use super::run_handle::RunHandle;
 use super::runs::Runs;
@@ -33,6 +34,8 @@ pub struct EdgeHandles {
     pub admin_audit: AdminAudit,
     /// Runs' chain heads, seals and Merkle paths (`crate::seals`).
     pub proofs: crate::seals::Proofs,
+    /// One run's bundle (`GET /api/v1/agent/runs/{id}/export`).
+    pub bundles: Bundles,
 }
 
 impl Runs {
@@ -49,6 +52,7 @@ impl Runs {
             audit: Audit::new(self),
             admin_audit: AdminAudit::new(inner.store.clone()),
             proofs: crate::seals::Proofs::new(inner.store.clone()),
+            bundles: Bundles::new(inner.store.clone()),
         }
     }
 }

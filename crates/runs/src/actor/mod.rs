@@ -20,6 +20,7 @@
 mod admin_audit;
 mod artifacts;
 mod audit;
+mod bundles;
 mod causes;
 mod deliveries;
 mod error;
@@ -37,6 +38,7 @@ mod transcripts;
 pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_PAGE};
 pub use artifacts::{Artifacts, Upload};
 pub use audit::Audit;
+pub use bundles::Bundles;
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
