@@ -1,15 +1,30 @@
-//! Writing the audit index: the events a projector batch made durable (read from the log from
-//! each run's previously indexed `next_seq`), every event of a run being caught up, and the
-//! entries of a rebuild. Entries are plain inserts of keys that never change, so writing one
-//! twice is harmless and no lock is needed. It must not decide what a key looks like
+//! Writing the audit index: the events a projector batch made durable (read from the log from each
+//! run's previously indexed `next_seq`), every event of a run being caught up, and the entries of a
+//! rebuild. Every writer hands over a whole set of events; their entries are grouped by range and
+//! written in blocks (`blocks.rs`), each block touched read and written once. Writing an entry
+//! twice is harmless (a block holds each entry once). It must not decide what an entry looks like
 //! (`keys.rs`).
+
+use std::collections::BTreeMap;
 
 use runledger_domain::Run;
 use runledger_store::{Envelope, Store};
 
 use super::keys::{entries, Tree};
+use crate::blocks::{self, Shape};
 use crate::trees::AuditTrees;
 use crate::{Error, Index};
+
+/// The audit index's blocks. An entry is about 80 bytes (a 32-byte position and a summary
+/// naming the type, team and key), so a block holds about 50; a projector batch of creates
+/// appends to the tail block of each of its ranges, which is rewritten once per batch, and
+/// split three quarters full, so an append-only range's blocks stay that full.
+const AUDIT_BLOCKS: Shape = Shape {
+    max: 64,
+    max_bytes: 4096,
+    fill: 48,
+    fill_bytes: 3072,
+};
 
 impl AuditTrees {
     fn tree(&self, tree: Tree) -> &sled::Tree {
@@ -20,10 +35,50 @@ impl AuditTrees {
         }
     }
 
-    /// Writes the entries of one event of a run of `team`.
-    pub(crate) fn insert(&self, team: &str, envelope: &Envelope) -> Result<(), Error> {
-        for (tree, key, value) in entries(team, envelope) {
-            self.tree(tree).insert(key, value)?;
+    /// Writes the entries of `events`, each of a run of the team it is given with.
+    pub(crate) fn insert_all<'e>(
+        &self,
+        events: impl IntoIterator<Item = (&'e str, &'e Envelope)>,
+    ) -> Result<(), Error> {
+        let mut per_tree: [Vec<(Vec<u8>, Vec<u8>)>; 3] = Default::default();
+        for (team, envelope) in events {
+            for (tree, prefix, entry) in entries(team, envelope) {
+                per_tree[tree as usize].push((prefix, entry));
+            }
+        }
+        // A block is read, changed and written back: two writers must not interleave.
+        let _serial = self.serial.lock();
+        for (which, changes) in [Tree::Team, Tree::Type, Tree::Actor].iter().zip(&per_tree) {
+            if changes.is_empty() {
+                continue;
+            }
+            let tree = self.tree(*which);
+            let mut by_range: BTreeMap<&[u8], Vec<(&[u8], bool)>> = BTreeMap::new();
+            for (prefix, entry) in changes {
+                by_range
+                    .entry(prefix.as_slice())
+                    .or_default()
+                    .push((entry.as_slice(), true));
+            }
+            let mut ops = Vec::new();
+            blocks::write_ranges(tree, by_range, &AUDIT_BLOCKS, &mut ops)?;
+            if let [(key, value)] = ops.as_slice() {
+                match value {
+                    Some(value) => tree.insert(key.as_slice(), value.as_slice())?,
+                    None => tree.remove(key.as_slice())?,
+                };
+                continue;
+            }
+            // A split or re-key is several writes: one batch, so that a crash between them
+            // cannot lose the entries of the block they move (sled applies a batch whole).
+            let mut batch = sled::Batch::default();
+            for (key, value) in ops {
+                match value {
+                    Some(value) => batch.insert(key, value),
+                    None => batch.remove(key),
+                }
+            }
+            tree.apply_batch(batch)?;
         }
         Ok(())
     }
@@ -39,7 +94,7 @@ impl Index {
         store: &Store,
         changes: &[(Option<&Run>, &Run)],
     ) -> Result<(), Error> {
-        let audit = self.trees().audit;
+        let mut events: Vec<(&str, Envelope)> = Vec::with_capacity(changes.len());
         for (old, new) in changes {
             let from = old.map_or(0, |run| run.next_seq);
             if from >= new.next_seq {
@@ -50,10 +105,12 @@ impl Index {
                 if envelope.seq >= new.next_seq {
                     break;
                 }
-                audit.insert(&new.team, &envelope)?;
+                events.push((&new.team, envelope));
             }
         }
-        Ok(())
+        self.trees()
+            .audit
+            .insert_all(events.iter().map(|(team, envelope)| (*team, envelope)))
     }
 }
 
@@ -63,9 +120,11 @@ pub(crate) fn write_gathered(
     batches: std::sync::mpsc::Receiver<Vec<(String, Envelope)>>,
 ) -> Result<(), Error> {
     for batch in batches {
-        for (team, envelope) in batch {
-            audit.insert(&team, &envelope)?;
-        }
+        audit.insert_all(
+            batch
+                .iter()
+                .map(|(team, envelope)| (team.as_str(), envelope)),
+        )?;
     }
     Ok(())
 }
