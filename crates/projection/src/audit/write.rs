@@ -1,9 +1,9 @@
-//! Writing the audit index: the events a projector batch made durable (read from the log from each
-//! run's previously indexed `next_seq`), every event of a run being caught up, and the entries of a
-//! rebuild. Every writer hands over a whole set of events; their entries are grouped by range and
-//! written in blocks (`blocks.rs`), each block touched read and written once. Writing an entry
-//! twice is harmless (a block holds each entry once). It must not decide what an entry looks like
-//! (`keys.rs`).
+//! Writing the audit index: the events a projector batch made durable (those its commands handed
+//! over, else read from the log from each run's previously indexed `next_seq`), every event of a
+//! run being caught up, and the entries of a rebuild. Every writer hands over a whole set of
+//! events; their entries are grouped by range and written in blocks (`blocks.rs`), each block
+//! touched read and written once. Writing an entry twice is harmless (a block holds each entry
+//! once). It must not decide what an entry looks like (`keys.rs`).
 
 use std::collections::BTreeMap;
 
@@ -86,18 +86,32 @@ impl AuditTrees {
 
 impl Index {
     /// Indexes the events that moved each run from `old` (the row the index holds, if any) to
-    /// `new`: those from `old.next_seq` up to `new.next_seq`, read back from the log. Called by
-    /// the projector before it writes the rows, so a crash in between leaves the run to the
-    /// catch-up, which indexes its events again.
+    /// `new`: those from `old.next_seq` up to `new.next_seq`. `carried[i]` are the events the
+    /// commands behind `changes[i]` appended, if the caller has them: used when they are
+    /// exactly those, else the events are read back from the log (a batch that failed took
+    /// its runs' events with it). Called by the projector before it writes the rows, so a
+    /// crash in between leaves the run to the catch-up, which indexes its events again.
     pub fn index_events(
         &self,
         store: &Store,
         changes: &[(Option<&Run>, &Run)],
+        carried: &[Vec<Envelope>],
     ) -> Result<(), Error> {
-        let mut events: Vec<(&str, Envelope)> = Vec::with_capacity(changes.len());
-        for (old, new) in changes {
+        let mut read: Vec<(&str, Envelope)> = Vec::new();
+        let mut taken: Vec<(&str, &Envelope)> = Vec::with_capacity(changes.len());
+        for (i, (old, new)) in changes.iter().enumerate() {
             let from = old.map_or(0, |run| run.next_seq);
             if from >= new.next_seq {
+                continue;
+            }
+            let carried = carried.get(i).map_or(&[][..], Vec::as_slice);
+            let exact = carried.len() as u64 == new.next_seq - from
+                && carried
+                    .iter()
+                    .zip(from..)
+                    .all(|(e, seq)| e.seq == seq && e.run_id == new.id);
+            if exact {
+                taken.extend(carried.iter().map(|e| (new.team.as_str(), e)));
                 continue;
             }
             for envelope in store.run_events(new.id, from) {
@@ -105,12 +119,11 @@ impl Index {
                 if envelope.seq >= new.next_seq {
                     break;
                 }
-                events.push((&new.team, envelope));
+                read.push((&new.team, envelope));
             }
         }
-        self.trees()
-            .audit
-            .insert_all(events.iter().map(|(team, envelope)| (*team, envelope)))
+        let read = read.iter().map(|(team, envelope)| (*team, envelope));
+        self.trees().audit.insert_all(taken.into_iter().chain(read))
     }
 }
 
