@@ -227,20 +227,51 @@ pub fn split_entry(entry: &[u8]) -> Option<(Position, Summary)> {
     Some((Position::from_key_end(position)?, Summary::decode(summary)?))
 }
 
+/// The prefixes last asked for in each tree: the events of a batch mostly share their team,
+/// type and actor, and each prefix costs a SHA-256 or two.
+#[derive(Default)]
+pub struct Prefixes {
+    last: [Option<(String, String, Vec<u8>)>; 3],
+}
+
+impl Prefixes {
+    /// `prefix(tree, team_hash(team), value)`, computed once for a run of equal arguments.
+    pub fn of(&mut self, tree: Tree, team: &str, value: &str) -> Vec<u8> {
+        let slot = &mut self.last[tree as usize];
+        if let Some((t, v, p)) = slot {
+            if t == team && v == value {
+                return p.clone();
+            }
+        }
+        let p = prefix(tree, &team_hash(team), value);
+        *slot = Some((team.to_string(), value.to_string(), p.clone()));
+        p
+    }
+}
+
 /// The entries of one event: (tree, range prefix, entry). No actor, no `audit_actor` entry.
+#[cfg(test)]
 pub fn entries(team: &str, envelope: &Envelope) -> Vec<(Tree, Vec<u8>, Vec<u8>)> {
-    let team_key = team_hash(team);
+    entries_with(team, envelope, &mut Prefixes::default())
+}
+
+/// `entries`, with the prefixes of earlier events at hand.
+pub fn entries_with(
+    team: &str,
+    envelope: &Envelope,
+    prefixes: &mut Prefixes,
+) -> Vec<(Tree, Vec<u8>, Vec<u8>)> {
     let summary = summary(team, envelope);
     let entry = entry(Position::of(envelope), &summary);
     let mut out = Vec::with_capacity(3);
-    out.push((Tree::Team, prefix(Tree::Team, &team_key, ""), entry.clone()));
+    out.push((Tree::Team, prefixes.of(Tree::Team, team, ""), entry.clone()));
     out.push((
         Tree::Type,
-        prefix(Tree::Type, &team_key, &summary.kind),
+        prefixes.of(Tree::Type, team, &summary.kind),
         entry.clone(),
     ));
     if let Some(actor) = &summary.actor {
-        out.push((Tree::Actor, prefix(Tree::Actor, &team_key, actor), entry));
+        out.push((Tree::Actor, prefixes.of(Tree::Actor, team, actor), entry));
     }
     out
 }

@@ -10,20 +10,21 @@ use std::collections::BTreeMap;
 use runledger_domain::Run;
 use runledger_store::{Envelope, Store};
 
-use super::keys::{entries, Tree};
+use super::keys::{entries_with, Prefixes, Tree};
 use crate::blocks::{self, Shape};
 use crate::trees::AuditTrees;
 use crate::{Error, Index};
 
-/// The audit index's blocks. An entry is about 80 bytes (a 32-byte position and a summary
-/// naming the type, team and key), so a block holds about 50; a projector batch of creates
-/// appends to the tail block of each of its ranges, which is rewritten once per batch, and
-/// split three quarters full, so an append-only range's blocks stay that full.
+/// The audit index's blocks: the read index's sizes. An entry is 50 to 100 bytes (a 32-byte
+/// position and a summary naming the type, team and key), so a block holds 10 to 20; the
+/// events of a projector batch that land at the tail of a range cost one or a few block
+/// writes. Larger blocks cost more than they save: sled copies a whole leaf, values and all, on
+/// every write to it.
 const AUDIT_BLOCKS: Shape = Shape {
-    max: 64,
-    max_bytes: 4096,
-    fill: 48,
-    fill_bytes: 3072,
+    max: 32,
+    max_bytes: 1024,
+    fill: 24,
+    fill_bytes: 768,
 };
 
 impl AuditTrees {
@@ -41,8 +42,9 @@ impl AuditTrees {
         events: impl IntoIterator<Item = (&'e str, &'e Envelope)>,
     ) -> Result<(), Error> {
         let mut per_tree: [Vec<(Vec<u8>, Vec<u8>)>; 3] = Default::default();
+        let mut prefixes = Prefixes::default();
         for (team, envelope) in events {
-            for (tree, prefix, entry) in entries(team, envelope) {
+            for (tree, prefix, entry) in entries_with(team, envelope, &mut prefixes) {
                 per_tree[tree as usize].push((prefix, entry));
             }
         }
