@@ -170,7 +170,14 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
             proof.as_deref(),
             pubkey.as_deref(),
         )),
-        Cmd::Replay { verify, cache_mb } => done(cli::replay(args, *verify, *cache_mb)),
+        Cmd::Replay {
+            check: true,
+            cache_mb,
+            ..
+        } => done(cli::replay_check(args, *cache_mb)),
+        Cmd::Replay {
+            verify, cache_mb, ..
+        } => done(cli::replay(args, *verify, *cache_mb)),
         Cmd::Secrets { command } => done(cli::secrets(args, command)),
     }
 }

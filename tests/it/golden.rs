@@ -14,7 +14,7 @@ use runledger::domain::{
 use runledger::domain::{Channel, Origin, OriginKey};
 use runledger::store::codec::{decode_run, encode, encode_run, Envelope, LegacyEnvelope};
 
-fn samples() -> Vec<(&'static str, Event)> {
+pub(crate) fn samples() -> Vec<(&'static str, Event)> {
     let mut mcp = BTreeMap::new();
     mcp.insert(
         "github".to_string(),
@@ -256,6 +256,29 @@ fn samples() -> Vec<(&'static str, Event)> {
             "session_link_revoked",
             Event::SessionLinkRevoked { by: "01KEY".into() },
         ),
+        (
+            "derived_rerun",
+            Event::Derived(runledger::domain::RunDerivation {
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                kind: runledger::domain::Derivation::Rerun {
+                    pinned: true,
+                    pins: vec![runledger::domain::RepoPin {
+                        repository: "https://git.example.com/acme/api.git".into(),
+                        commit: "9fceb02d0ae598e95dc970b74767f19372d61af8".into(),
+                    }],
+                },
+            }),
+        ),
+        (
+            "derived_fork",
+            Event::Derived(runledger::domain::RunDerivation {
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                kind: runledger::domain::Derivation::Fork {
+                    after_execution: 2,
+                    message: "Try the other approach: keep the cache".into(),
+                },
+            }),
+        ),
     ]
 }
 
@@ -371,7 +394,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Scheduled { .. }
             | Event::StartedOn { .. }
             | Event::Lost { .. }
-            | Event::SessionLinkRevoked { .. } => {}
+            | Event::SessionLinkRevoked { .. }
+            | Event::Derived(_) => {}
         }
     }
     let all = [
@@ -397,6 +421,9 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Started",
         "Lost",
         "SessionLinkRevoked",
+        // One per kind of derivation: each is a positional variant of its own.
+        "Derived",
+        "Derived",
     ];
     assert_eq!(kinds, all);
 }

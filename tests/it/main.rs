@@ -17,6 +17,7 @@ mod backup;
 mod chains;
 mod cli;
 mod console;
+mod corpus;
 mod crashloop;
 mod credentials;
 mod damage;

@@ -174,6 +174,11 @@ pub enum Cmd {
         /// left as it was.
         #[arg(long)]
         verify: bool,
+        /// Fold every run's events anew with this build and compare each run's state with the
+        /// one the store recorded, printing each difference as run, field, stored value,
+        /// rebuilt value (exit 1 when any); the check after an upgrade. Changes nothing.
+        #[arg(long, conflicts_with = "verify")]
+        check: bool,
         /// Storage cache for the replay, in MiB. A replay reads the whole log once while it
         /// writes a new index; a larger cache than the server's keeps the index being written
         /// in memory (at 1.15M runs: 12.1 s with 64 MiB, 10.4 s with 1024 MiB). With

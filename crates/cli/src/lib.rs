@@ -23,6 +23,7 @@ mod origin_line;
 pub mod profile;
 pub mod remote;
 mod replay;
+pub mod replay_check;
 mod report;
 mod runs;
 mod schedule_logs;
@@ -40,6 +41,7 @@ pub use commands::{
 pub use events::events;
 pub use keys::keys;
 pub use replay::replay;
+pub use replay_check::replay_check;
 pub use report::report;
 pub use runs::{audit, login, logout, run, runs};
 pub use secrets::secrets;

@@ -83,6 +83,10 @@ pub enum Event {
     /// session epoch, part of what a link's token signs, moved on, so only links handed out
     /// from now on open its page.
     SessionLinkRevoked { by: String },
+    /// The run was made from another run: a rerun of it, or a fork of it after one of its
+    /// executions. Recorded right after the run's `Admitted`, in the same decision (sequence
+    /// 1, before an `Attached`), so the run is a derived one from its first moment.
+    Derived(RunDerivation),
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -107,9 +111,13 @@ impl Event {
     }
 
     /// Whether this event is recorded with a run's admission, in the same decision right
-    /// after it: its schedule (`Scheduled`) or its attachments (`Attached`).
+    /// after it: its origin in another run (`Derived`), its schedule (`Scheduled`) or its
+    /// attachments (`Attached`).
     pub fn completes_admission(&self) -> bool {
-        matches!(self, Event::Scheduled { .. } | Event::Attached { .. })
+        matches!(
+            self,
+            Event::Scheduled { .. } | Event::Attached { .. } | Event::Derived(_)
+        )
     }
 
     /// The contents (in the content store) the event names.
@@ -143,6 +151,7 @@ impl Event {
             Event::StartedOn { .. } => "Started",
             Event::Lost { .. } => "Lost",
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
+            Event::Derived(_) => "Derived",
         }
     }
 }
@@ -482,4 +491,37 @@ pub struct RunSchedule {
     /// The due time of the firing that made the run (not when it was created: a catch-up
     /// firing after a restart makes its run later than it was due).
     pub due: Timestamp,
+}
+
+/// The run another run was made from, and how (`Event::Derived`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunDerivation {
+    /// The original run's id.
+    pub from: String,
+    pub kind: Derivation,
+}
+
+/// How a run was made from another.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Derivation {
+    /// The same task again: the original's prompt, configuration and attachments. `pinned`
+    /// checks out each repository at the commit in `pins` (those the original's first
+    /// execution recorded) instead of its ref as it is now.
+    Rerun { pinned: bool, pins: Vec<RepoPin> },
+    /// A branch off the original after its execution `after_execution`: the workspace, the
+    /// agent's home and its CLI session start as they were when that execution ended, and the
+    /// agent continues with `message`.
+    Fork {
+        after_execution: u32,
+        message: String,
+    },
+}
+
+/// A repository of the environment held at one commit.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RepoPin {
+    /// The repository as the environment configures it (its URL).
+    pub repository: String,
+    /// The commit, 40 hexadecimal digits.
+    pub commit: String,
 }

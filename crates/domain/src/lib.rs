@@ -23,9 +23,9 @@ pub mod uid_range;
 pub use admin::AdminEvent;
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
-    CreatorKind, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer, Placement,
-    RunAdmitted, RunCreated, RunSchedule, Sealed, SourceType, StatusMessage, Tokens, DEFAULT_TEAM,
-    REDACTED, TEAM_NAME_RULE,
+    CreatorKind, Derivation, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer,
+    Placement, RepoPin, RunAdmitted, RunCreated, RunDerivation, RunSchedule, Sealed, SourceType,
+    StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
 pub use origin::{Channel, Origin, OriginKey};

@@ -102,7 +102,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Scheduled { .. }
         | Event::StartedOn { .. }
         | Event::Lost { .. }
-        | Event::SessionLinkRevoked { .. } => None,
+        | Event::SessionLinkRevoked { .. }
+        | Event::Derived(_) => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

@@ -19,10 +19,11 @@ use crate::{Error, Index};
 /// fails to decode rather than reading as something else, and the store rebuilds. 11: rows
 /// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`). 12: the
 /// audit index (`audit/`) holds every run event by team, type and actor; a store of layout 11
-/// rebuilds, which builds it. 13: the audit index's entries (position and summary) are
-/// stored in blocks of consecutive entries per range (`audit/keys.rs`), not one sled key each;
-/// a store of layout 12 rebuilds.
-pub const LAYOUT_VERSION: u32 = 13;
+/// rebuilds, which builds it. 13: rows carry the run another was made from (`Run::derived`); a
+/// row of layout 12 fails to decode, and the store rebuilds. 14: the audit index's entries
+/// (position and summary) are stored in blocks of consecutive entries per range
+/// (`audit/keys.rs`), not one sled key each; a store of layout 13 rebuilds.
+pub const LAYOUT_VERSION: u32 = 14;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {

@@ -185,5 +185,22 @@ pub(super) fn one_of_each() -> Vec<Event> {
             },
         },
         Event::SessionLinkRevoked { by: "k".into() },
+        Event::Derived(runledger_domain::RunDerivation {
+            from: RunId::new(Timestamp(1_763_700_000_000), 3).to_string(),
+            kind: runledger_domain::Derivation::Rerun {
+                pinned: true,
+                pins: vec![runledger_domain::RepoPin {
+                    repository: "https://git.example.com/acme/api.git".into(),
+                    commit: "9fceb02d0ae598e95dc970b74767f19372d61af8".into(),
+                }],
+            },
+        }),
+        Event::Derived(runledger_domain::RunDerivation {
+            from: RunId::new(Timestamp(1_763_700_000_000), 3).to_string(),
+            kind: runledger_domain::Derivation::Fork {
+                after_execution: 1,
+                message: "again, \"differently\"".into(),
+            },
+        }),
     ]
 }

@@ -555,11 +555,12 @@ mod tests {
             Event::StartedOn { .. } => 13,
             Event::Lost { .. } => 14,
             Event::SessionLinkRevoked { .. } => 15,
+            Event::Derived(_) => 16,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
         assert_eq!(
             covered,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15]
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15, 16, 16]
         );
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {

@@ -3,8 +3,8 @@
 //! once they are durable. Vocabulary only; the rules are `decide`'s.
 
 use crate::events::{
-    Artifact, Attachment, Event, ExecutionUsage, FollowupMode, Placement, RunAdmitted, RunSchedule,
-    StatusMessage,
+    Artifact, Attachment, Event, ExecutionUsage, FollowupMode, Placement, RunAdmitted,
+    RunDerivation, RunSchedule, StatusMessage,
 };
 
 use super::state::{Followup, RunState};
@@ -14,11 +14,13 @@ use super::state::{Followup, RunState};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Command {
     /// Admit a new run with the files attached to it (already in the content store) and, for
-    /// a run a schedule's firing makes, that schedule.
+    /// a run a schedule's firing makes, that schedule; for a run made from another (a rerun,
+    /// a fork), how.
     Create {
         admitted: RunAdmitted,
         attachments: Vec<Attachment>,
         schedule: Option<RunSchedule>,
+        derived: Option<RunDerivation>,
     },
     /// The executor has a free slot for this queued run (and, for an environment that runs on
     /// a cluster, the scheduler has placed it: `placement`).
@@ -79,6 +81,22 @@ impl Command {
             admitted,
             attachments,
             schedule,
+            derived: None,
+        }
+    }
+
+    /// The creation of a run made from another run (`derived`: a rerun or a fork of it), with
+    /// the files attached to it. A derived run is never a schedule's.
+    pub fn derive(
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        derived: RunDerivation,
+    ) -> Command {
+        Command::Create {
+            admitted,
+            attachments,
+            schedule: None,
+            derived: Some(derived),
         }
     }
 }

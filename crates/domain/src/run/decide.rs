@@ -153,8 +153,12 @@ fn decide_new(command: Command) -> Result<Decision, Rejection> {
             admitted,
             attachments,
             schedule,
+            derived,
         } => {
             let mut events = vec![Event::Admitted(admitted)];
+            if let Some(derived) = derived {
+                events.push(Event::Derived(derived));
+            }
             if let Some(schedule) = schedule {
                 events.push(Event::Scheduled { schedule });
             }
@@ -222,13 +226,27 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
         Event::Attached { attachments } => {
             return !attachments.is_empty()
                 && run.is_some_and(|r| {
-                    r.next_seq == 1 + u64::from(r.schedule.is_some()) && r.attachments.is_empty()
+                    r.next_seq
+                        == 1 + u64::from(r.schedule.is_some()) + u64::from(r.derived.is_some())
+                        && r.attachments.is_empty()
                 });
+        }
+        // The second event of a create that made the run from another.
+        Event::Derived(_) => {
+            return run.is_some_and(|r| {
+                r.next_seq == 1
+                    && r.derived.is_none()
+                    && r.schedule.is_none()
+                    && r.attachments.is_empty()
+            });
         }
         // The second event of a create a schedule's firing made.
         Event::Scheduled { .. } => {
             return run.is_some_and(|r| {
-                r.next_seq == 1 && r.schedule.is_none() && r.attachments.is_empty()
+                r.next_seq == 1
+                    && r.schedule.is_none()
+                    && r.derived.is_none()
+                    && r.attachments.is_empty()
             });
         }
     };
@@ -724,6 +742,57 @@ mod tests {
             assert_eq!(run.schedule, None);
             assert_eq!(run.attachments, files);
         });
+    }
+
+    fn fork_of_seven() -> crate::events::RunDerivation {
+        crate::events::RunDerivation {
+            from: RunId(7).to_string(),
+            kind: crate::events::Derivation::Fork {
+                after_execution: 1,
+                message: "keep the cache".into(),
+            },
+        }
+    }
+
+    #[test]
+    fn a_derived_create_records_where_it_came_from_before_its_attachments() {
+        let files = vec![attachment("spec.md")];
+        given_no_run()
+            .when(Command::derive(created(), files.clone(), fork_of_seven()))
+            .then_events([
+                Event::Admitted(created()),
+                Event::Derived(fork_of_seven()),
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+            ])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.derived, Some(fork_of_seven()));
+                assert_eq!(run.attachments, files);
+                assert_eq!(run.schedule, None);
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 3);
+            })
+            .then_recordable()
+            .and_then()
+            // Only as the second event of the creation, and only once.
+            .then_refuses_to_record(Event::Derived(fork_of_seven()));
+        given_no_run().then_refuses_to_record(Event::Derived(fork_of_seven()));
+        // Recorded late (after a start, or after the attachments), it changes nothing.
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Derived(fork_of_seven()),
+        ])
+        .then_state(|run| assert_eq!(run.derived, None));
+        given([
+            Event::Admitted(created()),
+            Event::Attached {
+                attachments: files.clone(),
+            },
+        ])
+        .then_refuses_to_record(Event::Derived(fork_of_seven()));
     }
 
     #[test]

@@ -97,15 +97,31 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
         // Only right after the run's admission: a later one would change what its agent
         // was given.
         Event::Attached { attachments } => {
-            if run.next_seq == 2 + u64::from(run.schedule.is_some()) && run.attachments.is_empty() {
+            let before = 2 + u64::from(run.schedule.is_some()) + u64::from(run.derived.is_some());
+            if run.next_seq == before && run.attachments.is_empty() {
                 run.attachments = attachments.clone();
             }
         }
         // Only as the second event of the admission (before any `Attached`): a later one
         // would make a run that was not a schedule's into one.
         Event::Scheduled { schedule } => {
-            if run.next_seq == 2 && run.schedule.is_none() && run.attachments.is_empty() {
+            if run.next_seq == 2
+                && run.schedule.is_none()
+                && run.derived.is_none()
+                && run.attachments.is_empty()
+            {
                 run.schedule = Some(schedule.clone());
+            }
+        }
+        // Only as the second event of the admission: a later one would rewrite where the
+        // run came from.
+        Event::Derived(derived) => {
+            if run.next_seq == 2
+                && run.derived.is_none()
+                && run.schedule.is_none()
+                && run.attachments.is_empty()
+            {
+                run.derived = Some(derived.clone());
             }
         }
         Event::SessionLinkRevoked { .. } => {
@@ -149,6 +165,7 @@ fn admit(id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
         artifacts: Vec::new(),
         attachments: Vec::new(),
         schedule: None,
+        derived: None,
         session_epoch: 0,
     })
 }

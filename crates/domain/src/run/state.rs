@@ -7,8 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::events::{
-    AgentConfig, Artifact, Attachment, Creator, ExecutionUsage, FollowupMode, RunSchedule, Sealed,
-    SourceType, StatusMessage,
+    AgentConfig, Artifact, Attachment, Creator, ExecutionUsage, FollowupMode, RunDerivation,
+    RunSchedule, Sealed, SourceType, StatusMessage,
 };
 use crate::ids::{RunId, Timestamp};
 
@@ -108,6 +108,8 @@ pub struct Run {
     /// admitted with the source `SCHEDULED_AGENT` but no schedule (`POST /agent/runs` always
     /// admits `API`, but an imported log may hold such a run).
     pub schedule: Option<RunSchedule>,
+    /// The run this one was made from, and how (a rerun, a fork); `None` for every other run.
+    pub derived: Option<RunDerivation>,
     /// How many times the run's session links were revoked (`Event::SessionLinkRevoked`): a
     /// link's token signs the epoch it was handed out in, so a revoke ends every earlier link
     /// and survives a restart with the log.

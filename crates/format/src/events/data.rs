@@ -150,6 +150,9 @@ pub enum EventData<'a> {
         #[schema(value_type = String)]
         by: &'a str,
     },
+    /// The run was made from another run (`from`): a rerun of it or a fork of it (sequence 1,
+    /// after `Created`).
+    Derived(super::derived::DerivedData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

@@ -83,6 +83,7 @@ impl<'a> RunEvent<'a> {
             } => EventData::ArtifactReported(ArtifactReportedData::from(*execution, artifact)),
             Event::Attached { attachments } => EventData::Attached(AttachedData::from(attachments)),
             Event::Scheduled { schedule } => EventData::Scheduled(ScheduledData::from(schedule)),
+            Event::Derived(d) => EventData::Derived(super::derived::DerivedData::from(d)),
         };
         RunEvent {
             run_id: e.run_id.to_string(),

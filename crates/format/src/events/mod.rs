@@ -3,12 +3,14 @@
 //! accepts only what `event_json` writes so that a backup restores every event byte for byte.
 
 mod data;
+mod derived;
 mod error;
 mod line;
 mod origin;
 mod parse;
 
 pub use data::*;
+pub use derived::{DerivedData, RepoPinData};
 pub use error::EventJsonError;
 pub use line::{event_json, RunEvent};
 pub use origin::{OriginData, OriginKeyData};

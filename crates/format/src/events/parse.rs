@@ -205,6 +205,7 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
         "ArtifactReported" => read::<ArtifactReportedData>(data, &what)?.event()?,
         "Attached" => read::<AttachedData>(data, &what)?.event()?,
         "Scheduled" => read::<ScheduledData>(data, &what)?.event()?,
+        "Derived" => read::<super::derived::DerivedData>(data, &what)?.event()?,
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }
