@@ -64,15 +64,18 @@ impl Index {
             let mut from_log = None;
             // The audit entries of every event: the index may lack those of the commands it
             // lacks (they are written before the row), and writing one again changes nothing.
-            let audit = self.trees().audit;
+            let mut events = Vec::new();
             for envelope in store.run_events(id, 0) {
                 let envelope = envelope?;
                 from_log = runledger_domain::evolve(from_log, id, &envelope.event, envelope.at);
                 if let Some(run) = &from_log {
                     passed.extend(keys::entries(run));
-                    audit.insert(&run.team, &envelope)?;
+                    events.push((run.team.clone(), envelope));
                 }
             }
+            self.trees()
+                .audit
+                .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
             let indexed = self.get(id)?;
             if from_log != indexed {
                 self.repair(indexed.as_ref(), from_log.as_ref(), passed)?;

@@ -114,7 +114,7 @@ pub(super) fn encode<P: AsRef<[u8]>>(positions: &[P]) -> Vec<u8> {
 }
 
 /// The positions of a block, as slices of its value.
-fn decode(value: &[u8]) -> Result<Vec<&[u8]>, Error> {
+pub(crate) fn decode(value: &[u8]) -> Result<Vec<&[u8]>, Error> {
     let mut out = Vec::new();
     let mut rest = value;
     while !rest.is_empty() {
@@ -254,7 +254,6 @@ pub fn write<'a>(
     insertions: &'a [Vec<u8>],
     ops: &mut Vec<Op>,
 ) -> Result<Planned<'a>, Error> {
-    let mut planned = Planned::default();
     let mut by_range: BTreeMap<&[u8], Vec<(&[u8], bool)>> = BTreeMap::new();
     for (keys, insert) in [(removals, false), (insertions, true)] {
         for key in keys {
@@ -262,6 +261,36 @@ pub fn write<'a>(
             by_range.entry(prefix).or_default().push((pos, insert));
         }
     }
+    write_ranges(tree, by_range, &READ_INDEX, ops)
+}
+
+/// How large the blocks of a tree grow: at most `max` positions and `max_bytes` encoded bytes
+/// (a single longer position gets a block of its own), split into parts of `fill` positions and
+/// `fill_bytes` beyond that.
+pub struct Shape {
+    pub max: usize,
+    pub max_bytes: usize,
+    pub fill: usize,
+    pub fill_bytes: usize,
+}
+
+/// The read index's blocks.
+const READ_INDEX: Shape = Shape {
+    max: MAX_BLOCK,
+    max_bytes: MAX_BYTES,
+    fill: FILL,
+    fill_bytes: FILL_BYTES,
+};
+
+/// `write` for changes already split into ranges (`prefix` → (position, insert?)), in blocks
+/// of `shape`: for a tree whose prefixes `prefix_len` does not know (the audit index's).
+pub fn write_ranges<'a>(
+    tree: &sled::Tree,
+    by_range: BTreeMap<&'a [u8], Vec<(&'a [u8], bool)>>,
+    shape: &Shape,
+    ops: &mut Vec<Op>,
+) -> Result<Planned<'a>, Error> {
+    let mut planned = Planned::default();
     for (prefix, mut changes) in by_range {
         // In position order, a block's changes come one after another: the block and where the
         // next one begins are looked up once per block, not once per change (a backward seek
@@ -313,7 +342,7 @@ pub fn write<'a>(
         }
         for (lower, block) in blocks {
             if block.changed {
-                planned.reshaped |= store(ops, prefix, lower, &block.positions);
+                planned.reshaped |= store(ops, prefix, lower, &block.positions, shape);
             }
         }
         if net != 0 {
@@ -327,7 +356,13 @@ pub fn write<'a>(
 /// `MAX_BYTES`, and stored under its first position when that is below the lower bound it had
 /// (the range's first block, given a new smallest position).
 /// Returns whether it took more than one write.
-fn store(ops: &mut Vec<Op>, prefix: &[u8], lower: Option<Vec<u8>>, positions: &[Vec<u8>]) -> bool {
+fn store(
+    ops: &mut Vec<Op>,
+    prefix: &[u8],
+    lower: Option<Vec<u8>>,
+    positions: &[Vec<u8>],
+    shape: &Shape,
+) -> bool {
     let Some(first) = positions.first() else {
         if let Some(l) = lower {
             ops.push((block_key(prefix, &l), None));
@@ -345,11 +380,12 @@ fn store(ops: &mut Vec<Op>, prefix: &[u8], lower: Option<Vec<u8>>, positions: &[
         None => first.clone(),
     };
     let bytes: usize = positions.iter().map(|p| encoded_len(p)).sum();
-    let parts = if positions.len() <= MAX_BLOCK && (bytes <= MAX_BYTES || positions.len() == 1) {
-        vec![positions]
-    } else {
-        parts(positions, FILL, FILL_BYTES)
-    };
+    let parts =
+        if positions.len() <= shape.max && (bytes <= shape.max_bytes || positions.len() == 1) {
+            vec![positions]
+        } else {
+            parts(positions, shape.fill, shape.fill_bytes)
+        };
     for (i, part) in parts.into_iter().enumerate() {
         let part_key = if i == 0 { &key } else { &part[0] };
         ops.push((block_key(prefix, part_key), Some(encode(part))));

@@ -20,9 +20,11 @@ use crate::{Error, Index};
 /// carry the run's session epoch (`Run::session_epoch`, moved by `SessionLinkRevoked`). 12: the
 /// audit index (`audit/`) holds every run event by team, type and actor; a store of layout 11
 /// rebuilds, which builds it. 13: rows carry the run another was made from (`Run::derived`); a
-/// row of layout 12 fails to decode, and the store rebuilds. 14: rows carry the latest execution's provenance
-/// (`Run::provenance`), and an `F 09` range per original run holds its reruns; a row of layout
-/// 13 lacks the field and fails to decode, and the store rebuilds.
+/// row of layout 12 fails to decode, and the store rebuilds. 14: rows carry the latest
+/// execution's provenance (`Run::provenance`), an `F 09` range per original run holds its
+/// reruns, and the audit index's entries (position and summary) are stored in blocks of
+/// consecutive entries per range (`audit/keys.rs`), not one sled key each; a row of layout 13
+/// lacks the field and fails to decode, and the store rebuilds.
 pub const LAYOUT_VERSION: u32 = 14;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 

@@ -40,7 +40,7 @@ use tokio::sync::watch;
 use super::Index;
 use runledger_base::metrics::METRICS;
 use runledger_domain::{Run, RunId};
-use runledger_store::Store;
+use runledger_store::{Envelope, Store};
 
 /// Commands the projector may lag behind before new commands wait for it to catch up to this
 /// distance. Larger lets writes run further ahead of the index under load; smaller bounds the
@@ -129,7 +129,14 @@ struct Pending {
     ticket: u64,
     /// Submissions coalesced into `row`.
     commands: u32,
+    /// The events the submissions appended, in order, for the audit index: with them it need
+    /// not read the log back (`Index::index_events` reads it when they do not cover the
+    /// events between the stored row and `row`).
+    events: Vec<Envelope>,
 }
+
+/// A run's row in a batch, with the ticket and the count of the submissions it answers.
+type Applied = (Run, u64, u32);
 
 struct Marked {
     generation: u64,
@@ -247,6 +254,12 @@ impl Projector {
 
     /// Hands the run's new row, whose events are durable, to the projector.
     pub fn submit(&self, row: Run) {
+        self.submit_with(row, Vec::new());
+    }
+
+    /// `submit`, with the events the command appended (those that moved the run to `row`), so
+    /// that the audit index is written from them rather than from the log read back.
+    pub fn submit_with(&self, row: Run, mut events: Vec<Envelope>) {
         let mut state = self.shared.lock();
         let ticket = self.shared.submitted.fetch_add(1, Ordering::AcqRel) + 1;
         match state.pending.get_mut(&row.id) {
@@ -254,6 +267,7 @@ impl Projector {
                 pending.row = row;
                 pending.ticket = ticket;
                 pending.commands += 1;
+                pending.events.append(&mut events);
             }
             None => {
                 state.pending.insert(
@@ -262,6 +276,7 @@ impl Projector {
                         row,
                         ticket,
                         commands: 1,
+                        events,
                     },
                 );
             }
@@ -412,20 +427,27 @@ impl Shared {
     /// `applied` up to the last ticket handed out before the batch began.
     fn batch(&self) {
         let _serial = self.applying.lock().unwrap_or_else(|p| p.into_inner());
-        let (batch, upto) = {
-            let state = self.lock();
+        let (batch, events, upto) = {
+            let mut state = self.lock();
             if state.pending.is_empty() {
                 return;
             }
-            let batch: Vec<(Run, u64, u32)> = state
+            // The events leave with the batch; a later submission of the same run brings its
+            // own, which then start where this batch's row ends.
+            let (batch, events): (Vec<Applied>, Vec<Vec<Envelope>>) = state
                 .pending
-                .values()
-                .map(|p| (p.row.clone(), p.ticket, p.commands))
-                .collect();
-            (batch, self.submitted.load(Ordering::Acquire))
+                .values_mut()
+                .map(|p| {
+                    (
+                        (p.row.clone(), p.ticket, p.commands),
+                        std::mem::take(&mut p.events),
+                    )
+                })
+                .unzip();
+            (batch, events, self.submitted.load(Ordering::Acquire))
         };
         let started = std::time::Instant::now();
-        let applied = self.apply(&batch);
+        let applied = self.apply(&batch, &events);
         let results = vec![applied; batch.len()];
         METRICS.index_batch.observe(started.elapsed());
         METRICS
@@ -531,7 +553,7 @@ impl Shared {
     /// Applies the rows of a batch against the stored ones, all in one index write (entries of
     /// several runs in the same index block cost one write); `false` (logged) if the index
     /// could not follow.
-    fn apply(&self, batch: &[(Run, u64, u32)]) -> bool {
+    fn apply(&self, batch: &[(Run, u64, u32)], events: &[Vec<Envelope>]) -> bool {
         let result = batch
             .iter()
             .map(|(row, ..)| self.index.get(row.id))
@@ -544,7 +566,7 @@ impl Shared {
                     .collect();
                 // The audit entries first: should the rows' write fail or a crash come
                 // between, the runs are caught up, events and all.
-                self.index.index_events(&self.store, &changes)?;
+                self.index.index_events(&self.store, &changes, events)?;
                 self.index.apply_all(&changes)
             });
         match result {

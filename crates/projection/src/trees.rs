@@ -41,6 +41,9 @@ pub(crate) struct AuditTrees {
     pub(crate) team: sled::Tree,
     pub(crate) kind: sled::Tree,
     pub(crate) actor: sled::Tree,
+    /// Held by every write: entries are stored in blocks that a write reads, changes and
+    /// writes back (`audit/write.rs`).
+    pub(crate) serial: std::sync::Arc<parking_lot::Mutex<()>>,
 }
 
 /// The names of the audit index's trees of a generation.
@@ -106,6 +109,7 @@ impl Trees {
                 team: db.open_tree(team)?,
                 kind: db.open_tree(kind)?,
                 actor: db.open_tree(actor)?,
+                serial: Default::default(),
             },
         })
     }

@@ -1,17 +1,22 @@
-//! Pure: the audit index's key layout and values. Every run event has one entry in each of
-//! three trees, each key ending with the event's position `at ‖ run_id ‖ seq` (big-endian, so
-//! key order is time order, and a newest-first walk is a reverse range scan):
+//! Pure: the audit index's layout and entries. Every run event has one entry in each of three
+//! trees, each under a prefix that names a range of the tree:
 //!
-//! - `audit_team`: `team ‖ position` — the events of one team;
-//! - `audit_type`: `team ‖ type ‖ position` — one team's events of one type (as
-//!   `GET …/events` names it: `Created` for `Admitted` too, `Started` for `StartedOn`);
-//! - `audit_actor`: `team ‖ actor ‖ position` — one team's events by one key.
+//! - `audit_team`: `team` — the events of one team;
+//! - `audit_type`: `team ‖ type` — one team's events of one type (as `GET …/events` names
+//!   it: `Created` for `Admitted` too, `Started` for `StartedOn`);
+//! - `audit_actor`: `team ‖ actor` — one team's events by one key.
+//!
+//! An entry is the event's position `at ‖ run_id ‖ seq` (big-endian, so byte order is time
+//! order, and a newest-first walk is a reverse walk) followed by its summary (type, team,
+//! actor): a query checks the other filters, and that a hash did not collide, without reading
+//! the log. A range's entries are stored in blocks (`blocks.rs`, as the read index's ranges
+//! are): one sled value holds many consecutive entries, so the events of a projector batch
+//! that land at the tail of a range cost one write of its last block, not one insert each.
 //!
 //! `team`, `type` and `actor` are 8-byte SHA-256 stand-ins (`keys::team_hash`, `field_hash`),
-//! so every prefix has a fixed width. Each value is the event's summary (type, team, actor):
-//! a query checks the other filters, and that a hash did not collide, without reading the log.
-//! Scoping every tree by team keeps one team's query off every other team's entries; a query
-//! over all teams (an admin key's) merges the teams' ranges. It must not read or write sled.
+//! so every prefix has a fixed width. Scoping every tree by team keeps one team's query off
+//! every other team's entries; a query over all teams (an admin key's) merges the teams'
+//! ranges. It must not read or write sled.
 
 use runledger_domain::{Event, RunId, Timestamp};
 use runledger_store::Envelope;
@@ -124,6 +129,7 @@ pub fn prefix(tree: Tree, team: &TeamHash, value: &str) -> Vec<u8> {
 }
 
 /// The key of a position under a prefix.
+#[cfg(test)]
 pub fn key(prefix: &[u8], position: Position) -> Vec<u8> {
     let mut out = Vec::with_capacity(prefix.len() + POS_LEN);
     out.extend_from_slice(prefix);
@@ -208,29 +214,64 @@ pub fn summary(team: &str, envelope: &Envelope) -> Summary {
     }
 }
 
-/// The entries of one event: (tree, key, value). No actor, no `audit_actor` entry.
+/// An entry as a block stores it: the position, then the summary.
+pub fn entry(position: Position, summary: &Summary) -> Vec<u8> {
+    let mut out = position.to_bytes().to_vec();
+    out.extend_from_slice(&summary.encode());
+    out
+}
+
+/// An entry back into its position and summary; `None` if it does not decode.
+pub fn split_entry(entry: &[u8]) -> Option<(Position, Summary)> {
+    let (position, summary) = entry.split_at_checked(POS_LEN)?;
+    Some((Position::from_key_end(position)?, Summary::decode(summary)?))
+}
+
+/// The prefixes last asked for in each tree: the events of a batch mostly share their team,
+/// type and actor, and each prefix costs a SHA-256 or two.
+#[derive(Default)]
+pub struct Prefixes {
+    last: [Option<(String, String, Vec<u8>)>; 3],
+}
+
+impl Prefixes {
+    /// `prefix(tree, team_hash(team), value)`, computed once for a run of equal arguments.
+    pub fn of(&mut self, tree: Tree, team: &str, value: &str) -> Vec<u8> {
+        let slot = &mut self.last[tree as usize];
+        if let Some((t, v, p)) = slot {
+            if t == team && v == value {
+                return p.clone();
+            }
+        }
+        let p = prefix(tree, &team_hash(team), value);
+        *slot = Some((team.to_string(), value.to_string(), p.clone()));
+        p
+    }
+}
+
+/// The entries of one event: (tree, range prefix, entry). No actor, no `audit_actor` entry.
+#[cfg(test)]
 pub fn entries(team: &str, envelope: &Envelope) -> Vec<(Tree, Vec<u8>, Vec<u8>)> {
-    let team_key = team_hash(team);
+    entries_with(team, envelope, &mut Prefixes::default())
+}
+
+/// `entries`, with the prefixes of earlier events at hand.
+pub fn entries_with(
+    team: &str,
+    envelope: &Envelope,
+    prefixes: &mut Prefixes,
+) -> Vec<(Tree, Vec<u8>, Vec<u8>)> {
     let summary = summary(team, envelope);
-    let value = summary.encode();
-    let position = Position::of(envelope);
+    let entry = entry(Position::of(envelope), &summary);
     let mut out = Vec::with_capacity(3);
-    out.push((
-        Tree::Team,
-        key(&prefix(Tree::Team, &team_key, ""), position),
-        value.clone(),
-    ));
+    out.push((Tree::Team, prefixes.of(Tree::Team, team, ""), entry.clone()));
     out.push((
         Tree::Type,
-        key(&prefix(Tree::Type, &team_key, &summary.kind), position),
-        value.clone(),
+        prefixes.of(Tree::Type, team, &summary.kind),
+        entry.clone(),
     ));
     if let Some(actor) = &summary.actor {
-        out.push((
-            Tree::Actor,
-            key(&prefix(Tree::Actor, &team_key, actor), position),
-            value,
-        ));
+        out.push((Tree::Actor, prefixes.of(Tree::Actor, team, actor), entry));
     }
     out
 }
@@ -270,6 +311,18 @@ mod tests {
             assert_eq!(Summary::decode(&s.encode()), Some(s));
         }
         assert_eq!(Summary::decode(&[9, 1]), None);
+        let position = Position {
+            at: Timestamp(5),
+            run_id: RunId(9),
+            seq: 3,
+        };
+        let s = Summary {
+            kind: "Created".into(),
+            team: "t".into(),
+            actor: None,
+        };
+        assert_eq!(split_entry(&entry(position, &s)), Some((position, s)));
+        assert_eq!(split_entry(&position.to_bytes()), None);
     }
 
     #[test]

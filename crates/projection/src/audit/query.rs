@@ -11,7 +11,8 @@ use std::collections::VecDeque;
 use runledger_domain::{RunId, Timestamp};
 use runledger_store::{Envelope, Store};
 
-use super::keys::{key, prefix, Position, Summary, Tree};
+use super::keys::{prefix, split_entry, Position, Summary, Tree};
+use crate::blocks;
 use crate::keys::{team_hash, TeamHash, TEAM_LEN};
 use crate::{Error, Index};
 
@@ -92,7 +93,54 @@ fn successor(p: Position) -> Position {
     }
 }
 
-type Entries = Box<dyn Iterator<Item = sled::Result<(sled::IVec, sled::IVec)>>>;
+type Entries = Box<dyn Iterator<Item = Result<(Position, Summary), Error>>>;
+
+/// The entries of the range `prefix` of `tree` within `span`, in the walk's order. A block
+/// split while the walk passes it can show some of its entries a second time (sled's
+/// iterators are not snapshots); positions only move one way in a walk, so those are skipped.
+fn walk(tree: &sled::Tree, prefix: &[u8], span: Span, newest_first: bool) -> Entries {
+    // `positions` answers the entries strictly beyond a bound; an entry is longer than its
+    // position, so the entries beyond the bare 32 bytes of `p` are those at `p` and after
+    // (ascending), or those before `p` (descending).
+    let start = if newest_first { span.high } else { span.low };
+    let start = start.map(Position::to_bytes);
+    let mut inner = blocks::positions(tree, prefix, start.as_ref().map(|s| &s[..]), newest_first);
+    let mut last: Option<Position> = None;
+    let mut done = false;
+    Box::new(std::iter::from_fn(move || {
+        while !done {
+            let entry = match inner.next()? {
+                Ok(entry) => entry,
+                Err(e) => return Some(Err(e)),
+            };
+            let Some((position, summary)) = split_entry(&entry) else {
+                return Some(Err(corrupt(&entry)));
+            };
+            let beyond = if newest_first {
+                span.low.is_some_and(|low| position < low)
+            } else {
+                span.high.is_some_and(|high| position >= high)
+            };
+            if beyond {
+                done = true;
+                break;
+            }
+            let seen = last.is_some_and(|l| {
+                if newest_first {
+                    position >= l
+                } else {
+                    position <= l
+                }
+            });
+            if seen {
+                continue;
+            }
+            last = Some(position);
+            return Some(Ok((position, summary)));
+        }
+        None
+    }))
+}
 
 impl Index {
     /// One page of `query`, newest first, before the cursor `before` (excluded) if given.
@@ -165,26 +213,7 @@ impl Index {
         for team in &teams {
             for (which, value) in &values {
                 let prefix = prefix(*which, team, value);
-                let low = key(
-                    &prefix,
-                    span.low.unwrap_or(Position::first_at(Timestamp(0))),
-                );
-                let high = match span.high {
-                    Some(high) => key(&prefix, high),
-                    None => {
-                        let mut end = prefix.clone();
-                        end.extend_from_slice(&[0xff; super::keys::POS_LEN]);
-                        end.push(0xff);
-                        end
-                    }
-                };
-                let range = tree.range(low..high);
-                let entries: Entries = if newest_first {
-                    Box::new(range.rev())
-                } else {
-                    Box::new(range)
-                };
-                sources.push(entries.peekable());
+                sources.push(walk(tree, &prefix, span, newest_first).peekable());
             }
         }
         let mut found = Vec::new();
@@ -197,13 +226,11 @@ impl Index {
                     Some(Err(_)) => {
                         // Surface the error.
                         if let Some(Err(e)) = source.next() {
-                            return Err(e.into());
+                            return Err(e);
                         }
                         continue;
                     }
-                    Some(Ok((key, _))) => {
-                        Position::from_key_end(key).ok_or_else(|| corrupt(key))?
-                    }
+                    Some(Ok((position, _))) => *position,
                 };
                 let better = best.is_none_or(|(_, b)| {
                     if newest_first {
@@ -217,10 +244,9 @@ impl Index {
                 }
             }
             let Some((i, position)) = best else { break };
-            let Some(Ok((key, value))) = sources[i].next() else {
+            let Some(Ok((_, summary))) = sources[i].next() else {
                 continue;
             };
-            let summary = Summary::decode(&value).ok_or_else(|| corrupt(&key))?;
             if !matches(query, &summary) {
                 continue;
             }
@@ -309,7 +335,8 @@ fn matches(query: &AuditQuery, summary: &Summary) -> bool {
             .is_none_or(|actor| summary.actor.as_ref() == Some(actor))
 }
 
-/// The teams with events in the `audit_team` tree: one seek per team.
+/// The teams with events in the `audit_team` tree: one seek per team (every block key starts
+/// with its team).
 fn teams(tree: &sled::Tree) -> Result<Vec<TeamHash>, Error> {
     let mut out = Vec::new();
     let mut from: Vec<u8> = Vec::new();

@@ -4,7 +4,7 @@
 use runledger_domain::{evolve, Event, Run, RunAdmitted, RunId, Timestamp};
 use runledger_store::{Envelope, Store};
 
-use super::{AuditQuery, Position};
+use super::{AuditItem, AuditQuery, Position};
 use crate::projector::Projector;
 use crate::Index;
 
@@ -100,17 +100,22 @@ fn history(store: &Store, projector: &Projector) -> Vec<RunId> {
     ids
 }
 
+/// Every entry of the three trees as (range prefix, entry), blocks expanded: the same set
+/// however the entries were split into blocks.
 fn dump(index: &Index) -> Vec<Vec<(Vec<u8>, Vec<u8>)>> {
     let audit = index.trees().audit;
-    [audit.team, audit.kind, audit.actor]
+    // The prefixes' widths: `team`, `team ‖ type`, `team ‖ actor`.
+    [(audit.team, 8), (audit.kind, 16), (audit.actor, 16)]
         .iter()
-        .map(|tree| {
-            tree.iter()
-                .map(|e| {
-                    let (k, v) = e.expect("entry");
-                    (k.to_vec(), v.to_vec())
-                })
-                .collect()
+        .map(|(tree, prefix_len)| {
+            let mut out = Vec::new();
+            for e in tree.iter() {
+                let (k, v) = e.expect("entry");
+                for entry in crate::blocks::decode(&v).expect("block") {
+                    out.push((k[..*prefix_len].to_vec(), entry.to_vec()));
+                }
+            }
+            out
         })
         .collect()
 }
@@ -257,4 +262,112 @@ fn pages_follow_the_cursor_and_a_follower_reads_oldest_first() {
         .expect("after");
     oldest.retain(|item| item.position() > after && item.envelope.at <= Timestamp(2_010));
     assert!(next == oldest);
+}
+
+/// 40 runs of 15 events each, teams `a` and `b`, every fifth event a cancel by one of three
+/// keys, at times that interleave the runs out of their order, indexed in batches of uneven
+/// sizes: the ranges span many blocks, split in the middle and at the front as well as at the
+/// tail, and every page, filter and follower must still answer exactly the entries in order.
+#[test]
+fn entries_spread_over_many_blocks_answer_every_page_and_follower_in_order() {
+    let (_dir, store, index) = open();
+    let mut all: Vec<(String, Envelope)> = Vec::new();
+    for r in 0..40u64 {
+        let id = RunId::new(Timestamp(1_000 + r), u128::from(r));
+        let team = if r % 2 == 0 { "a" } else { "b" };
+        let envelopes: Vec<Envelope> = (0..15u64)
+            .map(|seq| Envelope {
+                run_id: id,
+                seq,
+                at: Timestamp(10_000 + (seq * 41 + (39 - r) * 7) % 300),
+                event: if seq % 5 == 4 {
+                    Event::Cancelled {
+                        by: format!("key-{}", r % 3),
+                    }
+                } else {
+                    Event::Started {
+                        execution: seq as u32,
+                    }
+                },
+                origin: None,
+            })
+            .collect();
+        store.append(&envelopes).expect("append");
+        all.extend(envelopes.into_iter().map(|e| (team.to_string(), e)));
+    }
+    let audit = index.trees().audit;
+    let mut rest = all.as_slice();
+    for size in [1, 7, 130, 3, 64, 200].iter().cycle() {
+        if rest.is_empty() {
+            break;
+        }
+        let (batch, tail) = rest.split_at((*size).min(rest.len()));
+        audit
+            .insert_all(batch.iter().map(|(t, e)| (t.as_str(), e)))
+            .expect("insert");
+        rest = tail;
+    }
+    // A second write of some entries changes nothing.
+    audit
+        .insert_all(all[100..180].iter().map(|(t, e)| (t.as_str(), e)))
+        .expect("insert again");
+    let queries = [
+        AuditQuery::default(),
+        AuditQuery {
+            team: Some("a".into()),
+            ..AuditQuery::default()
+        },
+        AuditQuery {
+            team: Some("b".into()),
+            types: vec!["Cancelled".into()],
+            ..AuditQuery::default()
+        },
+        AuditQuery {
+            actor: Some("key-1".into()),
+            since: Some(Timestamp(10_050)),
+            until: Some(Timestamp(10_250)),
+            ..AuditQuery::default()
+        },
+    ];
+    for query in &queries {
+        let mut expected: Vec<Position> = all
+            .iter()
+            .filter(|(team, e)| {
+                let summary = super::keys::summary(team, e);
+                query.team.as_ref().is_none_or(|t| t == team)
+                    && (query.types.is_empty() || query.types.contains(&summary.kind))
+                    && query
+                        .actor
+                        .as_ref()
+                        .is_none_or(|a| summary.actor.as_ref() == Some(a))
+                    && query.since.is_none_or(|s| e.at >= s)
+                    && query.until.is_none_or(|u| e.at < u)
+            })
+            .map(|(_, e)| Position::of(e))
+            .collect();
+        expected.sort();
+        expected.reverse();
+        assert!(expected.len() > 10, "{query:?} answers something");
+        let mut paged = Vec::new();
+        let mut cursor = None;
+        loop {
+            let page = index.audit_page(&store, query, cursor, 23).expect("page");
+            paged.extend(page.items.iter().map(AuditItem::position));
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        assert_eq!(paged, expected, "{query:?} newest first");
+        let after = expected[expected.len() / 2];
+        let followed: Vec<Position> = index
+            .audit_after(&store, query, after, Timestamp(u64::MAX - 1), 1_000)
+            .expect("after")
+            .iter()
+            .map(AuditItem::position)
+            .collect();
+        let mut newer: Vec<Position> = expected.into_iter().filter(|p| *p > after).collect();
+        newer.reverse();
+        assert_eq!(followed, newer, "{query:?} oldest first after a position");
+    }
 }

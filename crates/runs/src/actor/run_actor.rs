@@ -213,7 +213,7 @@ impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
         let appended = self
             .load()
             .and_then(|current| self.append(current, command, origin.as_ref(), writer));
-        let (new, effects, owed) = match appended {
+        let (new, effects, owed, envelopes) = match appended {
             Ok(appended) => appended,
             Err(e) => return self.refuse(e),
         };
@@ -221,14 +221,21 @@ impl<R: Report + Unpin> Handler<Execute> for RunActor<R> {
         AtomicResponse::new(Box::pin(
             async move { store.sync().await }
                 .into_actor(self)
-                .map(move |synced, actor, ctx| actor.settle(ctx, synced, new, effects, owed)),
+                .map(move |synced, actor, ctx| {
+                    actor.settle(ctx, synced, new, effects, owed, envelopes)
+                }),
         ))
     }
 }
 
 /// What a command appended: the run after it (`None` for a missing run), the effects to carry
-/// out once it is durable, and the webhook deliveries it owes.
-type Appended = (Option<Run>, Vec<Effect>, Vec<crate::webhooks::Owed>);
+/// out once it is durable, the webhook deliveries it owes, and its events (for the projector).
+type Appended = (
+    Option<Run>,
+    Vec<Effect>,
+    Vec<crate::webhooks::Owed>,
+    Vec<store::Envelope>,
+);
 
 /// The writer a command appends as. Recording how an execution ended (what it took and used,
 /// which come just before) is admitted while the store is only low on space; everything else
@@ -291,7 +298,7 @@ impl<R: Report + Unpin> RunActor<R> {
             }
             return Err(e.into());
         }
-        Ok((new, decision.effects, owed))
+        Ok((new, decision.effects, owed, envelopes))
     }
 
     /// The reply to a command refused before anything was synced.
@@ -322,6 +329,7 @@ impl<R: Report + Unpin> RunActor<R> {
         new: Option<Run>,
         effects: Vec<Effect>,
         owed: Vec<crate::webhooks::Owed>,
+        envelopes: Vec<store::Envelope>,
     ) -> Result<Outcome, Error> {
         let projector = &self.handles.projector;
         if let Err(e) = synced {
@@ -338,7 +346,8 @@ impl<R: Report + Unpin> RunActor<R> {
             return Err(Error::Rejected(runledger_domain::Rejection::NotFound));
         };
         // The index follows in the background; reads see the new row at once.
-        projector.submit(run.clone());
+        // Its events too: the audit index is written from them, not the log read back.
+        projector.submit_with(run.clone(), envelopes);
         self.handles.webhooks.hand_over(owed);
         let at_capacity = self.dispatch(effects, &run);
         self.handles.feed.publish(self.id, run.next_seq);
