@@ -856,6 +856,11 @@ mod tests {
             .then_effects([Effect::Enqueue])
             .then_state(|run| {
                 assert_eq!(run.derived, Some(fork_of_seven()));
+                // The fork's message is what resumes the original's session.
+                assert_eq!(
+                    run.resumed_by.as_ref().map(|f| f.message.as_str()),
+                    Some("keep the cache")
+                );
                 assert_eq!(run.attachments, files);
                 assert_eq!(run.schedule, None);
                 assert_eq!(run.state, RunState::Queued);
@@ -880,6 +885,41 @@ mod tests {
             },
         ])
         .then_refuses_to_record(Event::Derived(fork_of_seven()));
+    }
+
+    #[test]
+    fn a_forks_message_resumes_every_execution_until_one_ends() {
+        let message = Followup {
+            message: "keep the cache".into(),
+            mode: FollowupMode::Normal,
+        };
+        given([Event::Admitted(created()), Event::Derived(fork_of_seven())])
+            .when(Command::Start { placement: None })
+            .then_effects([Effect::Launch {
+                execution: 1,
+                followups: Vec::new(),
+                resumed_by: Some(message.clone()),
+            }]);
+        // Execution 1 lost with its node: its successor starts as it did, with the message.
+        given([
+            Event::Admitted(created()),
+            Event::Derived(fork_of_seven()),
+            Event::Started { execution: 1 },
+            Event::Lost {
+                execution: 1,
+                status: StatusMessage {
+                    message: "node lost".into(),
+                    error_code: None,
+                    retryable: Some(true),
+                },
+            },
+        ])
+        .when(Command::Start { placement: None })
+        .then_effects([Effect::Launch {
+            execution: 2,
+            followups: Vec::new(),
+            resumed_by: Some(message),
+        }]);
     }
 
     #[test]

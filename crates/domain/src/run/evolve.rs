@@ -121,6 +121,15 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 && run.schedule.is_none()
                 && run.attachments.is_empty()
             {
+                // A fork's agent continues the original's session with the fork's message, as
+                // a follow-up that resumed the run would: every execution until one ends takes
+                // it (a lost one's successor too).
+                if let crate::events::Derivation::Fork { message, .. } = &derived.kind {
+                    run.resumed_by = Some(Followup {
+                        message: message.clone(),
+                        mode: crate::events::FollowupMode::Normal,
+                    });
+                }
                 run.derived = Some(derived.clone());
             }
         }

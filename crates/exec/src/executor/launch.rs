@@ -57,9 +57,6 @@ impl Executor {
             Some(Err(status)) => (None, Some(status)),
             None => (None, None),
         };
-        // A fork's first execution continues the original's session with the fork's message,
-        // as a follow-up would (`command/fork.rs` puts the session back).
-        let resumed_by = resumed_by.or_else(|| fork_message(&run, execution));
         let assignment = Assignment {
             run,
             execution,
@@ -294,19 +291,5 @@ impl Executor {
                 runs.finish(id, execution, Err(status)).await;
             }
         }
-    }
-}
-
-/// The message of a fork, for its first execution.
-fn fork_message(run: &Run, execution: u32) -> Option<Followup> {
-    match &run.derived {
-        Some(runledger_domain::RunDerivation {
-            kind: runledger_domain::Derivation::Fork { message, .. },
-            ..
-        }) if execution == 1 => Some(Followup {
-            message: message.clone(),
-            mode: Default::default(),
-        }),
-        _ => None,
     }
 }
