@@ -11,7 +11,7 @@ use anyhow::Context as _;
 
 use runledger_cli::Cli;
 use runledger_config::{Config, Overrides};
-use runledger_store::{self as store, Store};
+use runledger_store as store;
 
 /// Imports `file` into a temporary store and serves it read-only until a signal.
 pub fn inspect(cli: &Cli, file: &Path, bind: Option<String>) -> anyhow::Result<()> {
@@ -21,7 +21,10 @@ pub fn inspect(cli: &Cli, file: &Path, bind: Option<String>) -> anyhow::Result<(
         .context("cannot create the temporary data directory")?;
     let data_dir = dir.path().join("data");
     store::private_umask();
-    drop(Store::open(&data_dir, &store::Options::default())?);
+    // Opened as the server opens a store, so its empty index is marked as of this build's
+    // layout: a bare store would make the server's start rebuild the index the import has
+    // just written.
+    drop(runledger_projection::open(&data_dir, &store::Options::default())?);
     let run_id = runledger_cli::import_run_into(&data_dir, file, false)?;
     let mut config = Config::load(
         cli.config.as_deref(),

@@ -13,6 +13,7 @@ use serde_json::json;
 
 /// Reads, then a reported write, then quiet attempts, each printing `ok:<name>` or `no:<name>`.
 const FAKE_CODEX: &str = r#"
+[ "$1" = "--version" ] && { echo "codex-cli 0.0.0-fake"; exit 0; }
 echo '{"type":"thread.started","thread_id":"thread-ro-1"}'
 try() { name=$1; shift; if "$@" >/dev/null 2>&1; then echo "ok:$name"; else echo "no:$name"; fi; }
 try read grep -q original README

@@ -12,6 +12,9 @@ use crate::row::encode_row;
 use crate::tally::move_usage;
 use crate::{keys, Error, Index};
 
+/// Events whose audit entries a catch-up writes at once.
+const CATCH_UP_BATCH: usize = 4096;
+
 impl Index {
     /// Moves the index from `old` (the run's previous state, if any) to `new`.
     pub fn apply(&self, old: Option<&Run>, new: &Run) -> Result<(), Error> {
@@ -64,13 +67,21 @@ impl Index {
             let mut from_log = None;
             // The audit entries of every event: the index may lack those of the commands it
             // lacks (they are written before the row), and writing one again changes nothing.
-            let mut events = Vec::new();
+            // Written a bounded batch at a time, so a run of 100,000 events (an imported
+            // bundle) is never held whole.
+            let mut events = Vec::with_capacity(CATCH_UP_BATCH);
             for envelope in store.run_events(id, 0) {
                 let envelope = envelope?;
                 from_log = runledger_domain::evolve(from_log, id, &envelope.event, envelope.at);
                 if let Some(run) = &from_log {
                     passed.extend(keys::entries(run));
                     events.push((run.team.clone(), envelope));
+                }
+                if events.len() == CATCH_UP_BATCH {
+                    self.trees()
+                        .audit
+                        .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
+                    events.clear();
                 }
             }
             self.trees()
