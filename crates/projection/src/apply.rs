@@ -97,6 +97,37 @@ impl Index {
         Ok(fixed)
     }
 
+    /// Indexes a run the index has never held (`runledger import --run`: its id is new to the
+    /// store): its row, its entries and its audit entries, from its log, then clears its dirty
+    /// marker. Unlike `catch_up` it keeps no entry of the run's past states, which only a run
+    /// the projector once applied can have in the index, so a run of 100,000 events is
+    /// indexed within the memory of a short one.
+    pub fn index_new_run(&self, store: &Store, id: RunId) -> Result<(), Error> {
+        let mut run = None;
+        let mut events = Vec::with_capacity(CATCH_UP_BATCH);
+        for envelope in store.run_events(id, 0) {
+            let envelope = envelope?;
+            run = runledger_domain::evolve(run, id, &envelope.event, envelope.at);
+            if let Some(run) = &run {
+                events.push((run.team.clone(), envelope));
+            }
+            if events.len() == CATCH_UP_BATCH {
+                self.trees()
+                    .audit
+                    .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
+                events.clear();
+            }
+        }
+        self.trees()
+            .audit
+            .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
+        if let Some(run) = &run {
+            self.repair(None, Some(run), BTreeSet::new())?;
+        }
+        store.clear_dirty(id)?;
+        Ok(())
+    }
+
     /// Sets a run's entries and row to `target`'s, removing the entries of `indexed` and of
     /// every state in `passed` that `target` does not have (see `catch_up`).
     fn repair(

@@ -82,7 +82,8 @@ pub fn import_run_into(data_dir: &Path, path: &Path, unverified: bool) -> anyhow
         store.mark_imported_unverified(&format!("{source} (run {}): {why}", checked.run_id))?;
     }
     let index = Index::open(store.db())?;
-    index.catch_up(&store, &[checked.run_id])?;
+    // The id is new to the store (checked above), so the index holds nothing of the run.
+    index.index_new_run(&store, checked.run_id)?;
     store.sync_blocking()?;
     drop(index);
     eprintln!(
