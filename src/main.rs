@@ -175,6 +175,10 @@ fn run(args: &Cli) -> anyhow::Result<u8> {
             file, unverified, ..
         } => done(cli::import(args, file.as_deref(), *unverified)),
         Cmd::Inspect { file, bind } => {
+            // An import and a server start in one process, on a laptop: memory freed by the
+            // import is given back before the server takes its own (issue #39 bounds both).
+            purge_at_once_while_starting();
+            runledger::memory::set_collector(collect_allocator);
             runledger::inspect::inspect(args, file, bind.clone())?;
             Ok(0)
         }
