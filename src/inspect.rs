@@ -24,7 +24,10 @@ pub fn inspect(cli: &Cli, file: &Path, bind: Option<String>) -> anyhow::Result<(
     // Opened as the server opens a store, so its empty index is marked as of this build's
     // layout: a bare store would make the server's start rebuild the index the import has
     // just written.
-    drop(runledger_projection::open(&data_dir, &store::Options::default())?);
+    drop(runledger_projection::open(
+        &data_dir,
+        &store::Options::default(),
+    )?);
     let run_id = runledger_cli::import_run_into(&data_dir, file, false)?;
     let mut config = Config::load(
         cli.config.as_deref(),
