@@ -64,29 +64,8 @@ impl Index {
         let mut fixed = 0;
         for &id in runs {
             let mut passed = BTreeSet::new();
-            let mut from_log = None;
-            // The audit entries of every event: the index may lack those of the commands it
-            // lacks (they are written before the row), and writing one again changes nothing.
-            // Written a bounded batch at a time, so a run of 100,000 events (an imported
-            // bundle) is never held whole.
-            let mut events = Vec::with_capacity(CATCH_UP_BATCH);
-            for envelope in store.run_events(id, 0) {
-                let envelope = envelope?;
-                from_log = runledger_domain::evolve(from_log, id, &envelope.event, envelope.at);
-                if let Some(run) = &from_log {
-                    passed.extend(keys::entries(run));
-                    events.push((run.team.clone(), envelope));
-                }
-                if events.len() == CATCH_UP_BATCH {
-                    self.trees()
-                        .audit
-                        .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
-                    events.clear();
-                }
-            }
-            self.trees()
-                .audit
-                .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
+            let from_log =
+                self.fold_with_audit(store, id, |run| passed.extend(keys::entries(run)))?;
             let indexed = self.get(id)?;
             if from_log != indexed {
                 self.repair(indexed.as_ref(), from_log.as_ref(), passed)?;
@@ -103,29 +82,46 @@ impl Index {
     /// the projector once applied can have in the index, so a run of 100,000 events is
     /// indexed within the memory of a short one.
     pub fn index_new_run(&self, store: &Store, id: RunId) -> Result<(), Error> {
-        let mut run = None;
-        let mut events = Vec::with_capacity(CATCH_UP_BATCH);
-        for envelope in store.run_events(id, 0) {
-            let envelope = envelope?;
-            run = runledger_domain::evolve(run, id, &envelope.event, envelope.at);
-            if let Some(run) = &run {
-                events.push((run.team.clone(), envelope));
-            }
-            if events.len() == CATCH_UP_BATCH {
-                self.trees()
-                    .audit
-                    .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
-                events.clear();
-            }
-        }
-        self.trees()
-            .audit
-            .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)))?;
+        let run = self.fold_with_audit(store, id, |_| {})?;
         if let Some(run) = &run {
             self.repair(None, Some(run), BTreeSet::new())?;
         }
         store.clear_dirty(id)?;
         Ok(())
+    }
+
+    /// Folds a run's log, calling `each` with every state, and writes the audit entries of its
+    /// events (the index may lack those of the commands it lacks, and writing one again changes
+    /// nothing) a bounded batch at a time, so a run of 100,000 events is never held whole.
+    fn fold_with_audit(
+        &self,
+        store: &Store,
+        id: RunId,
+        mut each: impl FnMut(&Run),
+    ) -> Result<Option<Run>, Error> {
+        let mut run = None;
+        let mut events = Vec::with_capacity(CATCH_UP_BATCH);
+        let write = |events: &mut Vec<(String, runledger_store::Envelope)>| {
+            let written = self
+                .trees()
+                .audit
+                .insert_all(events.iter().map(|(team, e)| (team.as_str(), e)));
+            events.clear();
+            written
+        };
+        for envelope in store.run_events(id, 0) {
+            let envelope = envelope?;
+            run = runledger_domain::evolve(run, id, &envelope.event, envelope.at);
+            if let Some(run) = &run {
+                each(run);
+                events.push((run.team.clone(), envelope));
+            }
+            if events.len() == CATCH_UP_BATCH {
+                write(&mut events)?;
+            }
+        }
+        write(&mut events)?;
+        Ok(run)
     }
 
     /// Sets a run's entries and row to `target`'s, removing the entries of `indexed` and of
