@@ -14,6 +14,7 @@
 mod api;
 mod audit;
 mod commands;
+mod derive;
 mod fork;
 mod login;
 mod printer;

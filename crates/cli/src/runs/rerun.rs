@@ -4,11 +4,7 @@
 
 use serde_json::json;
 
-use crate::remote::{Error, Remote};
-
-use super::api::{outcome, print_line, run_path};
-use super::transcript::follow_transcript;
-use super::wait::Link;
+use crate::remote::Remote;
 
 /// Reruns `run_id`, pinned unless `unpinned`; the exit code is the rerun's outcome with
 /// `follow`, else 0.
@@ -18,22 +14,12 @@ pub(super) async fn rerun(
     unpinned: bool,
     follow: bool,
 ) -> anyhow::Result<u8> {
-    let created = remote
-        .post(
-            &format!("{}/rerun", run_path(run_id)),
-            &json!({ "pinned": !unpinned }),
-        )
-        .await?;
-    let id = created["run_id"]
-        .as_str()
-        .ok_or_else(|| Error::Protocol("the server's answer names no run_id".into()))?
-        .to_string();
-    print_line(&id)?;
-    if !follow {
-        return Ok(0);
-    }
-    let mut link = Link { shown: false };
-    link.show(remote, &id).await;
-    let state = follow_transcript(remote, &id, None, Some(&mut link)).await?;
-    Ok(outcome(&id, &state))
+    super::derive::derive(
+        remote,
+        run_id,
+        "rerun",
+        &json!({ "pinned": !unpinned }),
+        follow,
+    )
+    .await
 }
