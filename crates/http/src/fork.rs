@@ -103,6 +103,8 @@ fn ended(run: &Run, after: u32) -> Result<(), ApiError> {
         (status = 413, response = PayloadTooLarge),
         (status = 422, description = "The run never had execution `after_execution`",
          body = Problem, content_type = "application/problem+json"),
+        (status = 429, description = "The team's or the environment's queue is full",
+         body = Problem, content_type = "application/problem+json"),
         (status = 500, response = InternalError),
         (status = 503, response = Unavailable),
     ),
