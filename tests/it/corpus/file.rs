@@ -29,7 +29,12 @@ pub fn dir() -> PathBuf {
 
 /// Every history of the corpus, by name.
 pub fn read_all() -> Vec<History> {
-    let mut names: Vec<String> = std::fs::read_dir(dir())
+    read_all_in(&dir())
+}
+
+/// Every history in `dir`, by name.
+pub fn read_all_in(dir: &Path) -> Vec<History> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
         .expect("tests/fixtures/histories")
         .filter_map(|e| {
             let name = e.ok()?.file_name().into_string().ok()?;
@@ -37,11 +42,11 @@ pub fn read_all() -> Vec<History> {
         })
         .collect();
     names.sort();
-    names.iter().map(|n| read(n)).collect()
+    names.iter().map(|n| read(dir, n)).collect()
 }
 
-fn read(name: &str) -> History {
-    let path = dir().join(format!("{name}.hist"));
+fn read(dir: &Path, name: &str) -> History {
+    let path = dir.join(format!("{name}.hist"));
     let text = std::fs::read_to_string(&path).expect("history");
     let mut run_id = None;
     let mut records = Vec::new();
@@ -65,7 +70,7 @@ fn read(name: &str) -> History {
         );
         records.push(from_hex(hex).unwrap_or_else(|| panic!("{}: hex", at())));
     }
-    let state = std::fs::read_to_string(dir().join(format!("{name}.state.json")))
+    let state = std::fs::read_to_string(dir.join(format!("{name}.state.json")))
         .expect("state.json beside the history");
     History {
         name: name.to_string(),
@@ -75,8 +80,9 @@ fn read(name: &str) -> History {
     }
 }
 
-/// Writes a history and its state, unless one of that name exists (the corpus is never
-/// rewritten: a history is what some build recorded). Returns whether it wrote.
+/// Writes a history and its state into the corpus, unless one of that name exists (the
+/// corpus is never rewritten: a history is what some build recorded). Returns whether it
+/// wrote.
 pub fn write_new(
     name: &str,
     about: &[&str],
@@ -84,11 +90,23 @@ pub fn write_new(
     records: &[Vec<u8>],
     state: &str,
 ) -> bool {
-    let hist = dir().join(format!("{name}.hist"));
+    write_new_in(&dir(), name, about, run_id, records, state)
+}
+
+/// `write_new` into `dir`.
+pub fn write_new_in(
+    dir: &Path,
+    name: &str,
+    about: &[&str],
+    run_id: RunId,
+    records: &[Vec<u8>],
+    state: &str,
+) -> bool {
+    let hist = dir.join(format!("{name}.hist"));
     if hist.exists() {
         return false;
     }
-    std::fs::create_dir_all(dir()).expect("mkdir");
+    std::fs::create_dir_all(dir).expect("mkdir");
     let mut text = String::new();
     for line in about {
         text.push_str(&format!("# {line}\n"));
@@ -99,7 +117,7 @@ pub fn write_new(
     }
     write(&hist, &text);
     write(
-        &dir().join(format!("{name}.state.json")),
+        &dir.join(format!("{name}.state.json")),
         &format!("{state}\n"),
     );
     true

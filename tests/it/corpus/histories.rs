@@ -15,7 +15,7 @@ use super::file::{self, History};
 
 /// What `history` folds to with this build, and each field where that differs from its
 /// recorded state, as `name: field: recorded …, rebuilt …`.
-fn replay(history: &History) -> Vec<String> {
+pub(super) fn replay(history: &History) -> Vec<String> {
     let mut run: Option<Run> = None;
     for (seq, record) in history.records.iter().enumerate() {
         let e = match decode_run(record) {
