@@ -315,6 +315,13 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "parented",
+            Event::Parented(runledger::domain::RunParent {
+                parent: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                ancestors: vec![RunId(0x0190_0000_0000_0000_0000_0000_0000_0007).to_string()],
+            }),
+        ),
     ]
 }
 
@@ -432,7 +439,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Lost { .. }
             | Event::SessionLinkRevoked { .. }
             | Event::Derived(_)
-            | Event::Provenance { .. } => {}
+            | Event::Provenance { .. }
+            | Event::Parented(_) => {}
         }
     }
     let all = [
@@ -462,6 +470,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Derived",
         "Derived",
         "Provenance",
+        "Parented",
     ];
     assert_eq!(kinds, all);
 }

@@ -69,6 +69,8 @@ pub struct Environment {
     /// The snapshot kept at the end of each execution (workspace, home, CLI session), from
     /// which a fork starts; `None`: none is kept (`snapshots = false`, or the demo harness).
     pub snapshots: Option<Snapshots>,
+    /// This environment's own `max_depth` and `max_children` (`crate::tree`).
+    pub tree: crate::tree::EnvironmentTreeLimits,
 }
 
 /// How big an execution's snapshot may be; a bigger one is not kept.
@@ -119,6 +121,7 @@ impl Environment {
             max_queued: DEFAULT_MAX_QUEUED,
             slurm: None,
             snapshots: None,
+            tree: crate::tree::EnvironmentTreeLimits::default(),
         }
     }
 }
@@ -205,6 +208,7 @@ fn environment(
             )?,
         slurm,
         snapshots,
+        tree: crate::tree::tree_limits(at, env.max_depth, env.max_children)?,
     })
 }
 

@@ -94,6 +94,11 @@ pub enum Event {
         execution: u32,
         provenance: ExecutionProvenance,
     },
+    /// The run was spawned by another run (`crate::parent`): its parent and the parent's
+    /// ancestors. Recorded as the last event of the run's admission, in the same decision
+    /// (after any `Derived`, `Scheduled` or `Attached`), so the run is a child from its first
+    /// moment. A run without a parent records none.
+    Parented(crate::parent::RunParent),
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -118,12 +123,15 @@ impl Event {
     }
 
     /// Whether this event is recorded with a run's admission, in the same decision right
-    /// after it: its origin in another run (`Derived`), its schedule (`Scheduled`) or its
-    /// attachments (`Attached`).
+    /// after it: its origin in another run (`Derived`), its schedule (`Scheduled`), its
+    /// attachments (`Attached`) or its parent (`Parented`).
     pub fn completes_admission(&self) -> bool {
         matches!(
             self,
-            Event::Scheduled { .. } | Event::Attached { .. } | Event::Derived(_)
+            Event::Scheduled { .. }
+                | Event::Attached { .. }
+                | Event::Derived(_)
+                | Event::Parented(_)
         )
     }
 
@@ -160,6 +168,7 @@ impl Event {
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
             Event::Derived(_) => "Derived",
             Event::Provenance { .. } => "Provenance",
+            Event::Parented(_) => "Parented",
         }
     }
 }

@@ -156,6 +156,9 @@ pub enum EventData<'a> {
     /// What the execution runs with, measured before its agent started (`docs/api.md`,
     /// "Provenance").
     Provenance(super::provenance::ProvenanceData),
+    /// The run was spawned by another run (`parent_run_id`), whose own ancestors are
+    /// `ancestor_run_ids`, nearest first (the last event of the admission).
+    Parented(super::parented::ParentedData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

@@ -4,6 +4,7 @@
 //! polling, forms that call the API) are the script's (`assets/console.js`).
 
 mod display;
+mod family;
 mod filters;
 mod forms;
 mod gate;
