@@ -124,7 +124,7 @@ impl Runs {
         self.execute_inner(id, command, origin, false).await
     }
 
-    async fn execute_inner(
+    pub(super) async fn execute_inner(
         &self,
         id: RunId,
         command: Command,

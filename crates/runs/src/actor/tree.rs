@@ -82,9 +82,17 @@ impl RunHandle {
             .len();
         let line = admit_child(&parent_run, children, limits)?;
         let _waiting = self.runs.reserve(&created)?;
-        let id = id.unwrap_or_else(|| self.runs.new_id());
+        // A fresh id has no log yet, so the actor need not read one (as `Runs::create`).
+        let (id, fresh) = match id {
+            Some(id) => (id, false),
+            None => (self.runs.new_id(), true),
+        };
         let command = Command::create_child(created, attachments, line);
-        match self.runs.execute_as(id, command, Some(origin)).await {
+        match self
+            .runs
+            .execute_inner(id, command, Some(origin), fresh)
+            .await
+        {
             Err(Error::Rejected(Rejection::AlreadyExists)) => match self.runs.get(id)? {
                 Some(run) => Ok(Outcome {
                     run,
