@@ -33,13 +33,15 @@
 //! the log; `verify.rs` the comparison with a fresh rebuild; `tally.rs` the runs-per-state tally
 //! and the usage totals, and `counts.rs` the counts the index answers from them; `keys.rs` and
 //! `blocks.rs` the key layout; `query.rs` the list queries; `projector.rs` the thread that
-//! applies acknowledged commands; `error.rs` the error type; `audit/` the audit index of run
-//! events across runs, kept by the same writes and rebuilt with the rest.
+//! applies acknowledged commands, and `backlog.rs` the audit entries it has yet to write;
+//! `error.rs` the error type; `audit/` the audit index of run events across runs, kept by the
+//! same writes and rebuilt with the rest.
 
 #![forbid(unsafe_code)]
 
 mod apply;
 pub mod audit;
+mod backlog;
 mod blocks;
 mod counts;
 mod error;

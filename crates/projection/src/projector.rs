@@ -26,6 +26,9 @@
 //!   compare-and-swap, so a mark for a newer command can never be lost to the removal of an
 //!   older one.
 //!
+//! Both also vouch for the runs' audit entries, which the projector writes a few batches late
+//! (`backlog.rs`): the floor is stored, and a marker cleared, only after those are written.
+//!
 //! The floor trails the clock by `FLOOR_LAG_MS`, so a create whose id was made a moment before
 //! its command reached the actor is still covered; after a crash, startup catches up the runs of
 //! about that last second (or more, while a young run's command waits). A clean stop moves the
@@ -37,6 +40,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
+use super::backlog::{self, Backlog};
 use super::Index;
 use runledger_base::metrics::METRICS;
 use runledger_domain::{Run, RunId};
@@ -86,6 +90,8 @@ struct Shared {
     generation: AtomicU64,
     /// `GATHER`, but for tests.
     gather: std::time::Duration,
+    /// Audit entries of applied rows not written yet, and the markers they hold back.
+    backlog: Mutex<Backlog>,
 }
 
 #[derive(Default)]
@@ -130,7 +136,7 @@ struct Pending {
     /// Submissions coalesced into `row`.
     commands: u32,
     /// The events the submissions appended, in order, for the audit index: with them it need
-    /// not read the log back (`Index::index_events` reads it when they do not cover the
+    /// not read the log back (`Index::gather_events` reads it when they do not cover the
     /// events between the stored row and `row`).
     events: Vec<Envelope>,
 }
@@ -186,6 +192,7 @@ impl Projector {
             applying: Mutex::new(()),
             generation: AtomicU64::new(0),
             gather,
+            backlog: Mutex::new(Backlog::default()),
         });
         let worker = shared.clone();
         let thread = std::thread::Builder::new()
@@ -307,7 +314,8 @@ impl Projector {
     /// Whether a command of this run is marked and not yet applied: its dirty marker is the
     /// projector's, not a leftover to repair.
     pub fn tracks(&self, id: RunId) -> bool {
-        self.shared.lock().marked.contains_key(&id)
+        let state = self.shared.lock();
+        state.marked.contains_key(&id) || self.shared.backlog().holds(id)
     }
 
     /// Waits until every command acknowledged before this call is in the index.
@@ -331,6 +339,23 @@ impl Projector {
         let mut rx = self.shared.applied.subscribe();
         // The sender lives as long as `self`; an error cannot happen while we hold it.
         let _ = rx.wait_for(|applied| *applied >= target).await;
+    }
+
+    /// `caught_up`, and the audit entries of everything applied written too: what a reader of
+    /// the audit index waits for.
+    pub async fn audit_caught_up(&self) {
+        self.caught_up().await;
+        self.write_audit_backlog();
+    }
+
+    /// Writes the audit entries of every row applied so far (waits for a batch in progress).
+    pub fn write_audit_backlog(&self) {
+        let _serial = self
+            .shared
+            .applying
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        self.shared.write_backlog(None, true);
     }
 
     /// Notices of the projector's progress: the value rises after every batch it applies, so a
@@ -367,7 +392,9 @@ impl Projector {
             .lock()
             .unwrap_or_else(|p| p.into_inner());
         let mut state = self.shared.lock();
-        self.shared.raise_floor(&mut state, 0);
+        let floor = self.shared.raise_floor(&mut state, 0);
+        drop(state);
+        self.shared.write_backlog(floor, true);
     }
 
     /// The index floor in memory, in milliseconds (for tests).
@@ -386,6 +413,11 @@ impl Drop for Projector {
 impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Taken after `state` when both are held, never before.
+    fn backlog(&self) -> MutexGuard<'_, Backlog> {
+        self.backlog.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// The projector thread: a batch whenever runs wait, until stopped and drained.
@@ -483,16 +515,54 @@ impl Shared {
             if marked.commands == 0 {
                 let generation = marked.generation;
                 state.marked.remove(&id);
-                // Under the lock, so that no command of this run marks it meanwhile; the
-                // compare-and-swap would keep such a mark anyway.
-                if let Err(e) = self.store.clear_dirty_generation(id, generation) {
-                    tracing::error!(run_id = %id, error = %e, "cannot clear a run's dirty marker; the next start checks it again");
-                }
+                // Cleared once the run's audit entries are written (`backlog.rs`); a command
+                // of this run that marks it meanwhile writes a new generation, which the
+                // compare-and-swap of the clear keeps.
+                self.backlog().clear_later(id, generation);
             }
         }
-        self.raise_floor(&mut state, FLOOR_LAG_MS);
+        let floor = self.raise_floor(&mut state, FLOOR_LAG_MS);
+        // Without the thread (stopped), nothing would come along to write the backlog later.
+        let now = state.inline;
         drop(state);
+        self.write_backlog(floor, now);
         self.applied.send_replace(upto);
+    }
+
+    /// Writes the audit backlog when it is due (`now`, a floor to store, or `MAX_EVENTS`
+    /// gathered), then clears the markers it held back and stores `floor`: both only vouch for
+    /// runs whose audit entries are written. Called with `applying` held.
+    fn write_backlog(&self, floor: Option<u64>, now: bool) {
+        let mut backlog = self.backlog();
+        let due = now || floor.is_some() || backlog.gathered.events() >= backlog::MAX_EVENTS;
+        if !due || backlog.broken {
+            return;
+        }
+        if !backlog.gathered.is_empty() {
+            if let Err(e) = self.index.write_audit(&backlog.gathered) {
+                tracing::error!(error = %e, "cannot write the audit index; the runs it lacks are caught up at the next start");
+                backlog.fail();
+                return;
+            }
+            backlog.gathered.clear();
+        }
+        for (id, generation) in backlog.take_clears() {
+            if let Err(e) = self.store.clear_dirty_generation(id, generation) {
+                tracing::error!(run_id = %id, error = %e, "cannot clear a run's dirty marker; the next start checks it again");
+            }
+        }
+        drop(backlog);
+        let Some(floor) = floor else {
+            return;
+        };
+        match self
+            .store
+            .set_index_floor(runledger_domain::Timestamp(floor))
+        {
+            Ok(()) => self.lock().stored_floor = floor,
+            // The stored floor stays where it was: the next start catches up more runs.
+            Err(e) => tracing::error!(error = %e, "cannot store the index floor"),
+        }
     }
 
     /// Writes the run's dirty marker under a generation no other command holds, and returns it.
@@ -526,28 +596,22 @@ impl Shared {
     }
 
     /// Moves the index floor up to `lag_ms` behind the clock, but never past a covered run, and
-    /// stores it once it has moved `FLOOR_STEP_MS` (or at once, for a stop). Called after a
-    /// batch's index writes, which the stored floor then follows in sled's log.
-    fn raise_floor(&self, state: &mut State, lag_ms: u64) {
+    /// answers it once it has moved `FLOOR_STEP_MS` (or at once, for a stop): `write_backlog`
+    /// stores it after the batch's index writes and audit entries, which the stored floor then
+    /// follows in sled's log.
+    fn raise_floor(&self, state: &mut State, lag_ms: u64) -> Option<u64> {
         let mut floor = runledger_base::clock::now().0.saturating_sub(lag_ms);
         if let Some(oldest) = state.covered.keys().next() {
             floor = floor.min(oldest.created_at().0);
         }
         if floor <= state.floor {
-            return;
+            return None;
         }
         state.floor = floor;
         if lag_ms > 0 && floor < state.stored_floor.saturating_add(FLOOR_STEP_MS) {
-            return;
+            return None;
         }
-        match self
-            .store
-            .set_index_floor(runledger_domain::Timestamp(floor))
-        {
-            Ok(()) => state.stored_floor = floor,
-            // The stored floor stays where it was: the next start catches up more runs.
-            Err(e) => tracing::error!(error = %e, "cannot store the index floor"),
-        }
+        Some(floor)
     }
 
     /// Applies the rows of a batch against the stored ones, all in one index write (entries of
@@ -564,9 +628,13 @@ impl Shared {
                     .zip(batch)
                     .map(|(old, (new, ..))| (old.as_ref(), new))
                     .collect();
-                // The audit entries first: should the rows' write fail or a crash come
-                // between, the runs are caught up, events and all.
-                self.index.index_events(&self.store, &changes, events)?;
+                // Gathered now, written with later batches' (`backlog.rs`).
+                self.index.gather_events(
+                    &self.store,
+                    &changes,
+                    events,
+                    &mut self.backlog().gathered,
+                )?;
                 self.index.apply_all(&changes)
             });
         match result {
@@ -622,9 +690,9 @@ mod tests {
             .block_on(f)
     }
 
-    /// What `list` answers once the projector has caught up.
+    /// What `list` answers once the projector has caught up (audit entries and markers too).
     fn listed(projector: &Projector, index: &Index) -> Vec<Run> {
-        block_on(projector.caught_up());
+        block_on(projector.audit_caught_up());
         let all = Query {
             team: runledger_domain::DEFAULT_TEAM.into(),
             limit: 100,
@@ -673,6 +741,27 @@ mod tests {
         projector.submit(moved.clone());
         assert_eq!(listed(&projector, &index), vec![moved]);
         assert!(!store.is_dirty(run.id).expect("dirty"));
+    }
+
+    /// A run's marker is cleared only once its audit entries are written: a crash before that
+    /// leaves the run to the next start's catch-up, which indexes its events again.
+    #[test]
+    fn a_marker_waits_for_the_audit_entries_of_its_run() {
+        let (_dir, store, index) = open();
+        let projector = Projector::start(index.clone(), store.clone());
+        let run = created(7);
+        projector.mark(run.id).expect("mark");
+        projector.submit(run.clone());
+        block_on(projector.caught_up());
+        assert_eq!(index.get(run.id).expect("get"), Some(run.clone()));
+        assert!(
+            store.is_dirty(run.id).expect("dirty"),
+            "applied, but its audit entries are not written yet"
+        );
+        assert!(projector.tracks(run.id), "the marker is the projector's");
+        projector.write_audit_backlog();
+        assert!(!store.is_dirty(run.id).expect("dirty"));
+        assert!(!projector.tracks(run.id));
     }
 
     #[test]

@@ -11,4 +11,4 @@ mod write;
 
 pub use keys::{actor_named_in, actor_of, Position, Summary};
 pub use query::{AuditItem, AuditPage, AuditQuery};
-pub(crate) use write::write_gathered;
+pub(crate) use write::{write_gathered, Gathered};

@@ -96,7 +96,7 @@ fn history(store: &Store, projector: &Projector) -> Vec<RunId> {
             events,
         );
     }
-    block_on(projector.caught_up());
+    block_on(projector.audit_caught_up());
     ids
 }
 

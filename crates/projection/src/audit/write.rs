@@ -1,9 +1,11 @@
 //! Writing the audit index: the events a projector batch made durable (those its commands handed
 //! over, else read from the log from each run's previously indexed `next_seq`), every event of a
-//! run being caught up, and the entries of a rebuild. Every writer hands over a whole set of
-//! events; their entries are grouped by range and written in blocks (`blocks.rs`), each block
-//! touched read and written once. Writing an entry twice is harmless (a block holds each entry
-//! once). It must not decide what an entry looks like (`keys.rs`).
+//! run being caught up, and the entries of a rebuild. Entries are gathered in `Gathered` (small:
+//! positions and summaries, never the events) and written together, grouped by range, in blocks
+//! (`blocks.rs`), each block touched read and written once: the more entries a write carries,
+//! the fewer times a block is rewritten (the projector gathers the entries of many batches, see
+//! `backlog.rs`). Writing an entry twice is harmless (a block holds each entry once). It must
+//! not decide what an entry looks like (`keys.rs`).
 
 use std::collections::BTreeMap;
 
@@ -27,6 +29,42 @@ const AUDIT_BLOCKS: Shape = Shape {
     fill_bytes: 768,
 };
 
+/// Audit entries waiting to be written, per tree: `(range prefix, entry)`.
+#[derive(Default)]
+pub(crate) struct Gathered {
+    per_tree: [Vec<(Vec<u8>, Vec<u8>)>; 3],
+    prefixes: Prefixes,
+    events: usize,
+}
+
+impl Gathered {
+    /// Adds the entries of one event of a run of `team`.
+    pub(crate) fn add(&mut self, team: &str, envelope: &Envelope) {
+        for (tree, prefix, entry) in entries_with(team, envelope, &mut self.prefixes) {
+            self.per_tree[tree as usize].push((prefix, entry));
+        }
+        self.events += 1;
+    }
+
+    /// Events gathered since the last write.
+    pub(crate) fn events(&self) -> usize {
+        self.events
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.events == 0
+    }
+
+    /// Forgets the entries (after a write, or after a failed one: the runs they belong to are
+    /// then caught up at the next start, see `backlog.rs`).
+    pub(crate) fn clear(&mut self) {
+        for tree in &mut self.per_tree {
+            tree.clear();
+        }
+        self.events = 0;
+    }
+}
+
 impl AuditTrees {
     fn tree(&self, tree: Tree) -> &sled::Tree {
         match tree {
@@ -41,16 +79,21 @@ impl AuditTrees {
         &self,
         events: impl IntoIterator<Item = (&'e str, &'e Envelope)>,
     ) -> Result<(), Error> {
-        let mut per_tree: [Vec<(Vec<u8>, Vec<u8>)>; 3] = Default::default();
-        let mut prefixes = Prefixes::default();
+        let mut gathered = Gathered::default();
         for (team, envelope) in events {
-            for (tree, prefix, entry) in entries_with(team, envelope, &mut prefixes) {
-                per_tree[tree as usize].push((prefix, entry));
-            }
+            gathered.add(team, envelope);
         }
+        self.write(&gathered)
+    }
+
+    /// Writes gathered entries (and keeps them: the caller clears them).
+    pub(crate) fn write(&self, gathered: &Gathered) -> Result<(), Error> {
         // A block is read, changed and written back: two writers must not interleave.
         let _serial = self.serial.lock();
-        for (which, changes) in [Tree::Team, Tree::Type, Tree::Actor].iter().zip(&per_tree) {
+        for (which, changes) in [Tree::Team, Tree::Type, Tree::Actor]
+            .iter()
+            .zip(&gathered.per_tree)
+        {
             if changes.is_empty() {
                 continue;
             }
@@ -87,20 +130,20 @@ impl AuditTrees {
 }
 
 impl Index {
-    /// Indexes the events that moved each run from `old` (the row the index holds, if any) to
-    /// `new`: those from `old.next_seq` up to `new.next_seq`. `carried[i]` are the events the
-    /// commands behind `changes[i]` appended, if the caller has them: used when they are
-    /// exactly those, else the events are read back from the log (a batch that failed took
-    /// its runs' events with it). Called by the projector before it writes the rows, so a
-    /// crash in between leaves the run to the catch-up, which indexes its events again.
-    pub fn index_events(
+    /// Gathers the audit entries of the events that moved each run from `old` (the row the
+    /// index holds, if any) to `new`: those from `old.next_seq` up to `new.next_seq`.
+    /// `carried[i]` are the events the commands behind `changes[i]` appended, if the caller has
+    /// them: used when they are exactly those, else the events are read back from the log (a
+    /// batch that failed took its runs' events with it). The projector writes them later
+    /// (`write_audit`); until then its runs stay marked or under the floor, so a crash leaves
+    /// them to the catch-up, which indexes their events again.
+    pub(crate) fn gather_events(
         &self,
         store: &Store,
         changes: &[(Option<&Run>, &Run)],
         carried: &[Vec<Envelope>],
+        into: &mut Gathered,
     ) -> Result<(), Error> {
-        let mut read: Vec<(&str, Envelope)> = Vec::new();
-        let mut taken: Vec<(&str, &Envelope)> = Vec::with_capacity(changes.len());
         for (i, (old, new)) in changes.iter().enumerate() {
             let from = old.map_or(0, |run| run.next_seq);
             if from >= new.next_seq {
@@ -113,7 +156,9 @@ impl Index {
                     .zip(from..)
                     .all(|(e, seq)| e.seq == seq && e.run_id == new.id);
             if exact {
-                taken.extend(carried.iter().map(|e| (new.team.as_str(), e)));
+                for envelope in carried {
+                    into.add(&new.team, envelope);
+                }
                 continue;
             }
             for envelope in store.run_events(new.id, from) {
@@ -121,11 +166,15 @@ impl Index {
                 if envelope.seq >= new.next_seq {
                     break;
                 }
-                read.push((&new.team, envelope));
+                into.add(&new.team, &envelope);
             }
         }
-        let read = read.iter().map(|(team, envelope)| (*team, envelope));
-        self.trees().audit.insert_all(taken.into_iter().chain(read))
+        Ok(())
+    }
+
+    /// Writes gathered audit entries.
+    pub(crate) fn write_audit(&self, gathered: &Gathered) -> Result<(), Error> {
+        self.trees().audit.write(gathered)
     }
 }
 

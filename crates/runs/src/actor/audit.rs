@@ -39,7 +39,7 @@ impl Audit {
         cursor: Option<Position>,
         limit: usize,
     ) -> Result<AuditPage, Error> {
-        self.projector.caught_up().await;
+        self.projector.audit_caught_up().await;
         Ok(self.index.audit_page(&self.store, query, cursor, limit)?)
     }
 
@@ -52,6 +52,7 @@ impl Audit {
         upto: Timestamp,
         max: usize,
     ) -> Result<Vec<AuditItem>, Error> {
+        self.projector.write_audit_backlog();
         Ok(self
             .index
             .audit_after(&self.store, query, after, upto, max)?)
