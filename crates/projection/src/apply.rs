@@ -6,7 +6,9 @@
 use std::collections::BTreeSet;
 
 use runledger_domain::{Run, RunId};
-use runledger_store::Store;
+use runledger_store::{Envelope, Store};
+
+use crate::audit::Gathered;
 
 use crate::row::encode_row;
 use crate::tally::move_usage;
@@ -47,6 +49,39 @@ impl Index {
                 // Some rows may be written: sum them again when next asked.
                 serial.usage = None;
                 Err(e)
+            }
+        }
+    }
+
+    /// Applies the projector's batch of rows (row, ticket, commands) against the stored ones,
+    /// all in one index write (entries of several runs in the same index block cost one
+    /// write), and gathers the audit entries of their new events into `audit` (written later,
+    /// `backlog.rs`); `false` (logged) if the index could not follow.
+    pub(crate) fn apply_batch(
+        &self,
+        store: &Store,
+        batch: &[(Run, u64, u32)],
+        events: &[Vec<Envelope>],
+        audit: &mut Gathered,
+    ) -> bool {
+        let result = batch
+            .iter()
+            .map(|(row, ..)| self.get(row.id))
+            .collect::<Result<Vec<_>, _>>()
+            .and_then(|stored| {
+                let changes: Vec<(Option<&Run>, &Run)> = stored
+                    .iter()
+                    .zip(batch)
+                    .map(|(old, (new, ..))| (old.as_ref(), new))
+                    .collect();
+                self.gather_events(store, &changes, events, audit)?;
+                self.apply_all(&changes)
+            });
+        match result {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!(runs = batch.len(), error = %e, "cannot update the read index; its runs are repaired on their next activation or start");
+                false
             }
         }
     }

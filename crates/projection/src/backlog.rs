@@ -17,8 +17,10 @@
 use std::collections::HashMap;
 
 use runledger_domain::RunId;
+use runledger_store::Store;
 
 use crate::audit::Gathered;
+use crate::Index;
 
 /// Entries gathered before the backlog is written regardless of the floor: bounds its memory
 /// (a few hundred bytes an event) and how much a crash leaves the next start to catch up.
@@ -30,7 +32,7 @@ pub(crate) struct Backlog {
     /// Dirty markers to clear once the gathered entries are written: run and generation.
     clears: HashMap<RunId, u64>,
     /// A write of the backlog failed: nothing is cleared or stored on its strength any more.
-    pub(crate) broken: bool,
+    broken: bool,
 }
 
 impl Backlog {
@@ -44,16 +46,28 @@ impl Backlog {
         self.clears.contains_key(&id)
     }
 
-    /// The markers to clear now that the entries are written.
-    pub(crate) fn take_clears(&mut self) -> Vec<(RunId, u64)> {
-        self.clears.drain().collect()
-    }
-
-    /// After a failed write: the entries are dropped and the markers kept (their runs are
-    /// caught up at the next start).
-    pub(crate) fn fail(&mut self) {
-        self.gathered.clear();
-        self.clears.clear();
-        self.broken = true;
+    /// Writes the gathered entries if `due` or `MAX_EVENTS` are gathered, then clears the
+    /// markers they held back. `true` if everything applied so far is written: the floor may
+    /// be stored. A failed write drops the entries and keeps the markers, for good.
+    pub(crate) fn write(&mut self, index: &Index, store: &Store, due: bool) -> bool {
+        if self.broken || !(due || self.gathered.events() >= MAX_EVENTS) {
+            return false;
+        }
+        if !self.gathered.is_empty() {
+            if let Err(e) = index.write_audit(&self.gathered) {
+                tracing::error!(error = %e, "cannot write the audit index; the runs it lacks are caught up at the next start");
+                self.gathered.clear();
+                self.clears.clear();
+                self.broken = true;
+                return false;
+            }
+            self.gathered.clear();
+        }
+        for (id, generation) in self.clears.drain() {
+            if let Err(e) = store.clear_dirty_generation(id, generation) {
+                tracing::error!(run_id = %id, error = %e, "cannot clear a run's dirty marker; the next start checks it again");
+            }
+        }
+        true
     }
 }

@@ -41,6 +41,8 @@
 
 mod apply;
 pub mod audit;
+#[cfg(test)]
+mod audit_tests;
 mod backlog;
 mod blocks;
 mod counts;

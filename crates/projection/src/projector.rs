@@ -26,9 +26,8 @@
 //!   compare-and-swap, so a mark for a newer command can never be lost to the removal of an
 //!   older one.
 //!
-//! Both also vouch for the runs' audit entries, which the projector writes a few batches late
-//! (`backlog.rs`): the floor is stored, and a marker cleared, only after those are written.
-//!
+//! Both vouch for the runs' audit entries too, which the projector writes many batches late
+//! (`backlog.rs`): the floor is stored, and a marker cleared, only once those are written.
 //! The floor trails the clock by `FLOOR_LAG_MS`, so a create whose id was made a moment before
 //! its command reached the actor is still covered; after a crash, startup catches up the runs of
 //! about that last second (or more, while a young run's command waits). A clean stop moves the
@@ -40,7 +39,8 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 use tokio::sync::watch;
 
-use super::backlog::{self, Backlog};
+use super::audit::Gathered;
+use super::backlog::Backlog;
 use super::Index;
 use runledger_base::metrics::METRICS;
 use runledger_domain::{Run, RunId};
@@ -341,8 +341,7 @@ impl Projector {
         let _ = rx.wait_for(|applied| *applied >= target).await;
     }
 
-    /// `caught_up`, and the audit entries of everything applied written too: what a reader of
-    /// the audit index waits for.
+    /// `caught_up`, and the audit entries of all that written: what audit readers wait for.
     pub async fn audit_caught_up(&self) {
         self.caught_up().await;
         self.write_audit_backlog();
@@ -415,8 +414,8 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Taken after `state` when both are held, never before.
     fn backlog(&self) -> MutexGuard<'_, Backlog> {
+        // Taken after `state` when both are held, never before.
         self.backlog.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -479,7 +478,11 @@ impl Shared {
             (batch, events, self.submitted.load(Ordering::Acquire))
         };
         let started = std::time::Instant::now();
-        let applied = self.apply(&batch, &events);
+        let mut gathered = Gathered::default();
+        let applied = self
+            .index
+            .apply_batch(&self.store, &batch, &events, &mut gathered);
+        self.backlog().gathered.append(gathered);
         let results = vec![applied; batch.len()];
         METRICS.index_batch.observe(started.elapsed());
         METRICS
@@ -523,36 +526,19 @@ impl Shared {
         }
         let floor = self.raise_floor(&mut state, FLOOR_LAG_MS);
         // Without the thread (stopped), nothing would come along to write the backlog later.
-        let now = state.inline;
+        let inline = state.inline;
         drop(state);
-        self.write_backlog(floor, now);
+        self.write_backlog(floor, inline);
         self.applied.send_replace(upto);
     }
 
     /// Writes the audit backlog when it is due (`now`, a floor to store, or `MAX_EVENTS`
-    /// gathered), then clears the markers it held back and stores `floor`: both only vouch for
-    /// runs whose audit entries are written. Called with `applying` held.
+    /// gathered), then stores `floor`, which only vouches for runs whose entries are written.
+    /// Called with `applying` held.
     fn write_backlog(&self, floor: Option<u64>, now: bool) {
-        let mut backlog = self.backlog();
-        let due = now || floor.is_some() || backlog.gathered.events() >= backlog::MAX_EVENTS;
-        if !due || backlog.broken {
-            return;
-        }
-        if !backlog.gathered.is_empty() {
-            if let Err(e) = self.index.write_audit(&backlog.gathered) {
-                tracing::error!(error = %e, "cannot write the audit index; the runs it lacks are caught up at the next start");
-                backlog.fail();
-                return;
-            }
-            backlog.gathered.clear();
-        }
-        for (id, generation) in backlog.take_clears() {
-            if let Err(e) = self.store.clear_dirty_generation(id, generation) {
-                tracing::error!(run_id = %id, error = %e, "cannot clear a run's dirty marker; the next start checks it again");
-            }
-        }
-        drop(backlog);
-        let Some(floor) = floor else {
+        let due = now || floor.is_some();
+        let written = self.backlog().write(&self.index, &self.store, due);
+        let Some(floor) = floor.filter(|_| written) else {
             return;
         };
         match self
@@ -595,10 +581,8 @@ impl Shared {
         }
     }
 
-    /// Moves the index floor up to `lag_ms` behind the clock, but never past a covered run, and
-    /// answers it once it has moved `FLOOR_STEP_MS` (or at once, for a stop): `write_backlog`
-    /// stores it after the batch's index writes and audit entries, which the stored floor then
-    /// follows in sled's log.
+    /// Moves the index floor up to `lag_ms` behind the clock, but never past a covered run; once
+    /// it has moved `FLOOR_STEP_MS` (or at once, for a stop), answers it for `write_backlog`.
     fn raise_floor(&self, state: &mut State, lag_ms: u64) -> Option<u64> {
         let mut floor = runledger_base::clock::now().0.saturating_sub(lag_ms);
         if let Some(oldest) = state.covered.keys().next() {
@@ -612,38 +596,6 @@ impl Shared {
             return None;
         }
         Some(floor)
-    }
-
-    /// Applies the rows of a batch against the stored ones, all in one index write (entries of
-    /// several runs in the same index block cost one write); `false` (logged) if the index
-    /// could not follow.
-    fn apply(&self, batch: &[(Run, u64, u32)], events: &[Vec<Envelope>]) -> bool {
-        let result = batch
-            .iter()
-            .map(|(row, ..)| self.index.get(row.id))
-            .collect::<Result<Vec<_>, _>>()
-            .and_then(|stored| {
-                let changes: Vec<(Option<&Run>, &Run)> = stored
-                    .iter()
-                    .zip(batch)
-                    .map(|(old, (new, ..))| (old.as_ref(), new))
-                    .collect();
-                // Gathered now, written with later batches' (`backlog.rs`).
-                self.index.gather_events(
-                    &self.store,
-                    &changes,
-                    events,
-                    &mut self.backlog().gathered,
-                )?;
-                self.index.apply_all(&changes)
-            });
-        match result {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::error!(runs = batch.len(), error = %e, "cannot update the read index; its runs are repaired on their next activation or start");
-                false
-            }
-        }
     }
 }
 

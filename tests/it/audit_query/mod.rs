@@ -10,6 +10,7 @@ use common::Server;
 use serde_json::{json, Value};
 
 mod cli;
+mod crash;
 mod export;
 mod filters;
 mod follow;

@@ -46,6 +46,14 @@ impl Gathered {
         self.events += 1;
     }
 
+    /// Takes over the entries `other` gathered.
+    pub(crate) fn append(&mut self, other: Gathered) {
+        for (mine, theirs) in self.per_tree.iter_mut().zip(other.per_tree) {
+            mine.extend(theirs);
+        }
+        self.events += other.events;
+    }
+
     /// Events gathered since the last write.
     pub(crate) fn events(&self) -> usize {
         self.events

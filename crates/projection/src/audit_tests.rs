@@ -4,7 +4,7 @@
 use runledger_domain::{evolve, Event, Run, RunAdmitted, RunId, Timestamp};
 use runledger_store::{Envelope, Store};
 
-use super::{AuditItem, AuditQuery, Position};
+use crate::audit::{AuditItem, AuditQuery, Position};
 use crate::projector::Projector;
 use crate::Index;
 
@@ -333,7 +333,7 @@ fn entries_spread_over_many_blocks_answer_every_page_and_follower_in_order() {
         let mut expected: Vec<Position> = all
             .iter()
             .filter(|(team, e)| {
-                let summary = super::keys::summary(team, e);
+                let summary = crate::audit::summary(team, e);
                 query.team.as_ref().is_none_or(|t| t == team)
                     && (query.types.is_empty() || query.types.contains(&summary.kind))
                     && query
