@@ -315,6 +315,45 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "message_sent",
+            Event::MessageSent {
+                message_id: "01JMSG0000000000000000000A".into(),
+                to: RunId(0x0190_0000_0000_0000_0000_0000_0000_002b).to_string(),
+                subject: "split the \"api\" task".into(),
+            },
+        ),
+        (
+            "message_received",
+            Event::MessageReceived(runledger::domain::ReceivedMessage {
+                message_id: "01JMSG0000000000000000000A".into(),
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                subject: "split the \"api\" task".into(),
+                body: "Take the handlers;\nI take the tests.".into(),
+            }),
+        ),
+        (
+            "message_delivered",
+            Event::MessageDelivered {
+                message_id: "01JMSG0000000000000000000A".into(),
+            },
+        ),
+        (
+            "message_read",
+            Event::MessageRead {
+                message_id: "01JMSG0000000000000000000A".into(),
+            },
+        ),
+        (
+            "lifecycle_reported",
+            Event::LifecycleReported(runledger::domain::ReportedLifecycle {
+                report: runledger::domain::LifecycleReport::Errored,
+                execution: 2,
+                execution_id: Some("worker-7/attempt-2".into()),
+                ref_id: Some("01JMSG0000000000000000000A".into()),
+                by: "01KEY".into(),
+            }),
+        ),
     ]
 }
 
@@ -432,7 +471,12 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Lost { .. }
             | Event::SessionLinkRevoked { .. }
             | Event::Derived(_)
-            | Event::Provenance { .. } => {}
+            | Event::Provenance { .. }
+            | Event::MessageSent { .. }
+            | Event::MessageReceived(_)
+            | Event::MessageDelivered { .. }
+            | Event::MessageRead { .. }
+            | Event::LifecycleReported(_) => {}
         }
     }
     let all = [
@@ -462,6 +506,11 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Derived",
         "Derived",
         "Provenance",
+        "MessageSent",
+        "MessageReceived",
+        "MessageDelivered",
+        "MessageRead",
+        "LifecycleReported",
     ];
     assert_eq!(kinds, all);
 }

@@ -12,6 +12,7 @@ pub mod admin;
 pub mod events;
 pub mod harness;
 pub mod ids;
+pub mod messages;
 pub mod origin;
 pub mod provenance;
 pub mod run;
@@ -29,6 +30,7 @@ pub use events::{
     StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
+pub use messages::{InboxMessage, LifecycleReport, ReceivedMessage, ReportedLifecycle};
 pub use origin::{Channel, Origin, OriginKey};
 pub use provenance::{
     AgentCli, EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,

@@ -104,7 +104,12 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Lost { .. }
         | Event::SessionLinkRevoked { .. }
         | Event::Derived(_)
-        | Event::Provenance { .. } => None,
+        | Event::Provenance { .. }
+        | Event::MessageSent { .. }
+        | Event::MessageReceived(_)
+        | Event::MessageDelivered { .. }
+        | Event::MessageRead { .. }
+        | Event::LifecycleReported(_) => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

@@ -24,8 +24,10 @@ use crate::{Error, Index};
 /// execution's provenance (`Run::provenance`), an `F 09` range per original run holds its
 /// reruns, and the audit index's entries (position and summary) are stored in blocks of
 /// consecutive entries per range (`audit/keys.rs`), not one sled key each; a row of layout 13
-/// lacks the field and fails to decode, and the store rebuilds.
-pub const LAYOUT_VERSION: u32 = 14;
+/// lacks the field and fails to decode, and the store rebuilds. 15: a follow-up in a row
+/// (`Run::pending_followups`, `owed`, `resumed_by`) carries the message it hands the agent
+/// (`Followup::message_id`); a row of layout 14 holding one reads wrongly, so the store rebuilds.
+pub const LAYOUT_VERSION: u32 = 15;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {

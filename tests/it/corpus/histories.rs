@@ -130,6 +130,11 @@ fn variant(event: &Event) -> usize {
         Event::SessionLinkRevoked { .. } => 15,
         Event::Derived(_) => 16,
         Event::Provenance { .. } => 17,
+        Event::MessageSent { .. } => 18,
+        Event::MessageReceived(_) => 19,
+        Event::MessageDelivered { .. } => 20,
+        Event::MessageRead { .. } => 21,
+        Event::LifecycleReported(_) => 22,
     }
 }
 
@@ -152,7 +157,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=17).collect(), "every event variant");
+    assert_eq!(variants, (0..=22).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

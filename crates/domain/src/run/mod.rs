@@ -13,6 +13,7 @@
 mod command;
 mod decide;
 mod evolve;
+mod messages;
 mod state;
 
 pub use command::{Command, Decision, Effect, Rejection, MAX_ARTIFACTS, MAX_PENDING_FOLLOWUPS};

@@ -156,6 +156,18 @@ pub enum EventData<'a> {
     /// What the execution runs with, measured before its agent started (`docs/api.md`,
     /// "Provenance").
     Provenance(super::provenance::ProvenanceData),
+    /// The run sent a message to run `to` (one event per recipient); the body is in the
+    /// recipient's `MessageReceived`.
+    MessageSent(super::messages::MessageSentData),
+    /// A message from run `sender_run_id` arrived; it reaches the agent as a follow-up does.
+    MessageReceived(super::messages::MessageReceivedData),
+    /// The message reached the run's agent (taken with its follow-ups, or marked by a client).
+    MessageDelivered(super::messages::MessageIdData),
+    /// The message's body was read through the API.
+    MessageRead(super::messages::MessageIdData),
+    /// The run's agent or worker reported a lifecycle event itself (`POST
+    /// /api/v1/agent/events/{runId}`).
+    LifecycleReported(super::messages::LifecycleReportedData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.
