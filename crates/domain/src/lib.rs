@@ -13,6 +13,7 @@ pub mod events;
 pub mod harness;
 pub mod ids;
 pub mod messages;
+pub mod orchestration;
 pub mod origin;
 pub mod provenance;
 pub mod run;
@@ -30,7 +31,8 @@ pub use events::{
     StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
-pub use messages::{InboxMessage, LifecycleReport, ReceivedMessage, ReportedLifecycle};
+pub use messages::{LifecycleReport, ReceivedMessage, ReportedLifecycle};
+pub use orchestration::InboxMessage;
 pub use origin::{Channel, Origin, OriginKey};
 pub use provenance::{
     AgentCli, EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,

@@ -4,7 +4,7 @@
 //! - `message_index`: a message id → the run that received it (`Event::MessageReceived`), for
 //!   `…/messages/{messageId}/read` and `…/delivered`;
 //! - `agent_events`: `run_id ‖ sequence` → the event's seq in that run's log, one entry per
-//!   lifecycle change and received message (`domain::messages::agent_event_type`), for
+//!   lifecycle change and received message (`domain::orchestration::agent_event_type`), for
 //!   `GET /agent/events`. `sequence` is one counter for the whole instance, drawn and written
 //!   under one lock, so entries become visible in the order of their sequence numbers: a poller
 //!   that has seen sequence N of a run will never later find an entry below N for it.
@@ -44,7 +44,7 @@ impl Store {
                 tree.insert(message.message_id.as_bytes(), &envelope.run_id.to_bytes())
                     .inspect_err(|e| self.failed(e))?;
             }
-            if runledger_domain::messages::agent_event_type(&envelope.event).is_none() {
+            if runledger_domain::orchestration::agent_event_type(&envelope.event).is_none() {
                 continue;
             }
             // The end a report caused is the report's own entry (its type is what was

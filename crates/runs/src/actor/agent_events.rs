@@ -8,7 +8,7 @@
 
 use super::error::Error;
 use super::runs::Runs;
-use runledger_domain::messages::agent_event_type;
+use runledger_domain::orchestration::agent_event_type;
 use runledger_domain::{Command, Event, Origin, RunId, Timestamp};
 
 /// One event as `GET /agent/events` lists it.

@@ -7,7 +7,7 @@
 
 use super::error::Error;
 use super::runs::Runs;
-use runledger_domain::messages::fold_inbox;
+use runledger_domain::orchestration::fold_inbox;
 use runledger_domain::{Command, InboxMessage, Origin, ReceivedMessage, RunId};
 
 /// A cheap-to-clone handle on the runs for the message endpoints.
