@@ -47,7 +47,13 @@ fn message_run(state: &AppState, key: &Key, message_id: &str) -> Result<RunId, A
     request_body = SendMessageRequest,
     responses(
         (status = 200, description = "Sent: one message id per recipient, in the order of `to`",
-         body = SendMessageResponse),
+         body = SendMessageResponse,
+         links(
+             ("ReadAgentMessage" = (operation_id = "readAgentMessage",
+                                    parameters(("messageId" = "$response.body#/message_ids/0")))),
+             ("MarkAgentMessageDelivered" = (operation_id = "markAgentMessageDelivered",
+                                             parameters(("messageId" = "$response.body#/message_ids/0")))),
+         )),
         (status = 400, response = BadRequest),
         (status = 401, response = Unauthorized),
         (status = 404, response = NotFound),

@@ -337,8 +337,9 @@ mod tests {
                 }
             }
         }
-        // create (both paths) -> five run endpoints; key create -> revoke.
-        assert_eq!(links, 11);
+        // create (both paths) -> five run endpoints and three orchestration ones; key create ->
+        // revoke; a sent message -> its read and its delivered.
+        assert_eq!(links, 19);
     }
 
     #[test]

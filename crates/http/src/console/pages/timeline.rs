@@ -195,6 +195,15 @@ fn event_item(run: &Run, envelope: &Envelope, at: Option<u64>, names: &mut Names
                 "message",
                 "artifact_type",
                 "uid",
+                // Messages between runs and reported lifecycle events (not a message's body,
+                // which may be 128 KiB: the inbox shows it).
+                "message_id",
+                "to",
+                "sender_run_id",
+                "subject",
+                "event_type",
+                "execution_id",
+                "ref_id",
             ]
             .contains(&k.as_str())
             {
