@@ -359,3 +359,72 @@ async fn refusals_name_what_is_wrong() {
         .await;
     assert_eq!(status, 404);
 }
+
+/// A backup restored by `runledger import` finds each message by its id again and lists it
+/// in the event poll: the store's message index and event sequence are written by the import's
+/// appends, not carried in the file.
+#[tokio::test]
+async fn an_imported_store_finds_its_messages_again() {
+    let old = tempfile::tempdir().expect("tempdir");
+    let mut s = Server::start_in(old.path(), common::CONFIG);
+    let key = s.key.clone();
+    let sender = running(&s, "sender").await;
+    let recipient = running(&s, "recipient").await;
+    let (status, v) = send(
+        &s,
+        &key,
+        json!({"to": [recipient], "subject": "kept", "body": "survives a restore", "sender_run_id": sender}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let message = ids(&v).remove(0);
+    s.wait_events(&recipient, "MessageDelivered", 1).await;
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 20).await;
+
+    let data = old.path().join("data");
+    let (ok, backup, err) = common::cli(
+        &[
+            "export",
+            "--with-keys",
+            "--data-dir",
+            data.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+    let new = tempfile::tempdir().expect("tempdir");
+    let file = new.path().join("backup.jsonl");
+    std::fs::write(&file, backup).expect("write");
+    let restored = new.path().join("data");
+    let (ok, _, err) = common::cli(
+        &[
+            "import",
+            file.to_str().expect("utf-8"),
+            "--data-dir",
+            restored.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert!(ok, "{err}");
+
+    let mut s = Server::start_in(new.path(), common::CONFIG);
+    s.key = key.clone();
+    s.wait_ready().await;
+    let (status, read) = s
+        .post(&key, &format!("/agent/messages/{message}/read"), json!({}))
+        .await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["body"], "survives a restore");
+    assert!(read["delivered_at"].is_string());
+    let (status, polled) = s
+        .get(&key, &format!("/agent/events?run_ids={recipient}"))
+        .await;
+    assert_eq!(status, 200, "{polled}");
+    let polled = polled.as_array().expect("array");
+    assert!(
+        polled
+            .iter()
+            .any(|e| e["event_type"] == "new_message" && e["ref_id"] == message.as_str()),
+        "{polled:?}"
+    );
+}
