@@ -89,6 +89,20 @@ impl Store {
         Ok(())
     }
 
+    /// A sequence number above every entry written so far and below every entry written
+    /// later: drawn from the same counter under the same lock as the entries, so a reader that
+    /// answers only entries below it never answers a later entry of one run before an earlier
+    /// entry of another that it read too soon to see.
+    pub fn agent_event_ceiling(&self) -> Result<u64, Error> {
+        let _order = SEQUENCE.lock().unwrap_or_else(|p| p.into_inner());
+        Ok(self
+            .inner
+            .db
+            .generate_id()
+            .inspect_err(|e| self.failed(e))?
+            + 1)
+    }
+
     /// The run that received message `message_id`, if a message of that id was recorded.
     pub fn message_recipient(&self, message_id: &str) -> Result<Option<RunId>, Error> {
         let tree = self.inner.db.open_tree(MESSAGE_INDEX)?;
@@ -248,6 +262,13 @@ mod tests {
                 .count(),
             1
         );
+        // A ceiling lies above every entry so far and below every later one.
+        let ceiling = store.agent_event_ceiling().expect("ceiling");
+        assert!(ea.iter().chain(&eb).all(|e| e.sequence < ceiling));
+        store
+            .append(&[envelope(b, 2, Event::Cancelled { by: "k".into() })])
+            .expect("append");
+        assert!(of(b).last().is_some_and(|e| e.sequence > ceiling));
         assert_eq!(store.message_recipient("M1").expect("read"), Some(b));
         assert_eq!(store.message_recipient("M2").expect("read"), None);
     }

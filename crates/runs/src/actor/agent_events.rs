@@ -37,6 +37,12 @@ impl AgentEvents {
     }
 
     /// Up to `limit` events of `runs` with a sequence above `since`, in sequence order.
+    ///
+    /// Only entries below a ceiling drawn first are answered, so the runs read later cannot
+    /// add entries newer than ones of runs read earlier. And an entry is visible before its
+    /// event is durable (it is written with the append, the sync comes after): such an entry
+    /// is not answered, and neither is any entry after it, since a client that moved its
+    /// `since` past it would never see it once it became durable.
     pub fn poll(
         &self,
         runs: &[RunId],
@@ -45,20 +51,26 @@ impl AgentEvents {
     ) -> Result<Vec<PolledEvent>, Error> {
         let store = &self.runs.inner.store;
         let mut entries = Vec::new();
+        let mut horizon = store.agent_event_ceiling()?;
         for &run in runs {
             let Some(state) = self.runs.get(run)? else {
                 continue;
             };
             // A run's entries are in sequence order, so its first `limit` durable ones are
             // all it can contribute.
-            for entry in store.agent_events_after(run, since)? {
+            for entry in store.agent_events_after(run, since)?.take(limit) {
                 let entry = entry?;
-                if entry.seq >= state.next_seq || entries.len() >= runs.len() * limit {
+                if entry.sequence >= horizon {
+                    break;
+                }
+                if entry.seq >= state.next_seq {
+                    horizon = horizon.min(entry.sequence);
                     break;
                 }
                 entries.push(entry);
             }
         }
+        entries.retain(|e| e.sequence < horizon);
         entries.sort_by_key(|e| e.sequence);
         entries.truncate(limit);
         let mut out = Vec::with_capacity(entries.len());
