@@ -428,3 +428,53 @@ async fn an_imported_store_finds_its_messages_again() {
         "{polled:?}"
     );
 }
+
+/// A command agent (a real child process) reads a message on its standard input as it reads a
+/// follow-up, and the message is delivered when it is written there.
+#[tokio::test]
+async fn a_command_agent_reads_a_message_on_its_input() {
+    let scripts = common::agent_visible_dir();
+    let agent = scripts.path().join("agent.sh");
+    // Echoes each input line; ends once a line says STOP.
+    common::script(
+        &agent,
+        "while IFS= read -r line; do echo \"got: $line\"; \
+         case \"$line\" in *STOP*) exit 0;; esac; done; exit 1",
+    );
+    let dir = tempfile::tempdir().expect("tempdir");
+    let s = Server::start_in(
+        dir.path(),
+        &format!(
+            "[server]\nbind = \"127.0.0.1:0\"\nstop_grace_secs = 2\n\n\
+             [[environments]]\nid = \"cmd\"\nharness = \"command\"\ncommand = [\"{}\"]\n\n\
+             [[environments]]\nid = \"slow\"\nharness = \"demo\"\ndemo_duration_ms = 60000\n",
+            agent.display()
+        ),
+    );
+    s.wait_ready().await;
+    let sender = running(&s, "sender").await;
+    let child = s
+        .create(json!({"prompt": "listen", "config": {"environment_id": "cmd"}}))
+        .await;
+    s.wait_state(&child, "INPROGRESS").await;
+    let (status, v) = send(
+        &s,
+        &s.key,
+        json!({"to": [child], "subject": "orders", "body": "STOP when you read this", "sender_run_id": sender}),
+    )
+    .await;
+    assert_eq!(status, 200, "{v}");
+    let message = ids(&v).remove(0);
+    s.wait_state(&child, "SUCCEEDED").await;
+    let transcript = s.transcript_text(&child).await;
+    assert!(
+        transcript.contains(&format!("Message {message} from run {sender}"))
+            && transcript.contains("STOP when you read this")
+            && transcript.contains("got: "),
+        "{transcript}"
+    );
+    let events = s.events(&child).await;
+    assert!(events
+        .iter()
+        .any(|e| e["type"] == "MessageDelivered" && e["data"]["message_id"] == message.as_str()));
+}
