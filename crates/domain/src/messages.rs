@@ -4,9 +4,9 @@
 
 use serde::{Deserialize, Serialize};
 
-/// The longest subject, in bytes (the Oz document's `maxLength: 1024`).
+/// The longest subject, in characters (the Oz document's `maxLength: 1024`).
 pub const MAX_SUBJECT: usize = 1024;
-/// The longest body, in bytes (128 KiB, the Oz document's `maxLength: 131072`).
+/// The longest body, in characters (the Oz document's `maxLength: 131072`, "128KB").
 pub const MAX_BODY: usize = 128 * 1024;
 
 /// A message as its recipient's log holds it (`Event::MessageReceived`).
