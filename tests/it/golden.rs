@@ -322,6 +322,45 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
                 ancestors: vec![RunId(0x0190_0000_0000_0000_0000_0000_0000_0007).to_string()],
             }),
         ),
+        (
+            "message_sent",
+            Event::MessageSent {
+                message_id: "01JMSG0000000000000000000A".into(),
+                to: RunId(0x0190_0000_0000_0000_0000_0000_0000_002b).to_string(),
+                subject: "split the \"api\" task".into(),
+            },
+        ),
+        (
+            "message_received",
+            Event::MessageReceived(runledger::domain::ReceivedMessage {
+                message_id: "01JMSG0000000000000000000A".into(),
+                from: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                subject: "split the \"api\" task".into(),
+                body: "Take the handlers;\nI take the tests.".into(),
+            }),
+        ),
+        (
+            "message_delivered",
+            Event::MessageDelivered {
+                message_id: "01JMSG0000000000000000000A".into(),
+            },
+        ),
+        (
+            "message_read",
+            Event::MessageRead {
+                message_id: "01JMSG0000000000000000000A".into(),
+            },
+        ),
+        (
+            "lifecycle_reported",
+            Event::LifecycleReported(runledger::domain::ReportedLifecycle {
+                report: runledger::domain::LifecycleReport::Errored,
+                execution: 2,
+                execution_id: Some("worker-7/attempt-2".into()),
+                ref_id: Some("01JMSG0000000000000000000A".into()),
+                by: "01KEY".into(),
+            }),
+        ),
     ]
 }
 
@@ -440,7 +479,12 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::SessionLinkRevoked { .. }
             | Event::Derived(_)
             | Event::Provenance { .. }
-            | Event::Parented(_) => {}
+            | Event::Parented(_)
+            | Event::MessageSent { .. }
+            | Event::MessageReceived(_)
+            | Event::MessageDelivered { .. }
+            | Event::MessageRead { .. }
+            | Event::LifecycleReported(_) => {}
         }
     }
     let all = [
@@ -471,6 +515,11 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Derived",
         "Provenance",
         "Parented",
+        "MessageSent",
+        "MessageReceived",
+        "MessageDelivered",
+        "MessageRead",
+        "LifecycleReported",
     ];
     assert_eq!(kinds, all);
 }

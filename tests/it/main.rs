@@ -7,6 +7,7 @@ mod common;
 
 mod access;
 mod admin_audit;
+mod agent_events;
 mod agent_reads;
 mod agents;
 mod architecture;
@@ -28,6 +29,7 @@ mod fork;
 mod golden;
 mod index_upgrade;
 mod layers;
+mod messages;
 mod operations;
 mod origin;
 mod output;

@@ -99,6 +99,24 @@ pub enum Event {
     /// (after any `Derived`, `Scheduled` or `Attached`), so the run is a child from its first
     /// moment. A run without a parent records none.
     Parented(crate::parent::RunParent),
+    /// This run sent message `message_id` to run `to` (`POST /agent/messages`, one event per
+    /// recipient); the body is in the recipient's `MessageReceived`.
+    MessageSent {
+        message_id: String,
+        to: String,
+        subject: String,
+    },
+    /// A message from another run arrived; it reaches the agent as a follow-up does.
+    MessageReceived(crate::messages::ReceivedMessage),
+    /// Message `message_id` reached this run's agent (taken with a follow-up, or marked by a
+    /// client). The first one counts; a later one changes nothing.
+    MessageDelivered { message_id: String },
+    /// Message `message_id`'s body was read (`POST /agent/messages/{id}/read`). The first one
+    /// counts.
+    MessageRead { message_id: String },
+    /// The run's agent or worker reported a lifecycle event itself (`POST /agent/events/{id}`);
+    /// a report that ends the run is followed, in the same decision, by the event that ends it.
+    LifecycleReported(crate::messages::ReportedLifecycle),
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -132,6 +150,14 @@ impl Event {
                 | Event::Attached { .. }
                 | Event::Derived(_)
                 | Event::Parented(_)
+        )
+    }
+
+    /// Whether this event ends the run (`Succeeded`, `Failed`, `Cancelled`).
+    pub fn ends_run(&self) -> bool {
+        matches!(
+            self,
+            Event::Succeeded { .. } | Event::Failed { .. } | Event::Cancelled { .. }
         )
     }
 
@@ -169,6 +195,11 @@ impl Event {
             Event::Derived(_) => "Derived",
             Event::Provenance { .. } => "Provenance",
             Event::Parented(_) => "Parented",
+            Event::MessageSent { .. } => "MessageSent",
+            Event::MessageReceived(_) => "MessageReceived",
+            Event::MessageDelivered { .. } => "MessageDelivered",
+            Event::MessageRead { .. } => "MessageRead",
+            Event::LifecycleReported(_) => "LifecycleReported",
         }
     }
 }

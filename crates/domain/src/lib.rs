@@ -12,6 +12,8 @@ pub mod admin;
 pub mod events;
 pub mod harness;
 pub mod ids;
+pub mod messages;
+pub mod orchestration;
 pub mod origin;
 pub mod parent;
 pub mod provenance;
@@ -30,6 +32,8 @@ pub use events::{
     StatusMessage, Tokens, DEFAULT_TEAM, REDACTED, TEAM_NAME_RULE,
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
+pub use messages::{LifecycleReport, ReceivedMessage, ReportedLifecycle};
+pub use orchestration::InboxMessage;
 pub use origin::{Channel, Origin, OriginKey};
 pub use parent::{RunParent, TreeLimits};
 pub use provenance::{

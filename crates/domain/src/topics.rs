@@ -105,7 +105,12 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::SessionLinkRevoked { .. }
         | Event::Derived(_)
         | Event::Provenance { .. }
-        | Event::Parented(_) => None,
+        | Event::Parented(_)
+        | Event::MessageSent { .. }
+        | Event::MessageReceived(_)
+        | Event::MessageDelivered { .. }
+        | Event::MessageRead { .. }
+        | Event::LifecycleReported(_) => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

@@ -10,6 +10,7 @@
 
 mod access;
 mod admin;
+mod agent_events;
 mod agents;
 mod artifacts;
 mod audit;
@@ -24,6 +25,7 @@ mod fields;
 mod fork;
 mod history;
 mod html;
+mod messages;
 mod middleware;
 pub mod openapi;
 mod origin;

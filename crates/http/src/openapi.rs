@@ -180,6 +180,12 @@ impl Modify for LegacyCreate {
         admin::create_team,
         super::audit::events,
         super::audit::export,
+        super::messages::send,
+        super::messages::list,
+        super::messages::read,
+        super::messages::delivered,
+        super::agent_events::poll,
+        super::agent_events::report,
         super::audit_admin::list,
         super::probes::health,
         super::probes::ready,
@@ -205,6 +211,7 @@ impl Modify for LegacyCreate {
         (name = "agents", description = "Agents, models, conversations and redirects; agent identities are not offered"),
         (name = "admin", description = "API keys and teams, the store's export (admin keys only)"),
         (name = "audit", description = "Run events across runs: who did what, when"),
+        (name = "orchestration", description = "Messages between runs, event polling and reported lifecycle events"),
         (name = "service", description = "Health, readiness, metrics, this document, session pages"),
     )
 )]
@@ -330,8 +337,9 @@ mod tests {
                 }
             }
         }
-        // create (both paths) -> five run endpoints; key create -> revoke.
-        assert_eq!(links, 11);
+        // create (both paths) -> five run endpoints and three orchestration ones; key create ->
+        // revoke; a sent message -> its read and its delivered.
+        assert_eq!(links, 19);
     }
 
     #[test]

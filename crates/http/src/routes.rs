@@ -39,6 +39,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     let api = web::scope("/api/v1");
     let api = admin_routes(schedule_routes(agent_routes(run_routes(api))));
     let api = audit_routes(api);
+    let api = orchestration_routes(api);
     cfg.service(api)
         .configure(console::configure)
         .default_service(web::to(not_found));
@@ -171,6 +172,41 @@ fn run_routes(scope: Scope) -> Scope {
 
 /// The Oz read endpoints beside runs: agents, models, conversations, redirects, identities,
 /// artifacts and environments.
+/// Messages between runs and event polling (`messages.rs`, `agent_events.rs`).
+fn orchestration_routes(scope: Scope) -> Scope {
+    scope
+        .service(
+            web::resource("/agent/messages")
+                .post(super::messages::send)
+                .default_service(only("POST")),
+        )
+        .service(
+            web::resource("/agent/messages/{message_id}/read")
+                .post(super::messages::read)
+                .default_service(only("POST")),
+        )
+        .service(
+            web::resource("/agent/messages/{message_id}/delivered")
+                .post(super::messages::delivered)
+                .default_service(only("POST")),
+        )
+        .service(
+            web::resource("/agent/messages/{run_id}")
+                .get(super::messages::list)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/agent/events")
+                .get(super::agent_events::poll)
+                .default_service(only("GET")),
+        )
+        .service(
+            web::resource("/agent/events/{run_id}")
+                .post(super::agent_events::report)
+                .default_service(only("POST")),
+        )
+}
+
 fn agent_routes(scope: Scope) -> Scope {
     scope
         .service(

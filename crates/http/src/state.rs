@@ -35,6 +35,10 @@ pub struct AppState {
     pub proofs: runledger_runs::seals::Proofs,
     /// One run's bundle (`bundle.rs`).
     pub bundles: runledger_runs::actor::Bundles,
+    /// Messages between runs (`messages.rs`).
+    pub messages: runledger_runs::actor::Messages,
+    /// Event polling and reported lifecycle events (`agent_events.rs`).
+    pub agent_events: runledger_runs::actor::AgentEvents,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -72,6 +76,8 @@ impl AppState {
             admin_audit,
             proofs,
             bundles,
+            messages,
+            agent_events,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -85,6 +91,8 @@ impl AppState {
             admin_audit,
             proofs,
             bundles,
+            messages,
+            agent_events,
             schedules,
             config,
             public_url,

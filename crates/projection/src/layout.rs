@@ -27,8 +27,10 @@ use crate::{Error, Index};
 /// lacks the field and fails to decode, and the store rebuilds. 15: rows carry the run that
 /// spawned the run and its ancestors (`Run::parent`), an `F 11` range per run holds its
 /// children and an `F 10` range per run its descendants at any depth; a row of layout 14
-/// lacks the field and fails to decode, and the store rebuilds.
-pub const LAYOUT_VERSION: u32 = 15;
+/// lacks the field and fails to decode, and the store rebuilds. 16: a follow-up in a row
+/// (`Run::pending_followups`, `owed`, `resumed_by`) carries the message it hands the agent
+/// (`Followup::message_id`); a row of layout 15 holding one reads wrongly, so the store rebuilds.
+pub const LAYOUT_VERSION: u32 = 16;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {

@@ -22,6 +22,7 @@
 
 pub mod admin_log;
 mod admin_tree;
+mod agent_index;
 mod agent_uids;
 pub mod api_keys;
 pub mod chain;
@@ -48,6 +49,7 @@ pub mod sync;
 pub mod watermark;
 
 pub use admin_log::{AdminEntry, AdminRecord, ChainCheck};
+pub use agent_index::AgentEventEntry;
 pub use agent_uids::{Taken, MAX_PASSED_OVER};
 pub use codec::{Envelope, ScheduleEnvelope};
 pub use error::Error;

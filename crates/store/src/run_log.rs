@@ -63,7 +63,8 @@ impl Store {
             self.note_head(envelope.run_id, new_head);
             head = Some((envelope.run_id, new_head));
         }
-        Ok(())
+        // Messages by id and the instance's event sequence (`agent_index.rs`).
+        self.index_agent_events(envelopes)
     }
 
     /// The log of one run from sequence `from` on, read one record at a time as the iterator

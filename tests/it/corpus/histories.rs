@@ -131,6 +131,11 @@ fn variant(event: &Event) -> usize {
         Event::Derived(_) => 16,
         Event::Provenance { .. } => 17,
         Event::Parented(_) => 18,
+        Event::MessageSent { .. } => 19,
+        Event::MessageReceived(_) => 20,
+        Event::MessageDelivered { .. } => 21,
+        Event::MessageRead { .. } => 22,
+        Event::LifecycleReported(_) => 23,
     }
 }
 
@@ -153,7 +158,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=18).collect(), "every event variant");
+    assert_eq!(variants, (0..=23).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

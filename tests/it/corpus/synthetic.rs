@@ -359,6 +359,46 @@ pub fn all() -> Vec<Made> {
                  ancestors; schema version 2 records",
                 false,
             ),
+        Builder::new(9)
+            .then(Command::create(admitted(), Vec::new(), None), api(None))
+            .then(start(), system("a slot came free"))
+            .then(received_message(), api(None))
+            .then(
+                Command::SendMessage {
+                    message_id: "01JMSG0000000000000000000B".into(),
+                    to: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                    subject: "done with the handlers".into(),
+                },
+                api(None),
+            )
+            .then(
+                Command::Delivered {
+                    execution: 1,
+                    count: 1,
+                },
+                system("the agent took its follow-ups"),
+            )
+            .then(
+                Command::ReadMessage {
+                    message_id: "01JMSG0000000000000000000A".into(),
+                },
+                api(None),
+            )
+            .then(
+                Command::ReportLifecycle {
+                    report: runledger::domain::LifecycleReport::Succeeded,
+                    execution_id: Some("worker-1".into()),
+                    ref_id: None,
+                    by: "01KEYALICE".into(),
+                },
+                api(None),
+            )
+            .made(
+                "rules-v2-messages",
+                "a message received while running, taken by the agent (delivered) and read, a \
+                 message sent, and a success the worker reported; schema version 2 records",
+                false,
+            ),
     ]
 }
 
@@ -366,6 +406,13 @@ fn parent() -> runledger::domain::RunParent {
     match sample("parented") {
         Event::Parented(p) => p,
         _ => unreachable!("the sample is a parent"),
+    }
+}
+
+fn received_message() -> Command {
+    match sample("message_received") {
+        Event::MessageReceived(message) => Command::ReceiveMessage(message),
+        _ => unreachable!("the sample is a received message"),
     }
 }
 

@@ -210,6 +210,30 @@ pub(super) fn one_of_each() -> Vec<Event> {
             parent: RunId::new(Timestamp(1_763_700_000_000), 3).to_string(),
             ancestors: vec![RunId::new(Timestamp(1_763_600_000_000), 1).to_string()],
         }),
+        Event::MessageSent {
+            message_id: "01JMSG0000000000000000000A".into(),
+            to: RunId::new(Timestamp(1_763_700_000_000), 4).to_string(),
+            subject: "a \"subject\"".into(),
+        },
+        Event::MessageReceived(runledger_domain::ReceivedMessage {
+            message_id: "01JMSG0000000000000000000A".into(),
+            from: RunId::new(Timestamp(1_763_700_000_000), 3).to_string(),
+            subject: "a \"subject\"".into(),
+            body: "line one\nline two".into(),
+        }),
+        Event::MessageDelivered {
+            message_id: "01JMSG0000000000000000000A".into(),
+        },
+        Event::MessageRead {
+            message_id: "01JMSG0000000000000000000A".into(),
+        },
+        Event::LifecycleReported(runledger_domain::ReportedLifecycle {
+            report: runledger_domain::LifecycleReport::InProgress,
+            execution: 1,
+            execution_id: None,
+            ref_id: Some("r".into()),
+            by: "k".into(),
+        }),
     ]
 }
 

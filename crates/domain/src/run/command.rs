@@ -73,6 +73,32 @@ pub enum Command {
         execution: u32,
         provenance: crate::provenance::ExecutionProvenance,
     },
+    /// Record in the sender's log that it sent `message_id` to run `to` (any state: a run
+    /// that ended may still be named as a message's sender).
+    SendMessage {
+        message_id: String,
+        to: String,
+        subject: String,
+    },
+    /// A message arrives for this run; refused once the run is terminal.
+    ReceiveMessage(crate::messages::ReceivedMessage),
+    /// A client marks the message delivered (the shell checks first that it is this run's and
+    /// not yet delivered).
+    MarkDelivered {
+        message_id: String,
+    },
+    /// A client read the message's body (the shell checks first that it is this run's and not
+    /// yet read).
+    ReadMessage {
+        message_id: String,
+    },
+    /// The run's agent or worker reports a lifecycle event (the key `by` asked).
+    ReportLifecycle {
+        report: crate::messages::LifecycleReport,
+        execution_id: Option<String>,
+        ref_id: Option<String>,
+        by: String,
+    },
 }
 
 impl Command {
@@ -147,6 +173,11 @@ pub enum Rejection {
     NothingOwed(u32),
     #[error("the run already has {MAX_ARTIFACTS} artifacts")]
     TooManyArtifacts,
+    #[error("a run that is {} cannot be reported {}", .state.as_str(), .report.as_str())]
+    ContradictsState {
+        state: RunState,
+        report: crate::messages::LifecycleReport,
+    },
 }
 
 /// How many artifacts one run may hold; bounds the size of its state and of a `RunItem`.

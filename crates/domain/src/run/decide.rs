@@ -53,6 +53,7 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                 RunState::InProgress => vec![Effect::Deliver(Followup {
                     message: message.clone(),
                     mode,
+                    message_id: None,
                 })],
                 // A finished run resumes: it waits for a slot like a new one.
                 _ => vec![Effect::Enqueue],
@@ -107,7 +108,9 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
             if count == 0 {
                 return Err(Rejection::NothingOwed(execution));
             }
-            decision(vec![Event::FollowupsDelivered { execution, count }], vec![])
+            let mut events = vec![Event::FollowupsDelivered { execution, count }];
+            events.extend(super::messages::delivered_with(run, count));
+            decision(events, vec![])
         }
         // The latest execution only, and once: its usage is recorded before its end, or
         // after a cancel stopped it (the CPU time was spent all the same). An earlier
@@ -164,6 +167,11 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                 vec![],
             )
         }
+        command @ (Command::SendMessage { .. }
+        | Command::ReceiveMessage(_)
+        | Command::MarkDelivered { .. }
+        | Command::ReadMessage { .. }
+        | Command::ReportLifecycle { .. }) => super::messages::decide_message(run, command),
     }
 }
 
@@ -252,6 +260,25 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
         } => Command::ReportArtifact {
             execution,
             artifact,
+        },
+        Event::MessageSent {
+            message_id,
+            to,
+            subject,
+        } => Command::SendMessage {
+            message_id,
+            to,
+            subject,
+        },
+        Event::MessageReceived(message) => Command::ReceiveMessage(message),
+        // Marked by a client, or recorded with the `FollowupsDelivered` that took it.
+        Event::MessageDelivered { .. } => return run.is_some(),
+        Event::MessageRead { message_id } => Command::ReadMessage { message_id },
+        Event::LifecycleReported(reported) => Command::ReportLifecycle {
+            report: reported.report,
+            execution_id: reported.execution_id,
+            ref_id: reported.ref_id,
+            by: reported.by,
         },
         // The event after the admission (and its `Scheduled`, if any) of a create with
         // attachments.
@@ -522,6 +549,7 @@ mod tests {
         Followup {
             message: message.into(),
             mode: FollowupMode::Normal,
+            message_id: None,
         }
     }
 
@@ -951,6 +979,7 @@ mod tests {
         let message = Followup {
             message: "keep the cache".into(),
             mode: FollowupMode::Normal,
+            message_id: None,
         };
         given([Event::Admitted(created()), Event::Derived(fork_of_seven())])
             .when(Command::Start { placement: None })
@@ -1127,6 +1156,7 @@ mod tests {
             followups: vec![Followup {
                 message: "also add tests".into(),
                 mode: FollowupMode::Plan,
+                message_id: None,
             }],
             resumed_by: None,
         }])
@@ -1713,6 +1743,123 @@ mod tests {
         .then_state(|run| {
             assert_eq!(run.state, RunState::Succeeded);
             assert_eq!(run.resumed_by, None);
+        });
+    }
+
+    fn message(id: &str) -> crate::messages::ReceivedMessage {
+        crate::messages::ReceivedMessage {
+            message_id: id.into(),
+            from: "01PARENT".into(),
+            subject: "s".into(),
+            body: "b".into(),
+        }
+    }
+
+    fn report(report: crate::messages::LifecycleReport) -> Command {
+        Command::ReportLifecycle {
+            report,
+            execution_id: Some("w-1".into()),
+            ref_id: None,
+            by: "k".into(),
+        }
+    }
+
+    #[test]
+    fn a_message_reaches_a_running_agent_as_a_follow_up_and_its_taking_is_its_delivery() {
+        let running = [Event::Admitted(created()), Event::Started { execution: 1 }];
+        let followup = Followup {
+            message: message("M1").agent_text(),
+            mode: FollowupMode::Normal,
+            message_id: Some("M1".into()),
+        };
+        given(running.clone())
+            .when(Command::ReceiveMessage(message("M1")))
+            .then_events([Event::MessageReceived(message("M1"))])
+            .then_effects([Effect::Deliver(followup.clone())])
+            .then_state(|run| assert_eq!(run.owed, vec![followup.clone()]))
+            .then_recordable()
+            .and_then()
+            .when(Command::Delivered {
+                execution: 1,
+                count: 1,
+            })
+            .then_events([
+                Event::FollowupsDelivered {
+                    execution: 1,
+                    count: 1,
+                },
+                Event::MessageDelivered {
+                    message_id: "M1".into(),
+                },
+            ])
+            .then_recordable()
+            .then_state(|run| assert!(run.owed.is_empty()));
+    }
+
+    #[test]
+    fn a_queued_run_keeps_a_message_for_its_start_and_a_finished_one_refuses_it() {
+        given([Event::Admitted(created())])
+            .when(Command::ReceiveMessage(message("M1")))
+            .then_effects([])
+            .then_state(|run| {
+                assert_eq!(run.pending_followups.len(), 1);
+                assert_eq!(run.state, RunState::Queued);
+            });
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Succeeded { execution: 1 },
+        ])
+        .when(Command::ReceiveMessage(message("M1")))
+        .then_rejects(Rejection::AlreadyTerminal(RunState::Succeeded));
+    }
+
+    #[test]
+    fn reports_follow_the_state_machine() {
+        use crate::messages::LifecycleReport as R;
+        let running = [Event::Admitted(created()), Event::Started { execution: 1 }];
+        let reported = |report| {
+            Event::LifecycleReported(crate::messages::ReportedLifecycle {
+                report,
+                execution: 1,
+                execution_id: Some("w-1".into()),
+                ref_id: None,
+                by: "k".into(),
+            })
+        };
+        given(running.clone())
+            .when(report(R::InProgress))
+            .then_events([reported(R::InProgress)])
+            .then_effects([])
+            .then_recordable();
+        given(running.clone())
+            .when(report(R::Succeeded))
+            .then_events([reported(R::Succeeded), Event::Succeeded { execution: 1 }])
+            .then_effects([Effect::Stop { execution: 1 }])
+            .then_recordable()
+            .then_state(|run| assert_eq!(run.state, RunState::Succeeded));
+        given(running.clone())
+            .when(report(R::Errored))
+            .then_effects([Effect::Stop { execution: 1 }])
+            .then_state(|run| assert_eq!(run.state, RunState::Failed));
+        given([Event::Admitted(created())])
+            .when(report(R::Cancelled))
+            .then_effects([Effect::Dequeue])
+            .then_state(|run| assert_eq!(run.state, RunState::Cancelled));
+        given([Event::Admitted(created())])
+            .when(report(R::Succeeded))
+            .then_rejects(Rejection::ContradictsState {
+                state: RunState::Queued,
+                report: R::Succeeded,
+            });
+        given([
+            Event::Admitted(created()),
+            Event::Cancelled { by: "k".into() },
+        ])
+        .when(report(R::InProgress))
+        .then_rejects(Rejection::ContradictsState {
+            state: RunState::Cancelled,
+            report: R::InProgress,
         });
     }
 }

@@ -31,6 +31,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
             let followup = Followup {
                 message: message.clone(),
                 mode: *mode,
+                message_id: None,
             };
             match run.state {
                 RunState::Queued => run.pending_followups.push(followup),
@@ -128,6 +129,7 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                     run.resumed_by = Some(Followup {
                         message: message.clone(),
                         mode: crate::events::FollowupMode::Normal,
+                        message_id: None,
                     });
                 }
                 run.derived = Some(derived.clone());
@@ -152,6 +154,26 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run.provenance = Some((*execution, provenance.clone()));
             }
         }
+        // A message reaches the agent as a follow-up does; a finished run takes none (`decide`
+        // refuses it), so one in an edited log changes nothing.
+        Event::MessageReceived(message) => {
+            let followup = Followup {
+                message: message.agent_text(),
+                mode: crate::events::FollowupMode::Normal,
+                message_id: Some(message.message_id.clone()),
+            };
+            match run.state {
+                RunState::Queued => run.pending_followups.push(followup),
+                RunState::InProgress => run.owed.push(followup),
+                _ => {}
+            }
+        }
+        // Records of what happened to messages and reports; the run's state is changed by the
+        // events recorded with them (`FollowupsDelivered`, `Succeeded`, …).
+        Event::MessageSent { .. }
+        | Event::MessageDelivered { .. }
+        | Event::MessageRead { .. }
+        | Event::LifecycleReported(_) => {}
     }
     Some(run)
 }

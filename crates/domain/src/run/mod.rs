@@ -15,6 +15,7 @@ mod children;
 mod command;
 mod decide;
 mod evolve;
+mod messages;
 mod state;
 
 pub use children::admit_child;

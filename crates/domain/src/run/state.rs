@@ -58,6 +58,9 @@ impl RunState {
 pub struct Followup {
     pub message: String,
     pub mode: FollowupMode,
+    /// The message (`Event::MessageReceived`) this follow-up hands the agent, if it is one:
+    /// its taking is recorded as the message's delivery.
+    pub message_id: Option<String>,
 }
 
 /// The state of one run: the fold of its events.

@@ -159,6 +159,18 @@ pub enum EventData<'a> {
     /// The run was spawned by another run (`parent_run_id`), whose own ancestors are
     /// `ancestor_run_ids`, nearest first (the last event of the admission).
     Parented(super::parented::ParentedData),
+    /// The run sent a message to run `to` (one event per recipient); the body is in the
+    /// recipient's `MessageReceived`.
+    MessageSent(super::messages::MessageSentData),
+    /// A message from run `sender_run_id` arrived; it reaches the agent as a follow-up does.
+    MessageReceived(super::messages::MessageReceivedData),
+    /// The message reached the run's agent (taken with its follow-ups, or marked by a client).
+    MessageDelivered(super::messages::MessageIdData),
+    /// The message's body was read through the API.
+    MessageRead(super::messages::MessageIdData),
+    /// The run's agent or worker reported a lifecycle event itself (`POST
+    /// /api/v1/agent/events/{runId}`).
+    LifecycleReported(super::messages::LifecycleReportedData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

@@ -90,6 +90,31 @@ impl<'a> RunEvent<'a> {
                 provenance,
             } => EventData::Provenance(ProvenanceData::from(*execution, provenance)),
             Event::Parented(p) => EventData::Parented(super::parented::ParentedData::from(p)),
+            Event::MessageSent {
+                message_id,
+                to,
+                subject,
+            } => EventData::MessageSent(super::messages::MessageSentData {
+                message_id: message_id.clone(),
+                to: to.clone(),
+                subject: subject.clone(),
+            }),
+            Event::MessageReceived(m) => {
+                EventData::MessageReceived(super::messages::MessageReceivedData::from(m))
+            }
+            Event::MessageDelivered { message_id } => {
+                EventData::MessageDelivered(super::messages::MessageIdData {
+                    message_id: message_id.clone(),
+                })
+            }
+            Event::MessageRead { message_id } => {
+                EventData::MessageRead(super::messages::MessageIdData {
+                    message_id: message_id.clone(),
+                })
+            }
+            Event::LifecycleReported(r) => {
+                EventData::LifecycleReported(super::messages::LifecycleReportedData::from(r))
+            }
         };
         RunEvent {
             run_id: e.run_id.to_string(),

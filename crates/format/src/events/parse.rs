@@ -215,6 +215,24 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
             }
         }
         "Parented" => read::<super::parented::ParentedData>(data, &what)?.event()?,
+        "MessageSent" => {
+            let m: super::messages::MessageSentData = read(data, &what)?;
+            Event::MessageSent {
+                message_id: m.message_id,
+                to: m.to,
+                subject: m.subject,
+            }
+        }
+        "MessageReceived" => read::<super::messages::MessageReceivedData>(data, &what)?.event(),
+        "MessageDelivered" => Event::MessageDelivered {
+            message_id: read::<super::messages::MessageIdData>(data, &what)?.message_id,
+        },
+        "MessageRead" => Event::MessageRead {
+            message_id: read::<super::messages::MessageIdData>(data, &what)?.message_id,
+        },
+        "LifecycleReported" => {
+            read::<super::messages::LifecycleReportedData>(data, &what)?.event()?
+        }
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

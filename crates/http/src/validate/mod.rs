@@ -16,6 +16,7 @@ mod cancel;
 mod followup;
 mod limits;
 mod list;
+mod orchestration;
 mod queries;
 mod run_create;
 mod schedule_body;
@@ -35,6 +36,10 @@ pub use limits::{
     MAX_TRANSCRIPT_LIMIT,
 };
 pub use list::{list_query, FOREIGN_ARTIFACT_TYPES, MATCH_NOTHING_PARAMS};
+pub use orchestration::{
+    inbox_query, named_run, poll_query, report_event, send_message, InboxQuery, Message, PollQuery,
+    Report, MAX_INBOX_LIMIT, MAX_POLL_LIMIT, MAX_RUNS_NAMED,
+};
 pub use queries::{agents_query, events_query, transcript_query};
 pub use run_create::{create, title_from};
 pub use schedule_body::{schedule, ScheduleInput};

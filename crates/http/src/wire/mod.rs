@@ -13,6 +13,7 @@
 
 mod agents;
 mod forked;
+mod orchestration;
 mod requests;
 mod responses;
 mod schedules;
@@ -22,6 +23,7 @@ mod token;
 
 pub use agents::*;
 pub use forked::ForkedFrom;
+pub use orchestration::*;
 pub use requests::*;
 pub use responses::*;
 pub use runledger_format::events::*;

@@ -3,10 +3,12 @@
 //! start-up, the schedules and the executor use, and is never handed to HTTP.
 
 use super::admin_audit::AdminAudit;
+use super::agent_events::AgentEvents;
 use super::artifacts::Artifacts;
 use super::audit::Audit;
 use super::bundles::Bundles;
 use super::deliveries::Deliveries;
+use super::messages::Messages;
 use super::run_handle::RunHandle;
 use super::runs::Runs;
 use super::status::Status;
@@ -36,6 +38,10 @@ pub struct EdgeHandles {
     pub proofs: crate::seals::Proofs,
     /// One run's bundle (`GET /api/v1/agent/runs/{id}/export`).
     pub bundles: Bundles,
+    /// Messages between runs (`/api/v1/agent/messages…`).
+    pub messages: Messages,
+    /// Event polling and reported lifecycle events (`/api/v1/agent/events…`).
+    pub agent_events: AgentEvents,
 }
 
 impl Runs {
@@ -53,6 +59,8 @@ impl Runs {
             admin_audit: AdminAudit::new(inner.store.clone()),
             proofs: crate::seals::Proofs::new(inner.store.clone()),
             bundles: Bundles::new(inner.store.clone()),
+            messages: Messages::new(self),
+            agent_events: AgentEvents::new(self),
         }
     }
 }

@@ -14,11 +14,13 @@
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
 //! executions report back), `causes` (how the service words the origins of what it
 //! records on its own), `error`, and one file per edge handle
-//! (`admin_audit`: the admin audit log), gathered by `handles`
+//! (`admin_audit`: the admin audit log; `messages` and `agent_events`: the orchestration
+//! operations), gathered by `handles`
 //! (`history`, the past states, is reached through `RunHandle::history`; `tree`, the
 //! children and descendants of runs, adds its methods to `RunHandle`).
 
 mod admin_audit;
+mod agent_events;
 mod artifacts;
 mod audit;
 mod bundles;
@@ -27,6 +29,7 @@ mod deliveries;
 mod error;
 mod handles;
 mod history;
+mod messages;
 mod recovery;
 mod report;
 mod rerun;
@@ -38,6 +41,7 @@ mod transcripts;
 mod tree;
 
 pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_PAGE};
+pub use agent_events::{AgentEvents, PolledEvent};
 pub use artifacts::{Artifacts, Upload};
 pub use audit::Audit;
 pub use bundles::Bundles;
@@ -45,6 +49,7 @@ pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
 pub use history::{fold_through, state_at, History, Step};
+pub use messages::Messages;
 pub use rerun::Unpinnable;
 pub use run_actor::Outcome;
 pub use run_handle::RunHandle;

@@ -196,6 +196,15 @@ fn event_item(run: &Run, envelope: &Envelope, at: Option<u64>, names: &mut Names
                 "artifact_type",
                 "uid",
                 "parent_run_id",
+                // Messages between runs and reported lifecycle events (not a message's body,
+                // which may be 128 KiB: the inbox shows it).
+                "message_id",
+                "to",
+                "sender_run_id",
+                "subject",
+                "event_type",
+                "execution_id",
+                "ref_id",
             ]
             .contains(&k.as_str())
             {
