@@ -101,7 +101,8 @@ callgrind_control -d "$PID" >/dev/null 2>&1
 all=0
 http=0
 for f in "$OUT".1-*; do
-    n=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); print $1}')
+    # A thread that ran nothing since the counters were zeroed has no total.
+    n=$(callgrind_annotate "$f" 2>/dev/null | awk '/PROGRAM TOTALS/ {gsub(",", "", $1); if ($1 ~ /^[0-9]+$/) print $1}')
     all=$((all + ${n:-0}))
     if grep -q 'actix_http::h1::dispatcher' "$f"; then http=$((http + ${n:-0})); fi
 done
