@@ -129,7 +129,7 @@ async fn a_command_agent_gets_exactly_its_changes_in_a_repository_and_a_patch_th
          repos = [{{ url = \"{url}\" }}]\n",
         agent = agent.display(),
     );
-    let s = Server::start_in(dir, &config);
+    let mut s = Server::start_in(dir, &config);
     s.wait_ready().await;
     let id = s
         .create(json!({"prompt": "edit", "config": {"environment_id": "repo"}}))
@@ -258,6 +258,21 @@ async fn a_command_agent_gets_exactly_its_changes_in_a_repository_and_a_patch_th
         .get(&s.key, &format!("/agent/runs/{id}/changes?format=zip"))
         .await;
     assert_eq!(status, 400, "{body}");
+
+    // A backup holds the event and the diff's bytes.
+    let digest = changes["executions"][0]["diff"]["sha256"]
+        .as_str()
+        .expect("a diff")
+        .to_string();
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 15).await;
+    let data_dir = s.data_dir.display().to_string();
+    let (ok, backup, err) = cli(&["export", "--data-dir", &data_dir], &[]);
+    assert!(ok, "{err}");
+    assert!(backup.contains("\"Changes\""), "the export holds the event");
+    assert!(
+        backup.contains(&format!("\"record\":\"content\",\"sha256\":\"{digest}\"")),
+        "the export holds the diff"
+    );
 }
 
 #[tokio::test]
