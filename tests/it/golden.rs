@@ -316,6 +316,13 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
             },
         ),
         (
+            "parented",
+            Event::Parented(runledger::domain::RunParent {
+                parent: RunId(0x0190_0000_0000_0000_0000_0000_0000_002a).to_string(),
+                ancestors: vec![RunId(0x0190_0000_0000_0000_0000_0000_0000_0007).to_string()],
+            }),
+        ),
+        (
             "changes",
             Event::Changes {
                 execution: 2,
@@ -460,6 +467,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::SessionLinkRevoked { .. }
             | Event::Derived(_)
             | Event::Provenance { .. }
+            | Event::Parented(_)
             | Event::Changes { .. } => {}
         }
     }
@@ -490,6 +498,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Derived",
         "Derived",
         "Provenance",
+        "Parented",
         "Changes",
     ];
     assert_eq!(kinds, all);

@@ -48,6 +48,7 @@ mod sse;
 mod storage;
 mod teams;
 mod travel;
+mod tree;
 mod uids;
 mod usage;
 mod webhooks;

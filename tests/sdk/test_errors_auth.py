@@ -99,7 +99,7 @@ def test_wrong_types_are_400(client, body):
 
 
 def test_fields_of_the_document_runledger_does_not_use_are_accepted(client):
-    run = create_run(client, prompt="with extras", extra_body={"interactive": False, "parent_run_id": "r"})
+    run = create_run(client, prompt="with extras", extra_body={"interactive": False, "conversation_id": "c"})
     assert run.state == "QUEUED"
 
 

@@ -358,8 +358,13 @@ pub enum RunsCmd {
         #[arg(short, long)]
         follow: bool,
     },
-    /// Cancel a run.
-    Cancel { run_id: String },
+    /// Cancel a run, and the unfinished runs it spawned at any depth.
+    Cancel {
+        run_id: String,
+        /// Leave the runs it spawned running.
+        #[arg(long)]
+        no_cascade: bool,
+    },
     /// Rerun a run: a new run with its prompt, configuration, attachments and environment, its
     /// repositories at the commits its first execution recorded; the new run's id is printed.
     Rerun {
@@ -371,6 +376,14 @@ pub enum RunsCmd {
         /// FAILED or was CANCELLED.
         #[arg(short, long)]
         follow: bool,
+    },
+    /// Print a run and every run it spawned, at any depth, as a tree: each run's id, state
+    /// and title, children under their parent, oldest first.
+    Tree {
+        run_id: String,
+        /// The run and its descendants as the API answers them, as one JSON document.
+        #[arg(long)]
+        json: bool,
     },
     /// Revoke a run's session links: every link handed out so far stops opening its page; the
     /// new link is printed.

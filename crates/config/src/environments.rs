@@ -69,6 +69,8 @@ pub struct Environment {
     /// The snapshot kept at the end of each execution (workspace, home, CLI session), from
     /// which a fork starts; `None`: none is kept (`snapshots = false`, or the demo harness).
     pub snapshots: Option<Snapshots>,
+    /// This environment's own `max_depth` and `max_children` (`crate::tree`).
+    pub tree: crate::tree::EnvironmentTreeLimits,
     /// The most bytes of the diff an execution's changes keep (`changes_max_mb`); a longer
     /// diff is cut at a file's start and marked so, its summary kept whole.
     pub changes_max_bytes: u64,
@@ -127,6 +129,7 @@ impl Environment {
             max_queued: DEFAULT_MAX_QUEUED,
             slurm: None,
             snapshots: None,
+            tree: crate::tree::EnvironmentTreeLimits::default(),
             changes_max_bytes: DEFAULT_CHANGES_MAX_MB << 20,
         }
     }
@@ -219,6 +222,7 @@ fn environment(
             )?,
         slurm,
         snapshots,
+        tree: crate::tree::tree_limits(at, env.max_depth, env.max_children)?,
         changes_max_bytes: changes_max_mb << 20,
     })
 }

@@ -70,6 +70,8 @@ pub(crate) struct LimitsFile {
     pub(crate) artifact_report_line_kb: Option<u64>,
     pub(crate) artifact_run_total_mb: Option<u64>,
     pub(crate) artifact_link_secs: Option<u64>,
+    pub(crate) max_depth: Option<u32>,
+    pub(crate) max_children: Option<u32>,
 }
 
 /// One `[[environments]]` table as written in the file.
@@ -112,6 +114,8 @@ pub(crate) struct EnvironmentFile {
     pub(crate) runs_on: Option<RunsOn>,
     pub(crate) slurm: Option<SlurmFile>,
     pub(crate) on_node_failure: Option<OnNodeFailure>,
+    pub(crate) max_depth: Option<u32>,
+    pub(crate) max_children: Option<u32>,
 }
 
 /// `[environments.slurm]` as written in the file.

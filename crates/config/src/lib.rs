@@ -6,7 +6,7 @@
 //! becomes (naming the file and line of a refused value), and each section of the file has a
 //! module that checks it and applies its defaults: `server` (with `tls`, `access` and
 //! `proxies`),
-//! `limits`, `environments` (with `slurm`), `secrets`, `prices`, `webhooks` and `schedules`.
+//! `limits` (with `tree`: how deep and wide trees of runs grow), `environments` (with `slurm`), `secrets`, `prices`, `webhooks` and `schedules`.
 //! `error`, `range` and `names` are the checks the sections share.
 
 #![forbid(unsafe_code)]
@@ -26,6 +26,7 @@ mod secrets;
 mod server;
 mod slurm;
 pub mod tls;
+mod tree;
 mod webhooks;
 
 pub use access::{DEFAULT_SESSION_LINK_TTL_SECS, MIN_METRICS_TOKEN_BYTES};
@@ -45,6 +46,7 @@ pub use server::{
     Tls, DEFAULT_BIND, DEFAULT_BODY_TIMEOUT_SECS, DEFAULT_CACHE_MB, DEFAULT_DATA_DIR,
     DEFAULT_DISK_RESERVE_MB, DEFAULT_TRANSCRIPT_MAX_MB, MAX_CACHE_MB,
 };
+pub use tree::{EnvironmentTreeLimits, DEFAULT_MAX_CHILDREN, DEFAULT_MAX_DEPTH};
 pub use webhooks::{
     webhook_key, Webhook, WebhookKey, DEFAULT_WEBHOOK_MAX_IN_FLIGHT,
     DEFAULT_WEBHOOK_RETRY_INITIAL_MS, DEFAULT_WEBHOOK_TIMEOUT_SECS,

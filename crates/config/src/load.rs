@@ -80,6 +80,9 @@ pub struct Config {
     /// The reverse proxies whose forwarded client address is believed
     /// (`server.trusted_proxies`); empty by default.
     pub trusted_proxies: crate::proxies::TrustedProxies,
+    /// `limits.max_depth` and `limits.max_children`, defaults applied; an environment may set
+    /// its own (`Config::tree_limits`).
+    pub tree: runledger_domain::TreeLimits,
     /// Set by `runledger inspect` only, never by the file: the server answers reads only,
     /// starts no agent, fires no schedule, sends no webhook and makes no seal.
     pub read_only: bool,
@@ -111,6 +114,16 @@ impl Config {
 
     pub fn environment(&self, id: &str) -> Option<&Environment> {
         self.environments.iter().find(|e| e.id == id)
+    }
+
+    /// The limits of a tree of runs for a run created in environment `id` (the default
+    /// environment when `None`): the environment's own, else `[limits]`'.
+    pub fn tree_limits(&self, id: Option<&str>) -> runledger_domain::TreeLimits {
+        let environment = match id {
+            Some(id) => self.environment(id),
+            None => self.environments.first(),
+        };
+        environment.map_or(self.tree, |e| e.tree.over(self.tree))
     }
 
     pub fn default_environment(&self) -> &Environment {
@@ -285,6 +298,7 @@ fn resolve(
         schedule_seconds: file.schedules.seconds.unwrap_or(false),
         max_schedules_per_team: schedules::max_per_team(&file.schedules)?,
         trusted_proxies: crate::proxies::trusted_proxies(file.server.trusted_proxies)?,
+        tree: crate::tree::instance_limits(file.limits.max_depth, file.limits.max_children)?,
         read_only: false,
     })
 }

@@ -96,6 +96,11 @@ pub enum Event {
         execution: u32,
         provenance: ExecutionProvenance,
     },
+    /// The run was spawned by another run (`crate::parent`): its parent and the parent's
+    /// ancestors. Recorded as the last event of the run's admission, in the same decision
+    /// (after any `Derived`, `Scheduled` or `Attached`), so the run is a child from its first
+    /// moment. A run without a parent records none.
+    Parented(crate::parent::RunParent),
     /// What execution `execution` left changed in its workspace, from the run's base
     /// (`crate::changes`): recorded after its agent exits and before its end, once per
     /// execution; a failure to compute is recorded in it, never as the run's failure.
@@ -127,12 +132,15 @@ impl Event {
     }
 
     /// Whether this event is recorded with a run's admission, in the same decision right
-    /// after it: its origin in another run (`Derived`), its schedule (`Scheduled`) or its
-    /// attachments (`Attached`).
+    /// after it: its origin in another run (`Derived`), its schedule (`Scheduled`), its
+    /// attachments (`Attached`) or its parent (`Parented`).
     pub fn completes_admission(&self) -> bool {
         matches!(
             self,
-            Event::Scheduled { .. } | Event::Attached { .. } | Event::Derived(_)
+            Event::Scheduled { .. }
+                | Event::Attached { .. }
+                | Event::Derived(_)
+                | Event::Parented(_)
         )
     }
 
@@ -170,6 +178,7 @@ impl Event {
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
             Event::Derived(_) => "Derived",
             Event::Provenance { .. } => "Provenance",
+            Event::Parented(_) => "Parented",
             Event::Changes { .. } => "Changes",
         }
     }

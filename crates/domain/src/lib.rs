@@ -15,6 +15,7 @@ pub mod events;
 pub mod harness;
 pub mod ids;
 pub mod origin;
+pub mod parent;
 pub mod provenance;
 pub mod run;
 pub mod schedule;
@@ -33,11 +34,12 @@ pub use events::{
 };
 pub use ids::{RunId, ScheduleId, Timestamp};
 pub use origin::{Channel, Origin, OriginKey};
+pub use parent::{RunParent, TreeLimits};
 pub use provenance::{
     AgentCli, EnvironmentDefinition, ExecutionProvenance, ProvenanceLimits, RepositoryCommit,
 };
 pub use run::{
-    decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
+    admit_child, decide, evolve, fold, recordable, Command, Decision, Effect, Followup, Rejection,
     ReportedArtifact, Run, RunState, RunUsage, MAX_ARTIFACTS,
 };
 pub use schedule::{

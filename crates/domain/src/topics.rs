@@ -105,6 +105,7 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::SessionLinkRevoked { .. }
         | Event::Derived(_)
         | Event::Provenance { .. }
+        | Event::Parented(_)
         | Event::Changes { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };

@@ -24,15 +24,14 @@ pub const RUN: Known = Known {
         "title",
         "metadata",
         "attachments",
+        "parent_run_id",
     ],
-    // The Oz document's `team`, `agent_identity_uid`, `conversation_id`, `parent_run_id`,
-    // `interactive`; the Python client's `mode` and `on_behalf_of`; the TypeScript client's
+    // The Oz document's `team`, `agent_identity_uid`, `conversation_id`, `interactive`; the Python client's `mode` and `on_behalf_of`; the TypeScript client's
     // `images` (the older name of attachments).
     accepted: &[
         "team",
         "agent_identity_uid",
         "conversation_id",
-        "parent_run_id",
         "interactive",
         "mode",
         "on_behalf_of",

@@ -49,6 +49,7 @@ mod state;
 mod stream;
 mod transcript_stream;
 mod travel;
+mod tree;
 pub mod validate;
 pub mod wire;
 

@@ -61,6 +61,10 @@ fn created_response(run: &Run, at_capacity: bool) -> HttpResponse {
         (status = 403, response = Forbidden),
         (status = 409, response = Conflict),
         (status = 413, response = PayloadTooLarge),
+        (status = 422, description = "`parent_run_id` names a run that was cancelled, or the \
+                                      new run would go beyond its environment's `max_depth` \
+                                      or its parent's `max_children` (the detail names the limit)",
+         body = Problem, content_type = "application/problem+json"),
         (status = 500, response = InternalError),
         (status = 503, response = Unavailable),
     ),
@@ -78,7 +82,7 @@ pub async fn create(
         uid: key.id.clone(),
         display_name: key.name.clone(),
     };
-    let (created, uploads) = validate::create(&body, &state.config, creator)?;
+    let (created, uploads, parent) = validate::create(&body, &state.config, creator)?;
     may_use_environment(&state, &key, created.config.environment_id.as_deref())?;
     let attachments = state.artifacts.store_attachments(uploads).await?;
     // Credentials are sealed before anything is recorded: the log only ever holds `***`.
@@ -99,7 +103,13 @@ pub async fn create(
         ),
     };
     let Some(idempotency_key) = idempotency_key else {
-        let outcome = state.runs.create(created, attachments, origin).await?;
+        let outcome = match parent {
+            None => state.runs.create(created, attachments, origin).await?,
+            Some(parent) => {
+                super::tree::create_child(&state, None, parent, created, attachments, origin)
+                    .await?
+            }
+        };
         return Ok(created_response(&outcome.run, outcome.at_capacity));
     };
 
@@ -127,10 +137,18 @@ pub async fn create(
             id
         }
     };
-    let outcome = state
-        .runs
-        .create_with_id(id, created, attachments, origin)
-        .await?;
+    let outcome = match parent {
+        None => {
+            state
+                .runs
+                .create_with_id(id, created, attachments, origin)
+                .await?
+        }
+        Some(parent) => {
+            super::tree::create_child(&state, Some(id), parent, created, attachments, origin)
+                .await?
+        }
+    };
     Ok(created_response(&outcome.run, outcome.at_capacity))
 }
 
@@ -169,7 +187,8 @@ pub async fn create(
          description = "`metadata[key]=value`: exact matches, ANDed, at most 5 keys."),
         ("schedule_id" = Option<String>, Query, min_length = 1,
          description = "Runs made by this schedule's firings (its id, a ULID; `schedule` on the `RunItem`). A value that is no schedule id of this server matches nothing."),
-        ("ancestor_run_id" = Option<String>, Query, description = "runledger runs have no parents: matches nothing."),
+        ("ancestor_run_id" = Option<String>, Query,
+         description = "Runs spawned, at any depth, by this run (a run of the key's team; otherwise 400 naming the field)."),
         ("artifact_type" = inline(Option<wire::ArtifactTypeFilterSchema>), Query,
          description = "Runs holding at least one artifact of this type. `EXTERNAL_REFERENCE` (never reported by runledger's agents) matches nothing; any other value is a 400."),
         ("execution_location" = Option<String>, Query, description = "Ignored."),
@@ -187,6 +206,7 @@ pub async fn list(
     state: web::Data<AppState>,
     Principal(key): Principal,
 ) -> Result<HttpResponse, ApiError> {
+    super::tree::check_ancestor(&state, &key, req.query_string())?;
     Ok(HttpResponse::Ok()
         .insert_header(actix_web::http::header::ContentType::json())
         .body(list_json(&state, &key, req.query_string()).await?))
@@ -285,9 +305,11 @@ pub async fn followup(
     }))
 }
 
-/// Cancel a `QUEUED` or `INPROGRESS` run; the agent's whole process tree is stopped. The body
-/// is optional: none (or `{}`) cancels; `{"reason": "…"}` (runledger's extension, at most
-/// 1024 bytes) is recorded in the `Cancelled` event's `origin.reason`.
+/// Cancel a `QUEUED` or `INPROGRESS` run; the agent's whole process tree is stopped, and so are
+/// the run's unfinished descendants (runs it spawned, at any depth), each recorded as caused by
+/// this cancel. The body is optional: none (or `{}`) cancels; `{"reason": "…"}` (runledger's
+/// extension, at most 1024 bytes) is recorded in the `Cancelled` event's `origin.reason`;
+/// `{"cascade": false}` leaves the descendants running.
 #[utoipa::path(
     post,
     path = "/api/v1/agent/runs/{run_id}/cancel",
@@ -321,14 +343,17 @@ pub async fn cancel(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let id = run_id(&path)?;
-    let reason = validate::cancel(&body)?;
+    let asked = validate::cancel(&body)?;
     visible(&state, &key, id)?;
     let mut origin = super::origin::of(&req, &key, &state.config.trusted_proxies);
-    origin.reason = reason;
+    origin.reason = asked.reason;
     let outcome = state
         .runs
-        .execute(id, Command::Cancel { by: key.id }, origin)
+        .execute(id, Command::Cancel { by: key.id.clone() }, origin.clone())
         .await?;
+    if asked.cascade {
+        super::tree::cascade(&state, &outcome.run, &key, &origin).await?;
+    }
     Ok(HttpResponse::Ok().json(outcome.run.id.to_string()))
 }
 

@@ -26,7 +26,10 @@
 //! per artifact type it holds, added with its first artifact of that type (artifacts are never
 //! removed, so an entry only moves with `updated_at`). A run a schedule's firing made has an
 //! `F 08` entry under its schedule's id (`schedule_value`); other runs have none, so the range
-//! of a schedule holds exactly its runs and costs the rest nothing. The artifact lookup is not a list
+//! of a schedule holds exactly its runs and costs the rest nothing. A run another run spawned
+//! has an `F 11` entry under its parent and an `F 10` entry under each of its ancestors
+//! (`RunParent::lineage`), so the children of a run and its descendants at any depth are each
+//! one range; a root run has none of either and pays nothing for them. The artifact lookup is not a list
 //! range: an `A` range per artifact, whose one position is the run holding it (an artifact uid
 //! is a UUID, kept as its 16 bytes; `artifact_part`), so `GET /agent/artifacts/{uid}` finds
 //! its run with one seek, and a rebuild and the projector derive it like every other entry.
@@ -100,6 +103,11 @@ pub enum Field {
     Schedule = 8,
     /// The run a rerun reruns (its id as text); only reruns have it.
     RerunOf = 9,
+    /// Several values per run: every ancestor of a run another run spawned (its parent, the
+    /// parent's parent, … up to the root; ids as text). Roots have none.
+    Ancestor = 10,
+    /// The run that spawned the run (its id as text); only children have it.
+    Parent = 11,
 }
 
 /// Values remembered per field by `value_hash` before its memo is cleared.
@@ -111,7 +119,7 @@ thread_local! {
     /// teams, creators, models and environments), and SHA-256 is not free on a CPU without SHA
     /// instructions: a rebuild hashes 7 values per run and an index update those of two runs.
     /// The memo trades up to `MEMO_VALUES` values per slot and thread for those hashes.
-    static MEMO: RefCell<[Memo<String, [u8; 8]>; 10]> =
+    static MEMO: RefCell<[Memo<String, [u8; 8]>; 12]> =
         RefCell::new(std::array::from_fn(|_| Memo::new(MEMO_VALUES)));
 }
 
@@ -285,6 +293,12 @@ pub fn field_values(run: &Run) -> Vec<(Field, Cow<'_, str>)> {
     {
         values.push((Field::RerunOf, Cow::Borrowed(from)));
     }
+    if let Some(parent) = &run.parent {
+        values.push((Field::Parent, Cow::Borrowed(parent.parent.as_str())));
+        for ancestor in parent.lineage() {
+            values.push((Field::Ancestor, Cow::Borrowed(ancestor)));
+        }
+    }
     values
 }
 
@@ -432,5 +446,33 @@ mod tests {
             filter_prefix(&team_hash(&run.team), Field::Schedule, &text),
             entry[..FILTER_PREFIX]
         );
+    }
+
+    /// A child (layout 15) has one `F 11` entry under its parent and one `F 10` entry per
+    /// ancestor; a root run has neither.
+    #[test]
+    fn a_child_has_an_entry_under_its_parent_and_each_ancestor() {
+        let mut run = runledger_domain::sample_run(4);
+        let root = entries(&run);
+        assert!(root
+            .iter()
+            .all(|k| k[..2] != [b'F', 10] && k[..2] != [b'F', 11]));
+        run.parent = Some(runledger_domain::RunParent {
+            parent: "P".into(),
+            ancestors: vec!["G".into(), "R".into()],
+        });
+        let child = entries(&run);
+        assert_eq!(child.len(), root.len() + 4);
+        let team = team_hash(&run.team);
+        for (field, value) in [
+            (Field::Parent, "P"),
+            (Field::Ancestor, "P"),
+            (Field::Ancestor, "G"),
+            (Field::Ancestor, "R"),
+        ] {
+            let mut k = filter_prefix(&team, field, value);
+            k.extend_from_slice(&updated_position(&run));
+            assert!(child.contains(&k), "{field:?} {value}");
+        }
     }
 }

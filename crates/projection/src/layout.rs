@@ -24,8 +24,11 @@ use crate::{Error, Index};
 /// execution's provenance (`Run::provenance`), an `F 09` range per original run holds its
 /// reruns, and the audit index's entries (position and summary) are stored in blocks of
 /// consecutive entries per range (`audit/keys.rs`), not one sled key each; a row of layout 13
+/// lacks the field and fails to decode, and the store rebuilds. 15: rows carry the run that
+/// spawned the run and its ancestors (`Run::parent`), an `F 11` range per run holds its
+/// children and an `F 10` range per run its descendants at any depth; a row of layout 14
 /// lacks the field and fails to decode, and the store rebuilds.
-pub const LAYOUT_VERSION: u32 = 14;
+pub const LAYOUT_VERSION: u32 = 15;
 pub(crate) const LAYOUT_KEY: &str = "projection_layout";
 
 impl Index {

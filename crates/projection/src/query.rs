@@ -3,7 +3,7 @@
 //! A query lists the runs of one team, and walks only that team's ranges (the team is part of
 //! every index key, see `keys.rs`): another team's runs are never read. The filters that have
 //! secondary indexes (state, name, creator, model_id, source, environment_id, artifact_type,
-//! schedule_id) are answered by walking the matching index range of the team in the requested
+//! schedule_id, rerun_of, ancestor_run_id, parent_run_id) are answered by walking the matching index range of the team in the requested
 //! order — never by scanning all runs. Remaining filters (time bounds, `q`, metadata, further indexed fields)
 //! are checked on each candidate. A cursor is the position of the last returned run in
 //! the walked order plus a fingerprint of the query, so paging visits every matching run exactly
@@ -56,6 +56,11 @@ pub struct Query {
     pub schedule_id: Option<String>,
     /// A run matches if it is a rerun of this run: its id as the API writes it.
     pub rerun_of: Option<String>,
+    /// A run matches if this run is among its ancestors (at any depth): its id as the API
+    /// writes it.
+    pub ancestor_run_id: Option<String>,
+    /// A run matches if this run spawned it (a child, not a later descendant).
+    pub parent_run_id: Option<String>,
     /// Exclusive bounds, in milliseconds (after: floor, before: ceiling of the given time).
     pub created_after: Option<Timestamp>,
     pub created_before: Option<Timestamp>,
@@ -146,6 +151,14 @@ impl Query {
             h.update(b"|rerun_of=");
             h.update(rerun_of.as_bytes());
         }
+        if let Some(ancestor) = &self.ancestor_run_id {
+            h.update(b"|ancestor_run_id=");
+            h.update(ancestor.as_bytes());
+        }
+        if let Some(parent) = &self.parent_run_id {
+            h.update(b"|parent_run_id=");
+            h.update(parent.as_bytes());
+        }
         let mut out = [0u8; 8];
         out.copy_from_slice(&h.finalize()[..8]);
         out
@@ -176,6 +189,15 @@ impl Query {
                     kind: runledger_domain::Derivation::Rerun { .. },
                 }) if from == id)
             })
+            && self.ancestor_run_id.as_ref().is_none_or(|id| {
+                run.parent
+                    .as_ref()
+                    .is_some_and(|p| p.lineage().any(|a| a == id))
+            })
+            && self
+                .parent_run_id
+                .as_ref()
+                .is_none_or(|id| run.parent.as_ref().is_some_and(|p| p.parent == *id))
             && self.artifact_type.is_none_or(|t| {
                 run.artifacts
                     .iter()
@@ -217,6 +239,10 @@ impl Query {
                         single(Field::Schedule, schedule_id)
                     } else if let Some(rerun_of) = &self.rerun_of {
                         single(Field::RerunOf, rerun_of)
+                    } else if let Some(parent) = &self.parent_run_id {
+                        single(Field::Parent, parent)
+                    } else if let Some(ancestor) = &self.ancestor_run_id {
+                        single(Field::Ancestor, ancestor)
                     } else if let Some(artifact_type) = self.artifact_type {
                         single(Field::ArtifactType, artifact_type)
                     } else if let Some(env) = &self.environment_id {

@@ -130,7 +130,8 @@ fn variant(event: &Event) -> usize {
         Event::SessionLinkRevoked { .. } => 15,
         Event::Derived(_) => 16,
         Event::Provenance { .. } => 17,
-        Event::Changes { .. } => 18,
+        Event::Parented(_) => 18,
+        Event::Changes { .. } => 19,
     }
 }
 
@@ -153,7 +154,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=18).collect(), "every event variant");
+    assert_eq!(variants, (0..=19).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

@@ -3,7 +3,7 @@
 //! is a history the service could write, with records of schema version 1 (before origins) and
 //! 2, and every event variant among them (a legacy `Created`, a schedule's, a Slurm placement
 //! lost and requeued, artifacts of every kind, a cancel with its reason, revoked links, a
-//! rerun and a fork).
+//! rerun, a fork and a child of another run).
 
 use runledger::domain::{
     decide, evolve, Attachment, Channel, Command, Derivation, Event, FollowupMode, Origin,
@@ -347,6 +347,19 @@ pub fn all() -> Vec<Made> {
                 false,
             ),
         Builder::new(8)
+            .then(
+                Command::create_child(admitted(), attachments(), parent()),
+                api(None),
+            )
+            .then(start(), system("a slot came free"))
+            .then(ok(1), system("the agent exited"))
+            .made(
+                "rules-v2-parented",
+                "a run another run spawned, with attachments: its parent and the parent's \
+                 ancestors; schema version 2 records",
+                false,
+            ),
+        Builder::new(9)
             .then(Command::create(admitted(), Vec::new(), None), api(None))
             .then(start(), system("a slot came free"))
             .then(
@@ -364,6 +377,13 @@ pub fn all() -> Vec<Made> {
                 false,
             ),
     ]
+}
+
+fn parent() -> runledger::domain::RunParent {
+    match sample("parented") {
+        Event::Parented(p) => p,
+        _ => unreachable!("the sample is a parent"),
+    }
 }
 
 fn changes() -> runledger::domain::ExecutionChanges {

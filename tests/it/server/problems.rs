@@ -151,7 +151,7 @@ async fn unknown_fields_of_a_create_are_refused_naming_them() {
                 &s.key,
                 path,
                 json!({"prompt": "x", "team": true, "interactive": false, "conversation_id": "c",
-                       "parent_run_id": "p", "agent_identity_uid": "a", "mode": "normal",
+                       "agent_identity_uid": "a", "mode": "normal",
                        "on_behalf_of": "u", "images": [],
                        "config": {"computer_use_enabled": false, "worker_host": "warp",
                                   "idle_timeout_minutes": 10, "harness": {"type": "oz"}}}),

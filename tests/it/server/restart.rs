@@ -159,7 +159,7 @@ async fn list_filters_and_environments() {
         "schedule_id=s1",
         "artifact_type=PLAN",
         "artifact_type=EXTERNAL_REFERENCE",
-        "ancestor_run_id=x",
+        "factory_uid=x",
         "state=BLOCKED",
     ] {
         let (st, v) = s.get(&s.key, &format!("/agent/runs?{none}")).await;

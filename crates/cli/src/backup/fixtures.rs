@@ -206,6 +206,10 @@ pub(super) fn one_of_each() -> Vec<Event> {
             execution: 2,
             provenance: sample_provenance(),
         },
+        Event::Parented(runledger_domain::RunParent {
+            parent: RunId::new(Timestamp(1_763_700_000_000), 3).to_string(),
+            ancestors: vec![RunId::new(Timestamp(1_763_600_000_000), 1).to_string()],
+        }),
         Event::Changes {
             execution: 2,
             changes: sample_changes(),

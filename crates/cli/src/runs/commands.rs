@@ -161,11 +161,20 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 unpinned,
                 follow,
             } => Ok(super::rerun::rerun(&remote, run_id, *unpinned, *follow).await?),
-            RunsCmd::Cancel { run_id } => {
+            RunsCmd::Cancel { run_id, no_cascade } => {
+                let body = if *no_cascade {
+                    json!({ "cascade": false })
+                } else {
+                    json!({})
+                };
                 remote
-                    .post(&format!("{}/cancel", run_path(run_id)), &json!({}))
+                    .post(&format!("{}/cancel", run_path(run_id)), &body)
                     .await?;
                 eprintln!("cancelled run {run_id}");
+                Ok(0)
+            }
+            RunsCmd::Tree { run_id, json } => {
+                super::tree::tree(&remote, run_id, *json).await?;
                 Ok(0)
             }
             RunsCmd::RevokeLink { run_id } => {

@@ -21,6 +21,8 @@ pub enum Command {
         attachments: Vec<Attachment>,
         schedule: Option<RunSchedule>,
         derived: Option<RunDerivation>,
+        /// For a run another run spawned, its parent and that parent's ancestors.
+        parent: Option<crate::parent::RunParent>,
     },
     /// The executor has a free slot for this queued run (and, for an environment that runs on
     /// a cluster, the scheduler has placed it: `placement`).
@@ -93,6 +95,23 @@ impl Command {
             attachments,
             schedule,
             derived: None,
+            parent: None,
+        }
+    }
+
+    /// The creation of a run another run spawned (`parent`: that run and its ancestors, as
+    /// `crate::parent::admit_child` admitted it), with the files attached to it.
+    pub fn create_child(
+        admitted: RunAdmitted,
+        attachments: Vec<Attachment>,
+        parent: crate::parent::RunParent,
+    ) -> Command {
+        Command::Create {
+            admitted,
+            attachments,
+            schedule: None,
+            derived: None,
+            parent: Some(parent),
         }
     }
 
@@ -108,6 +127,7 @@ impl Command {
             attachments,
             schedule: None,
             derived: Some(derived),
+            parent: None,
         }
     }
 }

@@ -183,6 +183,7 @@ fn decide_new(command: Command) -> Result<Decision, Rejection> {
             attachments,
             schedule,
             derived,
+            parent,
         } => {
             let mut events = vec![Event::Admitted(admitted)];
             if let Some(derived) = derived {
@@ -193,6 +194,9 @@ fn decide_new(command: Command) -> Result<Decision, Rejection> {
             }
             if !attachments.is_empty() {
                 events.push(Event::Attached { attachments });
+            }
+            if let Some(parent) = parent {
+                events.push(Event::Parented(parent));
             }
             Ok(Decision {
                 events,
@@ -276,6 +280,11 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
                     && r.schedule.is_none()
                     && r.attachments.is_empty()
             });
+        }
+        // The last event of the admission of a run another run spawned.
+        Event::Parented(_) => {
+            return run
+                .is_some_and(|r| r.next_seq == 1 + r.admission_after() && r.parent.is_none());
         }
         // The second event of a create a schedule's firing made.
         Event::Scheduled { .. } => {
@@ -923,6 +932,56 @@ mod tests {
             },
         ])
         .then_refuses_to_record(Event::Derived(fork_of_seven()));
+    }
+
+    fn child_of_seven() -> crate::parent::RunParent {
+        crate::parent::RunParent {
+            parent: RunId(7).to_string(),
+            ancestors: vec![RunId(3).to_string()],
+        }
+    }
+
+    #[test]
+    fn a_child_records_its_parent_last_in_its_admission() {
+        let files = vec![attachment("spec.md")];
+        given_no_run()
+            .when(Command::create_child(
+                created(),
+                files.clone(),
+                child_of_seven(),
+            ))
+            .then_events([
+                Event::Admitted(created()),
+                Event::Attached {
+                    attachments: files.clone(),
+                },
+                Event::Parented(child_of_seven()),
+            ])
+            .then_effects([Effect::Enqueue])
+            .then_state(|run| {
+                assert_eq!(run.parent, Some(child_of_seven()));
+                assert_eq!(run.attachments, files);
+                assert_eq!(run.state, RunState::Queued);
+                assert_eq!(run.next_seq, 3);
+            })
+            .then_recordable()
+            .and_then()
+            // Only once, and only within the admission.
+            .then_refuses_to_record(Event::Parented(child_of_seven()));
+        given_no_run().then_refuses_to_record(Event::Parented(child_of_seven()));
+        // A run without a parent records nothing more than it did.
+        given_no_run()
+            .when(Command::create(created(), Vec::new(), None))
+            .then_events([Event::Admitted(created())]);
+        // Recorded late (after a start), it changes nothing.
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Parented(child_of_seven()),
+        ])
+        .then_state(|run| assert_eq!(run.parent, None));
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .then_refuses_to_record(Event::Parented(child_of_seven()));
     }
 
     #[test]

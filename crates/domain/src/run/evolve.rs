@@ -133,6 +133,13 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
                 run.derived = Some(derived.clone());
             }
         }
+        // Only as the last event of the admission: a later one would move a run that has
+        // started into another tree.
+        Event::Parented(parent) => {
+            if run.next_seq == 2 + run.admission_after() && run.parent.is_none() {
+                run.parent = Some(parent.clone());
+            }
+        }
         Event::SessionLinkRevoked { .. } => {
             run.session_epoch = run.session_epoch.saturating_add(1);
         }
@@ -188,6 +195,7 @@ fn admit(id: RunId, event: &Event, at: Timestamp) -> Option<Run> {
         derived: None,
         session_epoch: 0,
         provenance: None,
+        parent: None,
     })
 }
 

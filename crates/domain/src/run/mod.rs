@@ -8,13 +8,16 @@
 //!
 //! `state.rs` is the run, `command.rs` what is asked of it and what a decision returns,
 //! `decide.rs` the rules (and the scenario tests, which decide and fold together), `evolve.rs`
-//! the fold. This file is their table of contents.
+//! the fold, `children.rs` the rule that admits a child under a parent run. This file is their
+//! table of contents.
 
+mod children;
 mod command;
 mod decide;
 mod evolve;
 mod state;
 
+pub use children::admit_child;
 pub use command::{Command, Decision, Effect, Rejection, MAX_ARTIFACTS, MAX_PENDING_FOLLOWUPS};
 pub use decide::{decide, recordable};
 pub use evolve::{evolve, fold};

@@ -117,6 +117,8 @@ pub struct Run {
     /// What the latest execution that recorded it ran with (`Event::Provenance`), with that
     /// execution's number.
     pub provenance: Option<(u32, crate::provenance::ExecutionProvenance)>,
+    /// The run that spawned this one and its ancestors (`Event::Parented`); `None` for a root.
+    pub parent: Option<crate::parent::RunParent>,
 }
 
 /// An artifact with when, and by which execution, it was reported.
@@ -170,6 +172,14 @@ impl Run {
             _ => 0,
         };
         self.run_time_ms + live
+    }
+
+    /// How many events the run's admission recorded after its `Admitted` (its `Derived`,
+    /// `Scheduled` and `Attached`, each at most once), before any `Parented`.
+    pub(crate) fn admission_after(&self) -> u64 {
+        u64::from(self.derived.is_some())
+            + u64::from(self.schedule.is_some())
+            + u64::from(!self.attachments.is_empty())
     }
 
     /// Whether the run has had a session (an execution has started).

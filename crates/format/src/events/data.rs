@@ -156,6 +156,9 @@ pub enum EventData<'a> {
     /// What the execution runs with, measured before its agent started (`docs/api.md`,
     /// "Provenance").
     Provenance(super::provenance::ProvenanceData),
+    /// The run was spawned by another run (`parent_run_id`), whose own ancestors are
+    /// `ancestor_run_ids`, nearest first (the last event of the admission).
+    Parented(super::parented::ParentedData),
     /// What the workspace held changed at the execution's end, from the run's base
     /// (`docs/api.md`, "Changes").
     Changes(super::changes::ChangesData),

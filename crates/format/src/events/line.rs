@@ -89,6 +89,7 @@ impl<'a> RunEvent<'a> {
                 execution,
                 provenance,
             } => EventData::Provenance(ProvenanceData::from(*execution, provenance)),
+            Event::Parented(p) => EventData::Parented(super::parented::ParentedData::from(p)),
             Event::Changes { execution, changes } => {
                 EventData::Changes(super::changes::ChangesData::from(*execution, changes))
             }

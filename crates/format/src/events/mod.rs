@@ -8,6 +8,7 @@ mod derived;
 mod error;
 mod line;
 mod origin;
+mod parented;
 mod parse;
 mod provenance;
 
@@ -17,5 +18,6 @@ pub use derived::{DerivedData, RepoPinData};
 pub use error::EventJsonError;
 pub use line::{event_json, RunEvent};
 pub use origin::{OriginData, OriginKeyData};
+pub use parented::ParentedData;
 pub use parse::event_from_json;
 pub use provenance::*;

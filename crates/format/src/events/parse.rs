@@ -214,6 +214,7 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
                 provenance,
             }
         }
+        "Parented" => read::<super::parented::ParentedData>(data, &what)?.event()?,
         "Changes" => {
             let (execution, changes) =
                 read::<super::changes::ChangesData>(data, &what)?.changes()?;

@@ -1,29 +1,51 @@
-//! The body of a cancel: none, or `{"reason": "…"}` with a reason of at most
+//! The body of a cancel: none, or `{"reason": "…", "cascade": false}` with a reason of at most
 //! `runledger_domain::origin::MAX_REASON` bytes, which the origin of the `Cancelled` event
-//! records. The official clients send no body or `{}`, which ask nothing more than a cancel.
+//! records, and whether the run's unfinished descendants are cancelled with it (they are
+//! unless `cascade` is `false`). The official clients send no body or `{}`, which ask nothing
+//! more than a cancel (and its cascade).
 
 use super::limits::parse_json;
 use crate::problem::ApiError;
 use crate::wire::CancelRequest;
 use runledger_domain::origin::MAX_REASON;
 
-/// The reason a cancel's body gives, if any. An empty body (or only whitespace), `null`, `{}`,
-/// a null or empty reason give none; a body that is not a JSON object with a string `reason`, or a
-/// longer reason, is refused naming `reason`.
-pub fn cancel(body: &[u8]) -> Result<Option<String>, ApiError> {
+/// What a cancel's body asks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cancel {
+    /// Why, in the caller's words; `None` when the body gives none.
+    pub reason: Option<String>,
+    /// Whether the run's unfinished descendants are cancelled too.
+    pub cascade: bool,
+}
+
+/// What a cancel's body asks. An empty body (or only whitespace), `null`, `{}`, a null or
+/// empty reason give no reason, and a missing or null `cascade` cascades; a body that is not
+/// a JSON object with a string `reason` and a boolean `cascade`, or a longer reason, is
+/// refused naming `reason`.
+pub fn cancel(body: &[u8]) -> Result<Cancel, ApiError> {
     if body.iter().all(u8::is_ascii_whitespace) {
-        return Ok(None);
+        return Ok(Cancel {
+            reason: None,
+            cascade: true,
+        });
     }
     // `null` too: the OpenAPI document describes the body as optional, which a generated
     // client may send as JSON `null`.
     let request: Option<CancelRequest> = parse_json(body).map_err(|e| {
         ApiError::bad_request(format!(
-            "the body of a cancel is none or {{\"reason\": \"…\"}}: {}",
+            "the body of a cancel is none or {{\"reason\": \"…\", \"cascade\": true|false}}: {}",
             e.detail
         ))
     })?;
-    let Some(reason) = request.and_then(|r| r.reason) else {
-        return Ok(None);
+    let (reason, cascade) = match request {
+        Some(r) => (r.reason, r.cascade.unwrap_or(true)),
+        None => (None, true),
+    };
+    let Some(reason) = reason else {
+        return Ok(Cancel {
+            reason: None,
+            cascade,
+        });
     };
     if reason.len() > MAX_REASON {
         return Err(ApiError::bad_request(format!(
@@ -36,7 +58,10 @@ pub fn cancel(body: &[u8]) -> Result<Option<String>, ApiError> {
             "reason must not contain control characters",
         ));
     }
-    Ok((!reason.is_empty()).then_some(reason))
+    Ok(Cancel {
+        reason: (!reason.is_empty()).then_some(reason),
+        cascade,
+    })
 }
 
 #[cfg(test)]
@@ -53,7 +78,9 @@ mod tests {
             "{\"reason\": null}",
             "{\"reason\": \"\"}",
         ] {
-            assert_eq!(cancel(body.as_bytes()).expect(body), None, "{body}");
+            let asked = cancel(body.as_bytes()).expect(body);
+            assert_eq!(asked.reason, None, "{body}");
+            assert!(asked.cascade, "{body}");
         }
     }
 
@@ -62,12 +89,26 @@ mod tests {
         let at_limit = "é".repeat(MAX_REASON / 2);
         let body = serde_json::json!({ "reason": at_limit }).to_string();
         assert_eq!(
-            cancel(body.as_bytes()).expect("at the limit"),
+            cancel(body.as_bytes()).expect("at the limit").reason,
             Some(at_limit)
         );
         let over = serde_json::json!({ "reason": "x".repeat(MAX_REASON + 1) }).to_string();
         let error = cancel(over.as_bytes()).expect_err("over the limit");
         assert!(error.detail.contains("reason"), "{}", error.detail);
+    }
+
+    #[test]
+    fn cascade_false_keeps_the_descendants_running() {
+        let asked = cancel(br#"{"cascade": false, "reason": "r"}"#).expect("valid");
+        assert_eq!(
+            asked,
+            Cancel {
+                reason: Some("r".into()),
+                cascade: false
+            }
+        );
+        assert!(cancel(br#"{"cascade": true}"#).expect("valid").cascade);
+        assert!(cancel(br#"{"cascade": "no"}"#).is_err());
     }
 
     #[test]

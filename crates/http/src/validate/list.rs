@@ -8,9 +8,9 @@ use crate::wire::{parse_time, FOREIGN_STATES, MAX_METADATA_FILTERS, SORT_BY, SOR
 use runledger_domain::{RunState, SourceType, Timestamp};
 use runledger_runs::query::{Cursor, Query};
 
-/// List filters of the hosted service that name things runledger runs never have (parent runs,
+/// List filters of the hosted service that name things runledger runs never have (factories,
 /// automations): with any of them, whatever its value, nothing matches.
-pub const MATCH_NOTHING_PARAMS: [&str; 3] = ["ancestor_run_id", "factory_uid", "automation_id"];
+pub const MATCH_NOTHING_PARAMS: [&str; 2] = ["factory_uid", "automation_id"];
 
 /// Artifact types of the hosted service that runledger's agents never report. As
 /// `artifact_type` filters they are accepted and match nothing, like `FOREIGN_STATES`.
@@ -40,6 +40,8 @@ struct ListParams {
     schedule_id: Option<String>,
     /// The last `rerun_of` given, read once every parameter is (`rerun_filter`).
     rerun_of: Option<String>,
+    /// The last `ancestor_run_id` given, read once every parameter is (`ancestor_filter`).
+    ancestor_run_id: Option<String>,
 }
 
 impl Default for ListParams {
@@ -53,6 +55,7 @@ impl Default for ListParams {
             foreign_state: false,
             schedule_id: None,
             rerun_of: None,
+            ancestor_run_id: None,
         }
     }
 }
@@ -92,6 +95,7 @@ impl ListParams {
             "environment_id" => q.environment_id = Some(exact_filter(key, value)?),
             "schedule_id" => self.schedule_id = Some(exact_filter(key, value)?),
             "rerun_of" => self.rerun_of = Some(exact_filter(key, value)?),
+            "ancestor_run_id" => self.ancestor_run_id = Some(exact_filter(key, value)?),
             "source" => {
                 q.source = Some(SourceType::parse(&value).ok_or_else(|| {
                     ApiError::bad_request(format!("source {value:?} is not a known source type"))
@@ -151,6 +155,12 @@ impl ListParams {
         if let Some(rerun_of) = &self.rerun_of {
             rerun_filter(&mut q, rerun_of);
         }
+        if let Some(ancestor) = &self.ancestor_run_id {
+            match canonical_run_id(ancestor) {
+                Some(id) => q.ancestor_run_id = Some(id),
+                None => q.matches_nothing = true,
+            }
+        }
         if let Some(c) = self.cursor {
             q.cursor = Some(
                 Cursor::decode(&c)
@@ -197,15 +207,20 @@ fn schedule_filter(q: &mut Query, value: &str) {
 /// Sets the filter `rerun_of=value`, a run id kept in its canonical text like a schedule id
 /// (`schedule_filter`); a value that is no run id of this server matches nothing.
 fn rerun_filter(q: &mut Query, value: &str) {
-    let canonical = value
-        .parse::<runledger_domain::RunId>()
-        .map(|id| id.to_string())
-        .ok()
-        .filter(|id| id.eq_ignore_ascii_case(value));
-    match canonical {
+    match canonical_run_id(value) {
         Some(id) => q.rerun_of = Some(id),
         None => q.matches_nothing = true,
     }
+}
+
+/// `value` as the API writes a run id, if it is one in any case; `None` for a value that is
+/// no run id of this server (the filter then matches nothing).
+fn canonical_run_id(value: &str) -> Option<String> {
+    value
+        .parse::<runledger_domain::RunId>()
+        .map(|id| id.to_string())
+        .ok()
+        .filter(|id| id.eq_ignore_ascii_case(value))
 }
 
 /// A time filter in milliseconds: rounded up (`ceil`) for an exclusive upper bound, so that a
@@ -290,7 +305,7 @@ mod tests {
         let q = list_query(&format!("schedule_id={id}&schedule_id=nope")).expect("valid");
         assert!(q.matches_nothing);
         // With a foreign parameter too, still nothing.
-        let q = list_query(&format!("schedule_id={id}&ancestor_run_id=x")).expect("valid");
+        let q = list_query(&format!("schedule_id={id}&factory_uid=x")).expect("valid");
         assert!(q.matches_nothing);
         assert_eq!(
             refusal(list_query("schedule_id=")),

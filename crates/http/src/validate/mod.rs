@@ -26,7 +26,7 @@ pub use attachments::{
     MAX_ATTACHMENT_NAME_BYTES,
 };
 pub use audit::{audit_query, AuditRequest, DEFAULT_AUDIT_LIMIT, MAX_AUDIT_LIMIT};
-pub use cancel::cancel;
+pub use cancel::{cancel, Cancel};
 pub use followup::followup;
 pub use limits::{
     check_len, metadata, parse_json, DEFAULT_EVENTS_LIMIT, DEFAULT_TRANSCRIPT_LIMIT,

@@ -297,6 +297,8 @@ proptest! {
             artifact_type: spec.artifact_type,
             schedule_id: spec.schedule_id.map(|id| id.to_string()),
             rerun_of: None,
+            ancestor_run_id: None,
+            parent_run_id: None,
         };
         prop_assert_eq!(q, expected);
     }
@@ -355,7 +357,7 @@ proptest! {
             body["title"] = t.clone().into();
         }
         let body = serde_json::to_vec(&body).expect("json");
-        let (created, uploads) = create(&body, &config(), creator())
+        let (created, uploads, _) = create(&body, &config(), creator())
             .map_err(|e| TestCaseError::fail(e.to_string()))?;
         prop_assert!(uploads.is_empty());
         let environment = environment.unwrap_or("demo");

@@ -9,7 +9,7 @@ use super::limits::{check_len, metadata, parse_json, MAX_PROMPT_BYTES, MAX_TITLE
 use crate::problem::ApiError;
 use crate::wire::RunAgentRequest;
 use runledger_config::Config;
-use runledger_domain::{Creator, RunCreated, SourceType};
+use runledger_domain::{Creator, RunCreated, RunId, SourceType};
 use runledger_runs::actor::Upload;
 
 const TITLE_FROM_PROMPT_CHARS: usize = 80;
@@ -28,15 +28,21 @@ pub fn title_from(prompt: &str) -> String {
     format!("{}…", cut.trim_end())
 }
 
-/// Validates a create request into the `Created` event's payload and the attachments to store.
+/// Validates a create request into the `Created` event's payload, the attachments to store
+/// and the run that spawns it (`parent_run_id`, whose existence the handler checks).
 pub fn create(
     body: &[u8],
     config: &Config,
     creator: Creator,
-) -> Result<(RunCreated, Vec<Upload>), ApiError> {
+) -> Result<(RunCreated, Vec<Upload>, Option<RunId>), ApiError> {
     crate::fields::check(body, &crate::fields::RUN)?;
     let request: RunAgentRequest = parse_json(body)?;
     let uploads = attachments(request.attachments)?;
+    let parent = request
+        .parent_run_id
+        .as_deref()
+        .map(parent_id)
+        .transpose()?;
     let prompt = request.prompt.unwrap_or_default();
     check_len("prompt", &prompt, MAX_PROMPT_BYTES)?;
     let has_skill = request.skill.is_some()
@@ -76,7 +82,16 @@ pub fn create(
         source: SourceType::Api,
         metadata: metadata(request.metadata)?,
     };
-    Ok((created, uploads))
+    Ok((created, uploads, parent))
+}
+
+/// `parent_run_id` as a run id: a value that is no run id names no run, so it is refused as
+/// an unknown parent is (`crate::tree`), naming the field.
+fn parent_id(raw: &str) -> Result<RunId, ApiError> {
+    raw.parse().map_err(|_| {
+        let shown: String = raw.chars().take(64).collect();
+        ApiError::bad_request(format!("parent_run_id: no run with id {shown:?}"))
+    })
 }
 
 #[cfg(test)]

@@ -35,6 +35,10 @@ pub struct RunAgentRequest {
     /// starts.
     #[schema(max_items = 5)]
     pub attachments: Option<Vec<AttachmentInput>>,
+    /// The run that spawns this one (its id, a ULID): it must exist and be visible to the
+    /// key. The new run is its child, within `max_depth` and `max_children` (`docs/api.md`).
+    #[schema(max_length = 64)]
+    pub parent_run_id: Option<String>,
 }
 
 /// A file attached to a create (OpenAPI `AttachmentInput`).
@@ -73,6 +77,9 @@ pub struct CancelRequest {
     /// 1024 bytes, no control characters.
     #[schema(max_length = 1024)]
     pub reason: Option<String>,
+    /// Whether the run's unfinished descendants are cancelled with it (runledger's extension
+    /// for trees of runs); `true` when absent.
+    pub cascade: Option<bool>,
 }
 
 /// Request body of a key create.

@@ -96,6 +96,11 @@ pub struct RunItem<'a> {
     /// For a fork (`POST /agent/runs/{id}/fork`): the run and execution it started from.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub forked_from: Option<super::ForkedFrom<'a>>,
+    /// The run that spawned this one (`parent_run_id` at create); absent on a run no run
+    /// spawned. Its ancestors further up are the parent's own `parent_run_id`s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub parent_run_id: Option<&'a str>,
     /// The run this one reruns (runledger only; `POST /agent/runs/{id}/rerun`); absent on
     /// every other run.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -228,6 +233,7 @@ impl<'a> RunItem<'a> {
                 .collect(),
             artifacts: run.artifacts.iter().map(ArtifactItem::from).collect(),
             forked_from: super::ForkedFrom::of(run),
+            parent_run_id: run.parent.as_ref().map(|p| p.parent.as_str()),
             rerun_of: match &run.derived {
                 Some(runledger_domain::RunDerivation {
                     from,

@@ -14,8 +14,9 @@
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
 //! executions report back), `causes` (how the service words the origins of what it
 //! records on its own), `error`, and one file per edge handle
-//! (`admin_audit`: the admin audit log; `changes`: what executions changed), gathered by `handles`
-//! (`history`, the past states, is reached through `RunHandle::history`).
+//! (`admin_audit`: the admin audit log; `changes`: what executions changed), gathered by
+//! `handles` (`history`, the past states, is reached through `RunHandle::history`; `tree`, the
+//! children and descendants of runs, adds its methods to `RunHandle`).
 
 mod admin_audit;
 mod artifacts;
@@ -35,6 +36,7 @@ mod run_handle;
 mod runs;
 mod status;
 mod transcripts;
+mod tree;
 
 pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_PAGE};
 pub use artifacts::{Artifacts, Upload};
@@ -51,6 +53,7 @@ pub use run_handle::RunHandle;
 pub use runs::Runs;
 pub use status::{Status, StoreHealth};
 pub use transcripts::TranscriptReader;
+pub use tree::ChildError;
 
 /// One stored event with its place in the run's log and the time it was recorded, as
 /// `RunHandle::durable_events` yields it.

@@ -124,7 +124,7 @@ impl Runs {
         self.execute_inner(id, command, origin, false).await
     }
 
-    async fn execute_inner(
+    pub(super) async fn execute_inner(
         &self,
         id: RunId,
         command: Command,
@@ -187,7 +187,10 @@ impl Runs {
     }
 
     /// Holds a place for a run about to be created in the queues' caps, until it is queued.
-    fn reserve(&self, created: &RunAdmitted) -> Result<runledger_exec::Reservation, Error> {
+    pub(super) fn reserve(
+        &self,
+        created: &RunAdmitted,
+    ) -> Result<runledger_exec::Reservation, Error> {
         Ok(self.inner.executor.reserve(
             &created.team,
             created.created.config.environment_id.as_deref(),

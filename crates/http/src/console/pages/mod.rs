@@ -5,6 +5,7 @@
 
 mod changes_event;
 mod display;
+mod family;
 mod filters;
 mod forms;
 mod gate;

@@ -1,5 +1,5 @@
 //! One run's page: its head (title, state, cancel, share link), details, prompt, attachments
-//! and artifacts rendered here, the timeline and "the run at this event" (`timeline`), and the
+//! and artifacts rendered here, its parent and children (`family`), the timeline and "the run at this event" (`timeline`), and the
 //! frames the script fills live (transcript, follow-up).
 
 use actix_web::http::StatusCode;
@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::super::respond::html;
 use super::display::{state_badge, text, when};
+use super::family;
 use super::gate::gate;
 use super::layout::{error_page, layout};
 use super::timeline;
@@ -48,6 +49,11 @@ pub(in crate::console) async fn run(
         Ok(events) => events,
         Err(e) => return error_page(Some(&who), &e),
     };
+    let family =
+        match crate::tree::family(&state, &who.key, &current, family::SHOWN_CHILDREN + 1).await {
+            Ok((parent, children)) => family::section(&current, parent.as_ref(), &children),
+            Err(e) => return error_page(Some(&who), &e),
+        };
     let id = escape(text(&run["run_id"]));
     let title = match text(&run["title"]) {
         "" => "(untitled)",
@@ -58,6 +64,7 @@ pub(in crate::console) async fn run(
     body.push_str(&details(&run, &id));
     body.push_str(&prompt_and_attachments(&run));
     body.push_str(&artifacts(&run));
+    body.push_str(&family);
     body.push_str(&super::provenance::section(&run));
     live_frames(&mut body, &events);
     html(StatusCode::OK, layout(title, Some(&who), "run", &body))

@@ -195,6 +195,7 @@ fn event_item(run: &Run, envelope: &Envelope, at: Option<u64>, names: &mut Names
                 "message",
                 "artifact_type",
                 "uid",
+                "parent_run_id",
             ]
             .contains(&k.as_str())
             {
