@@ -5,7 +5,8 @@
 //! commit; the agent's index and branches are left as the agent left them. Hostile: a link to
 //! `/etc/shadow` is a link, a FIFO does not hang, a secret written to a file is redacted, a
 //! `.git/config` with `core.fsmonitor` and a filter driver runs neither, an assume-unchanged
-//! mark hides nothing, a file beyond `changes_max_mb` keeps its summary and cuts the diff;
+//! mark hides nothing, a sparse file of a terabyte is left out (and said so) rather than
+//! hashed, a file beyond `changes_max_mb` keeps its summary and cuts the diff;
 //! another team's key gets 404.
 
 use crate::common;
@@ -359,6 +360,7 @@ echo changed >> keep.txt
 git update-index --assume-unchanged keep.txt
 ln -s /etc/shadow shadow-link
 mkfifo pipe
+truncate -s 1T sparse.bin
 echo "token=$DEPLOY_KEY" > secret.txt
 echo '*.txt filter=evil' > .gitattributes
 git config filter.evil.clean 'sh -c "touch .git/filter-ran; cat"'
@@ -401,6 +403,14 @@ echo done"#,
     assert_eq!(found["shadow-link"].0, "symlink", "{changes}");
     assert!(!found.contains_key("pipe"), "{changes}");
     assert!(found.contains_key("secret.txt"), "{changes}");
+    // A file claiming a terabyte is left out, and said so, instead of hashed.
+    assert!(!found.contains_key("sparse.bin"), "{changes}");
+    assert!(
+        changes["executions"][0]["repositories"][0]["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("1 untracked file(s) larger than 256 MiB were left out")),
+        "{changes}"
+    );
     let ws = workspace(&s, &id);
     assert!(
         !ws.join(".git/fsmonitor-ran").exists(),

@@ -73,6 +73,7 @@ pub(crate) fn safe_env(
     set("GIT_DIR", git_dir.display().to_string());
     set("GIT_WORK_TREE", work_tree.display().to_string());
     set("GIT_INDEX_FILE", index.display().to_string());
+    let large = format!("{}.large", index.display());
     if let Some(parent) = work_tree.parent() {
         set("GIT_CEILING_DIRECTORIES", parent.display().to_string());
     }
@@ -80,6 +81,8 @@ pub(crate) fn safe_env(
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
+    // The untracked files over `LARGE_FILE_MB` that the scripts list before `git add`.
+    forced.push(("core.excludesFile".into(), large));
     forced.extend(filter_overrides(filters));
     set("GIT_CONFIG_COUNT", forced.len().to_string());
     for (n, (key, value)) in forced.into_iter().enumerate() {
@@ -124,22 +127,36 @@ pub(crate) fn filter_names(output: &[u8]) -> Vec<String> {
     names
 }
 
+/// Files larger than this are left out of the comparison (an untracked one is not hashed at
+/// all: a sparse file claiming a terabyte would take hours), and counted.
+pub(crate) const LARGE_FILE_MB: u64 = 256;
+
+/// Lists the untracked-to-be files over `LARGE_FILE_MB` as anchored, escaped ignore patterns
+/// into `$GIT_INDEX_FILE.large` (the `core.excludesFile` of `safe_env`); `find` never follows a
+/// link.
+const LIST_LARGE: &str = r#"( cd "$GIT_WORK_TREE" && find . -path ./.git -prune -o -type f -size +262144k -print ) 2>/dev/null | sed 's/[][*?\\!#]/\\&/g; s/^\.//' > "$GIT_INDEX_FILE.large" || :"#;
+
 /// At an execution's start: a repository's commit (`$1` = `repo`), or for a plain workspace
 /// (`$1` = `plain`) the tree of its files, written into the private repository.
-pub(crate) fn start_script() -> &'static str {
-    r#"set -e
-if [ "$1" = repo ]; then exec git rev-parse --verify -q 'HEAD^{commit}'; fi
+pub(crate) fn start_script() -> String {
+    format!(
+        r#"set -e
+if [ "$1" = repo ]; then exec git rev-parse --verify -q 'HEAD^{{commit}}'; fi
 [ -f "$GIT_DIR/HEAD" ] || (unset GIT_WORK_TREE GIT_INDEX_FILE; git init -q --bare "$GIT_DIR" >/dev/null)
+{LIST_LARGE}
 git add -A --ignore-errors >/dev/null || true
 exec git write-tree"#
+    )
 }
 
 /// At an execution's end: the working tree into the temporary index (a copy of the
 /// repository's own when `$1` names it, with every assume-unchanged and skip-worktree mark
 /// taken off so nothing is hidden; `-`: the private index as it is), its tree on the first
-/// line, then the raw and numstat records of its difference from `$2`.
-pub(crate) fn end_script() -> &'static str {
-    r#"set -e
+/// line (with the number of files left out as larger than `LARGE_FILE_MB`), then the raw and
+/// numstat records of its difference from `$2`.
+pub(crate) fn end_script() -> String {
+    format!(
+        r#"set -e
 if [ "$1" != - ]; then
   rm -f -- "$GIT_INDEX_FILE" "$GIT_INDEX_FILE.marked"
   if [ -f "$1" ] && [ ! -L "$1" ]; then
@@ -148,11 +165,15 @@ if [ "$1" != - ]; then
     git update-index -z --no-skip-worktree --stdin < "$GIT_INDEX_FILE.marked"
     git update-index -z --no-assume-unchanged --stdin < "$GIT_INDEX_FILE.marked"
   fi
+else
+  [ -f "$GIT_DIR/HEAD" ] || (unset GIT_WORK_TREE GIT_INDEX_FILE; git init -q --bare "$GIT_DIR" >/dev/null)
 fi
+{LIST_LARGE}
 git add -A --ignore-errors >/dev/null || true
 tree=$(git write-tree)
-printf '%s\n' "$tree"
+printf '%s %s\n' "$tree" "$(wc -l < "$GIT_INDEX_FILE.large")"
 exec git diff --raw --numstat -z -M --no-abbrev --no-ext-diff --no-textconv --no-color "$2" "$tree" --"#
+    )
 }
 
 /// `git diff` of `base` to `tree` as a patch `git apply` takes, paths prefixed with `path`

@@ -7,5 +7,7 @@
 mod git;
 mod summary;
 
-pub(crate) use git::{diff_args, end_script, filter_names, safe_env, start_script, FILTER_LIST};
+pub(crate) use git::{
+    diff_args, end_script, filter_names, safe_env, start_script, FILTER_LIST, LARGE_FILE_MB,
+};
 pub(crate) use summary::{cut_diff, parse_summary, MAX_FILES};

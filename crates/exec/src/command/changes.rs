@@ -132,8 +132,14 @@ pub(super) async fn take_bases(x: &mut Execution<'_>) {
         if bases.contains_key(&target.path) {
             continue;
         }
+        // An empty workspace (no setup, no attachments) is the empty tree: no git to run.
+        if !target.repository && is_empty(&target.work_tree) {
+            bases.insert(target.path.clone(), EMPTY_TREE.to_string());
+            changed = true;
+            continue;
+        }
         let mode = if target.repository { "repo" } else { "plain" };
-        let args = script(changes::start_script(), &[mode]);
+        let args = script(&changes::start_script(), &[mode]);
         match git(x, &target, &[], "sh", &args, 4096).await {
             Ok((out, _)) => {
                 let base = String::from_utf8_lossy(&out).trim().to_ascii_lowercase();
@@ -205,6 +211,17 @@ pub(super) async fn compute(x: &mut Execution<'_>) -> Option<ExecutionChanges> {
                         changes::MAX_FILES
                     ));
                 }
+                if found.large > 0 {
+                    let note = format!(
+                        "{} untracked file(s) larger than {} MiB were left out",
+                        found.large,
+                        changes::LARGE_FILE_MB
+                    );
+                    entry.error = Some(match entry.error.take() {
+                        Some(e) => format!("{e}; {note}"),
+                        None => note,
+                    });
+                }
                 cut |= found.cut;
                 diff.extend_from_slice(&found.diff);
             }
@@ -269,15 +286,36 @@ pub(super) async fn compute(x: &mut Execution<'_>) -> Option<ExecutionChanges> {
     Some(changes)
 }
 
+/// Git's empty tree: the base of a workspace that was empty at its start.
+const EMPTY_TREE: &str = "4b825dc642cb6eb9a060e54bf8d69288fbee4904";
+
+/// Whether the directory has no entry (its names only are read, never a file of the agent's).
+fn is_empty(dir: &Path) -> bool {
+    safe_fs::Dir::open(dir)
+        .and_then(|d| d.names())
+        .is_ok_and(|names| names.is_empty())
+}
+
 /// What one place changed.
 struct Found {
     files: Vec<runledger_domain::ChangedFile>,
     more: u64,
+    /// Untracked files over `LARGE_FILE_MB`, left out.
+    large: u64,
     diff: Vec<u8>,
     cut: bool,
 }
 
 async fn one(x: &Execution<'_>, target: &Target, base: &str, room: usize) -> Result<Found, String> {
+    if !target.repository && base == EMPTY_TREE && is_empty(&target.work_tree) {
+        return Ok(Found {
+            files: Vec::new(),
+            more: 0,
+            large: 0,
+            diff: Vec::new(),
+            cut: false,
+        });
+    }
     // The repository's filter drivers, turned off for the rest (a plain workspace's private
     // repository has none).
     let filters = if target.repository {
@@ -295,7 +333,7 @@ async fn one(x: &Execution<'_>, target: &Target, base: &str, room: usize) -> Res
     } else {
         "-".into()
     };
-    let args = script(changes::end_script(), &[&source, base]);
+    let args = script(&changes::end_script(), &[&source, base]);
     let (out, truncated) = git(x, target, &filters, "sh", &args, SUMMARY_BYTES).await?;
     if truncated {
         return Err("git's list of changed files is too long".into());
@@ -304,7 +342,10 @@ async fn one(x: &Execution<'_>, target: &Target, base: &str, room: usize) -> Res
         .iter()
         .position(|b| *b == b'\n')
         .ok_or("git printed no tree")?;
-    let tree = String::from_utf8_lossy(&out[..newline]).trim().to_string();
+    let first = String::from_utf8_lossy(&out[..newline]).to_string();
+    let mut words = first.split_whitespace();
+    let tree = words.next().unwrap_or_default().to_string();
+    let large = words.next().and_then(|n| n.parse().ok()).unwrap_or(0);
     if !crate::repos::is_commit_id(&tree) {
         return Err(format!("git printed {tree:?}, not a tree"));
     }
@@ -313,6 +354,7 @@ async fn one(x: &Execution<'_>, target: &Target, base: &str, room: usize) -> Res
         return Ok(Found {
             files,
             more,
+            large,
             diff: Vec::new(),
             cut: false,
         });
@@ -323,6 +365,7 @@ async fn one(x: &Execution<'_>, target: &Target, base: &str, room: usize) -> Res
     Ok(Found {
         files,
         more,
+        large,
         diff,
         cut,
     })
