@@ -17,6 +17,7 @@ mod audit_query;
 mod backup;
 mod bundle;
 mod chains;
+mod changes;
 mod cli;
 mod console;
 mod corpus;

@@ -246,7 +246,9 @@ fn long_history(exported: &str, total: u64) -> Vec<String> {
     let lines: Vec<&str> = exported
         .lines()
         .filter(|l| {
-            !l.contains("\"type\":\"UsageRecorded\"") && !l.contains("\"type\":\"Provenance\"")
+            !l.contains("\"type\":\"UsageRecorded\"")
+                && !l.contains("\"type\":\"Provenance\"")
+                && !l.contains("\"type\":\"Changes\"")
         })
         .collect();
     assert_eq!(lines.len(), 3, "{exported}");
@@ -443,7 +445,13 @@ async fn a_history_of_20000_events_is_paged_streamed_and_exported_whole() {
         .collect();
     assert_eq!(
         kinds,
-        ["FollowupReceived", "Started", "Provenance", "Succeeded"]
+        [
+            "FollowupReceived",
+            "Started",
+            "Provenance",
+            "Changes",
+            "Succeeded"
+        ]
     );
     assert_eq!(s.events(&id).await.len(), streamed.len());
 }

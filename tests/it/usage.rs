@@ -81,6 +81,7 @@ async fn compute_cost_needs_a_price_and_a_later_price_does_not_rewrite_history()
             "Created",
             "Started",
             "Provenance",
+            "Changes",
             "UsageRecorded",
             "Succeeded"
         ],

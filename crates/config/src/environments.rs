@@ -71,7 +71,15 @@ pub struct Environment {
     pub snapshots: Option<Snapshots>,
     /// This environment's own `max_depth` and `max_children` (`crate::tree`).
     pub tree: crate::tree::EnvironmentTreeLimits,
+    /// The most bytes of the diff an execution's changes keep (`changes_max_mb`); a longer
+    /// diff is cut at a file's start and marked so, its summary kept whole.
+    pub changes_max_bytes: u64,
 }
+
+/// `changes_max_mb` when the file sets none.
+pub const DEFAULT_CHANGES_MAX_MB: u64 = 10;
+/// The largest `changes_max_mb`: the diff is held in memory while it is redacted and stored.
+pub const MAX_CHANGES_MAX_MB: u64 = 1024;
 
 /// How big an execution's snapshot may be; a bigger one is not kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -122,6 +130,7 @@ impl Environment {
             slurm: None,
             snapshots: None,
             tree: crate::tree::EnvironmentTreeLimits::default(),
+            changes_max_bytes: DEFAULT_CHANGES_MAX_MB << 20,
         }
     }
 }
@@ -157,6 +166,11 @@ fn environment(
     let sandbox = containment(at, &env)?;
     let slurm = slurm(at, &env, sandbox)?;
     let snapshots = snapshots(at, &env)?;
+    let changes_max_mb = Range::between(1, MAX_CHANGES_MAX_MB, "a size", "MiB").or_default(
+        &format!("{at}.changes_max_mb"),
+        env.changes_max_mb,
+        DEFAULT_CHANGES_MAX_MB,
+    )?;
     let repos = repos(at, env.repos)?;
     let max_concurrent =
         Range::at_least(1).or_default(&format!("{at}.max_concurrent"), env.max_concurrent, 64)?;
@@ -209,6 +223,7 @@ fn environment(
         slurm,
         snapshots,
         tree: crate::tree::tree_limits(at, env.max_depth, env.max_children)?,
+        changes_max_bytes: changes_max_mb << 20,
     })
 }
 

@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::ExecutionChanges;
+pub use super::content::Content;
 use super::ids::{ScheduleId, Timestamp};
 use super::provenance::ExecutionProvenance;
 
@@ -117,6 +119,13 @@ pub enum Event {
     /// The run's agent or worker reported a lifecycle event itself (`POST /agent/events/{id}`);
     /// a report that ends the run is followed, in the same decision, by the event that ends it.
     LifecycleReported(crate::messages::ReportedLifecycle),
+    /// What execution `execution` left changed in its workspace, from the run's base
+    /// (`crate::changes`): recorded after its agent exits and before its end, once per
+    /// execution; a failure to compute is recorded in it, never as the run's failure.
+    Changes {
+        execution: u32,
+        changes: ExecutionChanges,
+    },
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -168,6 +177,7 @@ impl Event {
                 artifact.kind.content().into_iter().collect()
             }
             Event::Attached { attachments } => attachments.iter().map(|a| &a.content).collect(),
+            Event::Changes { changes, .. } => changes.diff.iter().collect(),
             _ => Vec::new(),
         }
     }
@@ -200,6 +210,7 @@ impl Event {
             Event::MessageDelivered { .. } => "MessageDelivered",
             Event::MessageRead { .. } => "MessageRead",
             Event::LifecycleReported(_) => "LifecycleReported",
+            Event::Changes { .. } => "Changes",
         }
     }
 }
@@ -448,16 +459,6 @@ impl CostSource {
             .into_iter()
             .find(|c| c.as_str() == s)
     }
-}
-
-/// Bytes kept beside the log in the content store, addressed by their SHA-256. The same bytes
-/// are stored once however many runs carry them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Content {
-    pub sha256: [u8; 32],
-    pub size: u64,
-    /// The media type the bytes are served with.
-    pub mime_type: String,
 }
 
 /// Something an execution produced (OpenAPI `ArtifactItem`).

@@ -110,7 +110,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::MessageReceived(_)
         | Event::MessageDelivered { .. }
         | Event::MessageRead { .. }
-        | Event::LifecycleReported(_) => None,
+        | Event::LifecycleReported(_)
+        | Event::Changes { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

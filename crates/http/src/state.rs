@@ -39,6 +39,8 @@ pub struct AppState {
     pub messages: runledger_runs::actor::Messages,
     /// Event polling and reported lifecycle events (`agent_events.rs`).
     pub agent_events: runledger_runs::actor::AgentEvents,
+    /// What each execution changed, and the run's patch (`changes.rs`).
+    pub changes: runledger_runs::actor::Changes,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -78,6 +80,7 @@ impl AppState {
             bundles,
             messages,
             agent_events,
+            changes,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -93,6 +96,7 @@ impl AppState {
             bundles,
             messages,
             agent_events,
+            changes,
             schedules,
             config,
             public_url,

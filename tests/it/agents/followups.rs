@@ -67,7 +67,13 @@ async fn followups_reach_stdin_and_a_finished_run_resumes_as_a_new_execution() {
         .iter()
         .map(|e| e["type"].as_str().unwrap_or(""))
         // `Provenance` (before each agent) is tests/it/provenance.rs's.
-        .filter(|k| *k != "FollowupsDelivered" && *k != "UsageRecorded" && *k != "Provenance")
+        // `Changes` (after each agent) is tests/it/changes.rs's.
+        .filter(|k| {
+            *k != "FollowupsDelivered"
+                && *k != "UsageRecorded"
+                && *k != "Provenance"
+                && *k != "Changes"
+        })
         .collect();
     assert_eq!(
         kinds,
@@ -121,12 +127,16 @@ fi"#,
     let id = s.create(json!({"prompt": "work"})).await;
     s.wait_state(&id, "INPROGRESS").await;
     // The first fills most of the pipe (64 KiB); the second cannot be written.
+    // The second is sent once the first was taken: the agent starts after its workspace's
+    // base is taken (tests/it/changes.rs), and both would otherwise wait for its start.
     for name in ["first", "second"] {
         let message = format!("{name}.{}", "x".repeat(60 * 1024));
         let (status, body) = s.followup(&id, json!({ "message": message })).await;
         assert_eq!(status, 200, "{body}");
+        if name == "first" {
+            s.wait_events(&id, "FollowupsDelivered", 1).await;
+        }
     }
-    s.wait_events(&id, "FollowupsDelivered", 1).await;
     // The harness gives up writing after 5 s; until then the agent keeps running.
     // (With a margin for a loaded machine, where the write starts late.)
     tokio::time::sleep(std::time::Duration::from_secs(9)).await;
@@ -151,7 +161,7 @@ fi"#,
         .await
         .iter()
         .map(|e| e["type"].as_str().unwrap_or("").to_string())
-        .filter(|kind| kind != "UsageRecorded" && kind != "Provenance")
+        .filter(|kind| kind != "UsageRecorded" && kind != "Provenance" && kind != "Changes")
         .collect();
     assert_eq!(
         kinds,
@@ -228,7 +238,9 @@ echo '{"type":"turn.completed","usage":{"input_tokens":1,"output_tokens":1}}'"#,
         .events(&id)
         .await
         .into_iter()
-        .filter(|e| e["type"] != "UsageRecorded" && e["type"] != "Provenance")
+        .filter(|e| {
+            e["type"] != "UsageRecorded" && e["type"] != "Provenance" && e["type"] != "Changes"
+        })
         .collect();
     let kinds: Vec<&str> = events
         .iter()

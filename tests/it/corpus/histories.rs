@@ -136,6 +136,7 @@ fn variant(event: &Event) -> usize {
         Event::MessageDelivered { .. } => 21,
         Event::MessageRead { .. } => 22,
         Event::LifecycleReported(_) => 23,
+        Event::Changes { .. } => 24,
     }
 }
 
@@ -158,7 +159,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=23).collect(), "every event variant");
+    assert_eq!(variants, (0..=24).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

@@ -399,6 +399,23 @@ pub fn all() -> Vec<Made> {
                  message sent, and a success the worker reported; schema version 2 records",
                 false,
             ),
+        Builder::new(10)
+            .then(Command::create(admitted(), Vec::new(), None), api(None))
+            .then(start(), system("a slot came free"))
+            .then(
+                Command::RecordChanges {
+                    execution: 1,
+                    changes: changes(),
+                },
+                system("execution 1's agent exited: what it changed was computed"),
+            )
+            .then(ok(1), system("the agent exited"))
+            .made(
+                "rules-v2-changes",
+                "an execution that recorded what it changed before its end; schema version 2 \
+                 records",
+                false,
+            ),
     ]
 }
 
@@ -413,6 +430,13 @@ fn received_message() -> Command {
     match sample("message_received") {
         Event::MessageReceived(message) => Command::ReceiveMessage(message),
         _ => unreachable!("the sample is a received message"),
+    }
+}
+
+fn changes() -> runledger::domain::ExecutionChanges {
+    match sample("changes") {
+        Event::Changes { changes, .. } => changes,
+        _ => unreachable!("the sample is changes"),
     }
 }
 

@@ -100,6 +100,7 @@ async fn the_openapi_document_describes_every_route() {
         "GET /api/v1/agent/runs/{run_id}/deliveries",
         "GET /api/v1/agent/runs/{run_id}/events",
         "GET /api/v1/agent/runs/{run_id}/export",
+        "GET /api/v1/agent/runs/{run_id}/changes",
         "GET /api/v1/agent/runs/{run_id}/proof",
         "GET /api/v1/agent/runs/{run_id}/states",
         "POST /api/v1/agent/runs/{run_id}/followups",

@@ -563,13 +563,14 @@ mod tests {
             Event::MessageDelivered { .. } => 21,
             Event::MessageRead { .. } => 22,
             Event::LifecycleReported(_) => 23,
+            Event::Changes { .. } => 24,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
         assert_eq!(
             covered,
             [
                 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15, 16, 16, 17, 18,
-                19, 20, 21, 22, 23
+                19, 20, 21, 22, 23, 24
             ]
         );
         for (seq, event) in events.into_iter().enumerate() {

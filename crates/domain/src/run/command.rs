@@ -99,6 +99,12 @@ pub enum Command {
         ref_id: Option<String>,
         by: String,
     },
+    /// What execution `execution` left changed in its workspace, computed by the shell after
+    /// its agent exited and before its end is reported.
+    RecordChanges {
+        execution: u32,
+        changes: crate::changes::ExecutionChanges,
+    },
 }
 
 impl Command {

@@ -174,6 +174,8 @@ pub fn evolve(run: Option<Run>, id: RunId, event: &Event, at: Timestamp) -> Opti
         | Event::MessageDelivered { .. }
         | Event::MessageRead { .. }
         | Event::LifecycleReported(_) => {}
+        // Read back from the log by the changes endpoint; the run's state does not hold them.
+        Event::Changes { .. } => {}
     }
     Some(run)
 }

@@ -171,6 +171,9 @@ pub enum EventData<'a> {
     /// The run's agent or worker reported a lifecycle event itself (`POST
     /// /api/v1/agent/events/{runId}`).
     LifecycleReported(super::messages::LifecycleReportedData),
+    /// What the workspace held changed at the execution's end, from the run's base
+    /// (`docs/api.md`, "Changes").
+    Changes(super::changes::ChangesData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

@@ -115,6 +115,9 @@ impl<'a> RunEvent<'a> {
             Event::LifecycleReported(r) => {
                 EventData::LifecycleReported(super::messages::LifecycleReportedData::from(r))
             }
+            Event::Changes { execution, changes } => {
+                EventData::Changes(super::changes::ChangesData::from(*execution, changes))
+            }
         };
         RunEvent {
             run_id: e.run_id.to_string(),

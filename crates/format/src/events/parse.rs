@@ -233,6 +233,11 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
         "LifecycleReported" => {
             read::<super::messages::LifecycleReportedData>(data, &what)?.event()?
         }
+        "Changes" => {
+            let (execution, changes) =
+                read::<super::changes::ChangesData>(data, &what)?.changes()?;
+            Event::Changes { execution, changes }
+        }
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

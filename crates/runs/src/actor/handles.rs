@@ -7,6 +7,7 @@ use super::agent_events::AgentEvents;
 use super::artifacts::Artifacts;
 use super::audit::Audit;
 use super::bundles::Bundles;
+use super::changes::Changes;
 use super::deliveries::Deliveries;
 use super::messages::Messages;
 use super::run_handle::RunHandle;
@@ -42,6 +43,8 @@ pub struct EdgeHandles {
     pub messages: Messages,
     /// Event polling and reported lifecycle events (`/api/v1/agent/events…`).
     pub agent_events: AgentEvents,
+    /// What each execution changed in the workspace, and the run's patch.
+    pub changes: Changes,
 }
 
 impl Runs {
@@ -61,6 +64,7 @@ impl Runs {
             bundles: Bundles::new(inner.store.clone()),
             messages: Messages::new(self),
             agent_events: AgentEvents::new(self),
+            changes: Changes::new(self),
         }
     }
 }

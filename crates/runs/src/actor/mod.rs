@@ -15,7 +15,7 @@
 //! executions report back), `causes` (how the service words the origins of what it
 //! records on its own), `error`, and one file per edge handle
 //! (`admin_audit`: the admin audit log; `messages` and `agent_events`: the orchestration
-//! operations), gathered by `handles`
+//! operations; `changes`: what executions changed), gathered by `handles`
 //! (`history`, the past states, is reached through `RunHandle::history`; `tree`, the
 //! children and descendants of runs, adds its methods to `RunHandle`).
 
@@ -25,6 +25,7 @@ mod artifacts;
 mod audit;
 mod bundles;
 mod causes;
+mod changes;
 mod deliveries;
 mod error;
 mod handles;
@@ -45,6 +46,7 @@ pub use agent_events::{AgentEvents, PolledEvent};
 pub use artifacts::{Artifacts, Upload};
 pub use audit::Audit;
 pub use bundles::Bundles;
+pub use changes::{Changes, Patch};
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;
