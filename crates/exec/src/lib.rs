@@ -41,6 +41,7 @@ pub mod sandbox;
 mod seccomp;
 pub mod slurm;
 pub mod snapshot;
+pub mod steps;
 mod supervision;
 pub mod transcript;
 pub mod usage;
