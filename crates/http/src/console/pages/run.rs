@@ -1,5 +1,5 @@
 //! One run's page: its head (title, state, cancel, share link), details, prompt, attachments
-//! and artifacts rendered here, the timeline and "the run at this event" (`timeline`), and the
+//! and artifacts rendered here, its steps (`review`), the timeline and "the run at this event" (`timeline`), and the
 //! frames the script fills live (transcript, follow-up).
 
 use actix_web::http::StatusCode;
@@ -59,6 +59,10 @@ pub(in crate::console) async fn run(
     body.push_str(&prompt_and_attachments(&run));
     body.push_str(&artifacts(&run));
     body.push_str(&super::provenance::section(&run));
+    match super::review::section(&state, &current, req.query_string()) {
+        Ok(section) => body.push_str(&section),
+        Err(e) => return error_page(Some(&who), &e),
+    }
     live_frames(&mut body, &events);
     html(StatusCode::OK, layout(title, Some(&who), "run", &body))
 }
