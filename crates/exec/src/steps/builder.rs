@@ -33,6 +33,8 @@ struct Pending {
     given: bool,
     /// A call awaiting its result: its id, and the bytes scanned when it was made.
     awaiting: Option<(String, u64)>,
+    /// The offset of the last entry the step took a line from.
+    last_entry: u64,
 }
 
 /// A line being joined from pieces: where it started, when, its text so far.
@@ -156,24 +158,35 @@ impl Builder {
     }
 
     /// Adds a line to the open group of its stream, or starts one.
+    ///
+    /// A group runs over consecutive entries that make no other step, so no page starts
+    /// inside one (a page starts where a step does); it is cut at `GROUP_LINES` lines or
+    /// `OUTPUT_MAX_BYTES` only in its first entry or between entries, never inside a later
+    /// entry, so a page starting at that first entry makes the same groups.
     fn output(&mut self, line: Partial, execution: u32, stream: &str) {
         if let Some(index) = self.extendable.and_then(|c| self.find(c)) {
-            let step = &mut self.steps[index].step;
+            let pending = &mut self.steps[index];
+            let (first, last) = (pending.step.cursor.offset, pending.last_entry);
             if let Kind::Output {
                 stream: s,
                 text,
                 lines,
-                truncated: false,
-            } = &mut step.kind
+                truncated,
+            } = &mut pending.step.kind
             {
-                if step.execution == execution
+                let full = *lines >= GROUP_LINES || *truncated || text.len() >= OUTPUT_MAX_BYTES;
+                let joins = pending.step.execution == execution
                     && s == stream
-                    && *lines < GROUP_LINES
-                    && text.len() + 1 + line.text.len() <= OUTPUT_MAX_BYTES
-                {
-                    text.push('\n');
-                    text.push_str(&line.text);
+                    && ((line.offset == last && line.offset != first) || !full);
+                if joins {
+                    if !*truncated && text.len() + 1 + line.text.len() <= OUTPUT_MAX_BYTES {
+                        text.push('\n');
+                        text.push_str(&line.text);
+                    } else {
+                        *truncated = true;
+                    }
                     *lines += 1;
+                    pending.last_entry = line.offset;
                     return;
                 }
             }
@@ -205,6 +218,7 @@ impl Builder {
                         {
                             so_far.push_str(&text);
                             *so_far = clip_chars(so_far, MESSAGE_MAX_CHARS);
+                            self.consume(offset);
                             return;
                         }
                     }
@@ -351,9 +365,16 @@ impl Builder {
                 },
                 given,
                 awaiting,
+                last_entry: offset,
             },
         );
         cursor
+    }
+
+    /// Counts a line that extended a step as if it had made one: a page that starts at its
+    /// entry makes a step of it (marked given) and must number the steps after it the same.
+    fn consume(&mut self, offset: u64) {
+        *self.made.entry(offset).or_insert(0) += 1;
     }
 
     fn find(&self, cursor: Cursor) -> Option<usize> {

@@ -364,7 +364,15 @@ fn long_lines_cut_into_pieces_are_joined_and_output_is_capped() {
 
 #[test]
 fn paging_a_large_transcript_reads_only_each_pages_entries() {
-    let lines: Vec<String> = (0..20_000).map(|i| format!("line {i}")).collect();
+    // Entries of 100 lines, as a chatty agent's output is read from its pipe.
+    let lines: Vec<String> = (0..200)
+        .map(|e| {
+            (0..100)
+                .map(|i| format!("line {}", e * 100 + i))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
     let entries: Vec<(&str, &str)> = lines.iter().map(|l| ("stdout", l.as_str())).collect();
     let (_dir, t, id) = transcript(&entries);
     let mut read = 0u64;
@@ -374,7 +382,7 @@ fn paging_a_large_transcript_reads_only_each_pages_entries() {
         Ok(s)
     })
     .expect("page");
-    // 400 lines grouped in two steps of 200; the read stops at the first 1 MiB slice.
+    // 400 lines in two steps of 200; the read stops at the first 1 MiB slice.
     assert_eq!(p.steps.len(), 2);
     assert!(read <= 1 << 20, "{read}");
     let mut read = 0u64;
@@ -388,4 +396,54 @@ fn paging_a_large_transcript_reads_only_each_pages_entries() {
     assert!(
         matches!(&later.steps[0].kind, Kind::Output { text, lines: 200, .. } if text.starts_with("line 400\n"))
     );
+}
+
+#[test]
+fn groups_and_streamed_messages_number_their_steps_the_same_from_any_cursor() {
+    // Entries of many lines each, so groups fill up inside an entry; deltas across entries
+    // with several lines each.
+    let big: Vec<String> = (0..6)
+        .map(|e| {
+            (0..170)
+                .map(|i| format!("e{e} l{i}"))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .collect();
+    let mut entries: Vec<(&str, &str)> = big.iter().map(|t| ("stdout", t.as_str())).collect();
+    entries.push(("stderr", "x"));
+    let (_dir, t, id) = transcript(&entries);
+    let whole = all_steps(&t, id, Harness::Command, MAX_LIMIT);
+    for limit in [1, 2, 5] {
+        assert_eq!(
+            all_steps(&t, id, Harness::Command, limit),
+            whole,
+            "by {limit}"
+        );
+    }
+    let delta = |text: &str| {
+        format!(r#"{{"type":"message","role":"assistant","content":"{text}","delta":true}}"#)
+    };
+    let call = r#"{"type":"tool_use","tool_name":"read_file","tool_id":"r","parameters":{"file_path":"a"}}"#;
+    let result = r#"{"type":"tool_result","tool_id":"r","status":"success","output":"ok"}"#;
+    let lines = [
+        delta("a"),
+        format!("{}\n{}", delta("b"), call),
+        format!("{}\n{}\n{}", result, delta("c"), delta("d")),
+        format!("{}\n{}", delta("e"), call),
+        result.to_string(),
+    ];
+    let entries: Vec<(&str, &str)> = lines.iter().map(|l| ("stdout", l.as_str())).collect();
+    let (_dir, t, id) = transcript(&entries);
+    let whole = all_steps(&t, id, Harness::Gemini, MAX_LIMIT);
+    let kinds: Vec<&str> = whole.iter().map(|s| s.kind.name()).collect();
+    assert_eq!(kinds, ["message", "tool", "message", "tool"]);
+    assert_eq!(whole[2].kind, Kind::Message { text: "cde".into() });
+    for limit in [1, 2, 3] {
+        assert_eq!(
+            all_steps(&t, id, Harness::Gemini, limit),
+            whole,
+            "by {limit}"
+        );
+    }
 }
