@@ -46,6 +46,7 @@ mod session;
 pub mod sessions;
 mod sse;
 mod state;
+mod step_pages;
 mod steps;
 mod stream;
 mod transcript_stream;

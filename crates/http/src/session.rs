@@ -175,7 +175,8 @@ pub async fn page(
             })?,
             None => Default::default(),
         };
-        let page = super::steps::read(&state, &run, cursor, runledger_runs::steps::DEFAULT_LIMIT)?;
+        let page =
+            super::step_pages::read(&state, &run, cursor, runledger_runs::steps::DEFAULT_LIMIT)?;
         let next = (page.more && page.next_cursor != cursor)
             .then(|| format!("/sessions/{id}?{link_query}&cursor={}", page.next_cursor));
         html.push_str("<section><h2>Steps</h2>");

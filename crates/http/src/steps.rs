@@ -1,7 +1,7 @@
 //! `GET /api/v1/agent/runs/{id}/steps`: a run's steps (its agent's messages, tool calls with
 //! their exit status, denials, usage, follow-ups; a `command` agent's output lines), paged by
-//! a cursor into the transcript (`exec/steps`). Also the one place the session page and the
-//! console's run page read a page of steps from, so all three show the same steps.
+//! a cursor into the transcript (`exec/steps`), read as the session page and the console's
+//! run page read them (`step_pages.rs`).
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use serde::Serialize;
@@ -10,37 +10,10 @@ use utoipa::ToSchema;
 use super::access::{run_id, visible};
 use super::error_responses::{BadRequest, InternalError, NotFound, Unauthorized};
 use super::problem::ApiError;
+use super::step_pages::read;
 use super::wire::format_time;
 use super::{AppState, Principal};
-use runledger_domain::harness::Harness;
-use runledger_domain::Run;
-use runledger_runs::steps::{self, Cursor, Kind, Page, Step};
-
-/// The harness whose output the run's transcript holds, as its latest execution's provenance
-/// names it; a run without one (recorded before provenance was) reads as a command agent's.
-pub(crate) fn harness_of(run: &Run) -> Harness {
-    match run.provenance.as_ref().map(|(_, p)| p.harness.as_str()) {
-        Some("claude") => Harness::Claude,
-        Some("codex") => Harness::Codex,
-        Some("gemini") => Harness::Gemini,
-        Some("demo") => Harness::Demo,
-        _ => Harness::Command,
-    }
-}
-
-/// A page of `run`'s steps from `cursor`.
-pub(crate) fn read(
-    state: &AppState,
-    run: &Run,
-    cursor: Cursor,
-    limit: usize,
-) -> Result<Page, ApiError> {
-    let live = !run.state.is_terminal();
-    steps::page(harness_of(run), cursor, limit, live, |offset, max| {
-        state.transcripts.read(run.id, offset, usize::MAX, max)
-    })
-    .map_err(|e| ApiError::internal(&e))
-}
+use runledger_runs::steps::{self, Cursor, Kind, Step};
 
 /// `cursor` and `limit` of a steps query: the cursor (0 when absent) and the most steps.
 pub(crate) fn query(raw: &str) -> Result<(Cursor, usize), ApiError> {

@@ -18,7 +18,7 @@ pub(super) fn section(state: &AppState, run: &Run, query: &str) -> Result<String
                 .map_err(|e: CursorError| ApiError::bad_request(format!("steps: {e}")))?;
         }
     }
-    let page = crate::steps::read(state, run, cursor, DEFAULT_LIMIT)?;
+    let page = crate::step_pages::read(state, run, cursor, DEFAULT_LIMIT)?;
     let next = (page.more && page.next_cursor != cursor)
         .then(|| format!("/runs/{}?steps={}#steps-h", run.id, page.next_cursor));
     Ok(format!(
