@@ -19,6 +19,9 @@ mod bundle;
 mod charge;
 pub mod console;
 mod deliveries;
+// The pages show a run's changes with it once the changes handle is theirs.
+#[allow(dead_code, unused_imports)]
+mod diff;
 mod error_responses;
 mod fields;
 mod fork;
