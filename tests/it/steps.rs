@@ -1,8 +1,8 @@
 //! `GET /api/v1/agent/runs/{id}/steps` and the pages that show steps, with the real binary and
 //! real agent processes: a `command` agent's lines paged by cursor, a preset whose CLI prints
 //! the stream-json Claude Code printed in a captured real run (its command shown with its exit
-//! status), the session page rendered without script, and hostile cursors and limits answered
-//! as problems.
+//! status, in the API, the CLI and the session page, rendered without script), and hostile
+//! cursors and limits answered as problems.
 
 use crate::common;
 
@@ -156,6 +156,31 @@ async fn a_presets_command_shows_with_its_exit_status_in_the_api_and_the_session
     assert!(list
         .iter()
         .any(|s| s["type"] == "usage" && s["input_tokens"] == 1434));
+
+    // The CLI prints the same steps, page after page.
+    let home = tempfile::tempdir().expect("config home");
+    let env = [
+        ("RUNLEDGER_SERVER", s.base.as_str()),
+        ("RUNLEDGER_API_KEY", s.key.as_str()),
+        ("XDG_CONFIG_HOME", home.path().to_str().expect("utf-8")),
+    ];
+    let (ok, shown, err) = common::cli(&["runs", "steps", &id], &env);
+    assert!(ok, "{err}");
+    assert!(
+        shown.contains("[1] tool Bash echo shell-ok > second.txt (exit 0, "),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("[1] agent: Done: wrote both files."),
+        "{shown}"
+    );
+    let (ok, shown, err) = common::cli(&["runs", "steps", &id, "--json"], &env);
+    assert!(ok, "{err}");
+    let lines: Vec<Value> = shown
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a step a line"))
+        .collect();
+    assert_eq!(lines, *list);
 
     // The session page, as a browser without script reads it.
     let link = run["session_link"].as_str().expect("session_link");

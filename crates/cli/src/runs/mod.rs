@@ -7,7 +7,7 @@
 //!
 //! `commands` holds `run` and `runs`, `fork` starts a run from another's snapshot, `audit` the
 //! audit trail's queries, `login` the profile's two commands; `wait` and
-//! `transcript` follow a run, `printer` writes its transcript, `show` prints runs and events,
+//! `transcript` follow a run, `printer` writes its transcript, `show` prints runs and events, `steps` its steps,
 //! `travel` the past states (`get --at`, `events --states`, `diff`), and `api` is what they
 //! share about the server's API.
 
@@ -20,6 +20,7 @@ mod login;
 mod printer;
 mod rerun;
 mod show;
+mod steps;
 mod transcript;
 mod travel;
 mod wait;
