@@ -171,7 +171,13 @@ async fn a_backup_restores_every_run_key_and_secret_exactly() {
         .flat_map(|(_, events)| events)
         .filter(|e| e["type"] == "Provenance")
         .count();
-    let events = 18 + usage_events + provenance_events;
+    // And a `Changes` at the end of each command execution whose workspace was made.
+    let changes_events = before
+        .iter()
+        .flat_map(|(_, events)| events)
+        .filter(|e| e["type"] == "Changes")
+        .count();
+    let events = 18 + usage_events + provenance_events + changes_events;
 
     let data = path_str(&s.data_dir).to_string();
     let backup = old.path().join("backup.jsonl");

@@ -315,6 +315,33 @@ pub(crate) fn samples() -> Vec<(&'static str, Event)> {
                 },
             },
         ),
+        (
+            "changes",
+            Event::Changes {
+                execution: 2,
+                changes: runledger::domain::ExecutionChanges {
+                    repositories: vec![runledger::domain::RepositoryChanges {
+                        path: "app".into(),
+                        base: "0123456789abcdef0123456789abcdef01234567".into(),
+                        files: vec![runledger::domain::ChangedFile {
+                            path: "src/new.rs".into(),
+                            old_path: Some("src/old.rs".into()),
+                            status: runledger::domain::FileStatus::Renamed,
+                            additions: 3,
+                            deletions: 1,
+                            binary: false,
+                        }],
+                        error: Some("timed out".into()),
+                    }],
+                    diff: Some(Content {
+                        sha256: [7; 32],
+                        size: 120,
+                        mime_type: "text/x-diff".into(),
+                    }),
+                    cut: true,
+                },
+            },
+        ),
     ]
 }
 
@@ -432,7 +459,8 @@ fn every_variant_has_a_fixture_and_matches_it() {
             | Event::Lost { .. }
             | Event::SessionLinkRevoked { .. }
             | Event::Derived(_)
-            | Event::Provenance { .. } => {}
+            | Event::Provenance { .. }
+            | Event::Changes { .. } => {}
         }
     }
     let all = [
@@ -462,6 +490,7 @@ fn every_variant_has_a_fixture_and_matches_it() {
         "Derived",
         "Derived",
         "Provenance",
+        "Changes",
     ];
     assert_eq!(kinds, all);
 }

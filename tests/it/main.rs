@@ -16,6 +16,7 @@ mod audit_query;
 mod backup;
 mod bundle;
 mod chains;
+mod changes;
 mod cli;
 mod console;
 mod corpus;

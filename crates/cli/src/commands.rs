@@ -393,6 +393,18 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print what a run's executions changed in its workspace: each changed file with its
+    /// status and lines added and removed, and the total; with `--patch`, the run's patch
+    /// (one unified diff that `git apply` applies to the base commit) on stdout.
+    Changes {
+        run_id: String,
+        /// The run's patch instead of the summary.
+        #[arg(long)]
+        patch: bool,
+        /// The summary as the API answers it (JSON).
+        #[arg(long, conflicts_with = "patch")]
+        json: bool,
+    },
     /// Compare two runs' histories side by side, aligned by seq: each pair's event types and
     /// the run's fields that differ in the states after them. Exits 0 when both runs exist.
     Diff {

@@ -171,6 +171,30 @@ impl Remote {
         self.send(&url, request).await
     }
 
+    /// GETs `path` for its bytes as they are (a patch), refused answers read as errors;
+    /// the caller reads the body, a chunk at a time.
+    pub async fn get_bytes(
+        &self,
+        path: &str,
+        query: &[(&str, String)],
+    ) -> Result<reqwest::Response, Error> {
+        let url = self.url(path, query);
+        let response = self
+            .client
+            .get(&url)
+            .bearer_auth(&self.key)
+            .timeout(REQUEST_TIMEOUT)
+            .send()
+            .await
+            .map_err(|e| unreachable(&url, &e))?;
+        let status = response.status();
+        if !status.is_success() {
+            let body = read_bounded(&url, response).await?;
+            return Err(refusal(status.as_u16(), &body));
+        }
+        Ok(response)
+    }
+
     pub async fn post(&self, path: &str, body: &Value) -> Result<Value, Error> {
         let url = self.url(path, &[]);
         let request = self

@@ -69,7 +69,15 @@ pub struct Environment {
     /// The snapshot kept at the end of each execution (workspace, home, CLI session), from
     /// which a fork starts; `None`: none is kept (`snapshots = false`, or the demo harness).
     pub snapshots: Option<Snapshots>,
+    /// The most bytes of the diff an execution's changes keep (`changes_max_mb`); a longer
+    /// diff is cut at a file's start and marked so, its summary kept whole.
+    pub changes_max_bytes: u64,
 }
+
+/// `changes_max_mb` when the file sets none.
+pub const DEFAULT_CHANGES_MAX_MB: u64 = 10;
+/// The largest `changes_max_mb`: the diff is held in memory while it is redacted and stored.
+pub const MAX_CHANGES_MAX_MB: u64 = 1024;
 
 /// How big an execution's snapshot may be; a bigger one is not kept.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -119,6 +127,7 @@ impl Environment {
             max_queued: DEFAULT_MAX_QUEUED,
             slurm: None,
             snapshots: None,
+            changes_max_bytes: DEFAULT_CHANGES_MAX_MB << 20,
         }
     }
 }
@@ -154,6 +163,11 @@ fn environment(
     let sandbox = containment(at, &env)?;
     let slurm = slurm(at, &env, sandbox)?;
     let snapshots = snapshots(at, &env)?;
+    let changes_max_mb = Range::between(1, MAX_CHANGES_MAX_MB, "a size", "MiB").or_default(
+        &format!("{at}.changes_max_mb"),
+        env.changes_max_mb,
+        DEFAULT_CHANGES_MAX_MB,
+    )?;
     let repos = repos(at, env.repos)?;
     let max_concurrent =
         Range::at_least(1).or_default(&format!("{at}.max_concurrent"), env.max_concurrent, 64)?;
@@ -205,6 +219,7 @@ fn environment(
             )?,
         slurm,
         snapshots,
+        changes_max_bytes: changes_max_mb << 20,
     })
 }
 

@@ -108,6 +108,7 @@ pub(crate) struct EnvironmentFile {
     pub(crate) max_queued: Option<usize>,
     pub(crate) snapshots: Option<bool>,
     pub(crate) snapshot_max_mb: Option<u64>,
+    pub(crate) changes_max_mb: Option<u64>,
     pub(crate) runs_on: Option<RunsOn>,
     pub(crate) slurm: Option<SlurmFile>,
     pub(crate) on_node_failure: Option<OnNodeFailure>,

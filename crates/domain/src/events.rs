@@ -9,6 +9,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use super::changes::ExecutionChanges;
+pub use super::content::Content;
 use super::ids::{ScheduleId, Timestamp};
 use super::provenance::ExecutionProvenance;
 
@@ -94,6 +96,13 @@ pub enum Event {
         execution: u32,
         provenance: ExecutionProvenance,
     },
+    /// What execution `execution` left changed in its workspace, from the run's base
+    /// (`crate::changes`): recorded after its agent exits and before its end, once per
+    /// execution; a failure to compute is recorded in it, never as the run's failure.
+    Changes {
+        execution: u32,
+        changes: ExecutionChanges,
+    },
 }
 
 /// Where an execution ran, when a cluster scheduler placed it rather than the server's host.
@@ -134,6 +143,7 @@ impl Event {
                 artifact.kind.content().into_iter().collect()
             }
             Event::Attached { attachments } => attachments.iter().map(|a| &a.content).collect(),
+            Event::Changes { changes, .. } => changes.diff.iter().collect(),
             _ => Vec::new(),
         }
     }
@@ -160,6 +170,7 @@ impl Event {
             Event::SessionLinkRevoked { .. } => "SessionLinkRevoked",
             Event::Derived(_) => "Derived",
             Event::Provenance { .. } => "Provenance",
+            Event::Changes { .. } => "Changes",
         }
     }
 }
@@ -408,16 +419,6 @@ impl CostSource {
             .into_iter()
             .find(|c| c.as_str() == s)
     }
-}
-
-/// Bytes kept beside the log in the content store, addressed by their SHA-256. The same bytes
-/// are stored once however many runs carry them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Content {
-    pub sha256: [u8; 32],
-    pub size: u64,
-    /// The media type the bytes are served with.
-    pub mime_type: String,
 }
 
 /// Something an execution produced (OpenAPI `ArtifactItem`).

@@ -9,6 +9,8 @@
 #![forbid(unsafe_code)]
 
 pub mod admin;
+pub mod changes;
+pub mod content;
 pub mod events;
 pub mod harness;
 pub mod ids;
@@ -22,6 +24,7 @@ pub mod topics;
 pub mod uid_range;
 
 pub use admin::AdminEvent;
+pub use changes::{ChangedFile, ChangesTotals, ExecutionChanges, FileStatus, RepositoryChanges};
 pub use events::{
     valid_team_name, AgentConfig, Artifact, ArtifactKind, Attachment, Content, CostSource, Creator,
     CreatorKind, Derivation, Event, ExecutionUsage, FollowupMode, InferenceCost, McpServer,

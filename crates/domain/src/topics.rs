@@ -104,7 +104,8 @@ pub fn topic(before: Option<RunState>, event: &Event, after: Option<RunState>) -
         | Event::Lost { .. }
         | Event::SessionLinkRevoked { .. }
         | Event::Derived(_)
-        | Event::Provenance { .. } => None,
+        | Event::Provenance { .. }
+        | Event::Changes { .. } => None,
         Event::ArtifactReported { .. } => Some(Topic::Artifact),
     };
     match (own, after) {

@@ -23,6 +23,7 @@ mod agents;
 mod assignment;
 pub mod attachments;
 pub mod cgroup;
+mod changes;
 mod command;
 mod demo;
 mod denied_writes;

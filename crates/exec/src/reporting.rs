@@ -70,6 +70,14 @@ pub trait Report: Clone + 'static {
         execution: u32,
         provenance: ExecutionProvenance,
     ) -> impl std::future::Future<Output = ()>;
+    /// Records what execution `execution` left changed in its workspace, after its agent
+    /// exited and before its end. A refusal (a cancel came first) is only logged.
+    fn record_changes(
+        &self,
+        id: RunId,
+        execution: u32,
+        changes: runledger_domain::ExecutionChanges,
+    ) -> impl std::future::Future<Output = ()>;
 }
 
 /// What became of a start.

@@ -228,6 +228,19 @@ impl Redactor {
         }
         std::borrow::Cow::Owned(automaton.replace_all(text, replacements))
     }
+
+    /// `apply` on bytes that need not be UTF-8 (a diff of files in any encoding): the same
+    /// patterns, replaced where they occur, every other byte left as it is.
+    pub fn apply_bytes<'t>(&self, bytes: &'t [u8]) -> std::borrow::Cow<'t, [u8]> {
+        let Some(matcher) = &self.matcher else {
+            return std::borrow::Cow::Borrowed(bytes);
+        };
+        let (automaton, replacements) = &**matcher;
+        if !automaton.is_match(bytes) {
+            return std::borrow::Cow::Borrowed(bytes);
+        }
+        std::borrow::Cow::Owned(automaton.replace_all_bytes(bytes, replacements))
+    }
 }
 
 impl Writer {

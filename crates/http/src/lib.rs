@@ -16,6 +16,7 @@ mod audit;
 mod audit_admin;
 mod auth;
 mod bundle;
+mod changes;
 mod charge;
 pub mod console;
 mod deliveries;

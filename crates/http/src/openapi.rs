@@ -152,6 +152,7 @@ impl Modify for LegacyCreate {
         super::deliveries::deliveries,
         super::proof::proof,
         super::bundle::export_run,
+        super::changes::changes,
         runs::environments,
         agents::list,
         agents::models,

@@ -143,6 +143,11 @@ fn run_routes(scope: Scope) -> Scope {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/agent/runs/{run_id}/changes")
+                .get(super::changes::changes)
+                .default_service(only("GET")),
+        )
+        .service(
             web::resource("/agent/runs/{run_id}/proof")
                 .get(super::proof::proof)
                 .default_service(only("GET")),

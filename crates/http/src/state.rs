@@ -35,6 +35,8 @@ pub struct AppState {
     pub proofs: runledger_runs::seals::Proofs,
     /// One run's bundle (`bundle.rs`).
     pub bundles: runledger_runs::actor::Bundles,
+    /// What each execution changed, and the run's patch (`changes.rs`).
+    pub changes: runledger_runs::actor::Changes,
     /// Every schedule (`runledger_runs::schedules`).
     pub schedules: runledger_runs::schedules::Schedules,
     pub config: Arc<Config>,
@@ -72,6 +74,7 @@ impl AppState {
             admin_audit,
             proofs,
             bundles,
+            changes,
         } = handles;
         AppState {
             rate_limiter: config.rate_limit.map(RateLimiter::new),
@@ -85,6 +88,7 @@ impl AppState {
             admin_audit,
             proofs,
             bundles,
+            changes,
             schedules,
             config,
             public_url,

@@ -130,6 +130,7 @@ fn variant(event: &Event) -> usize {
         Event::SessionLinkRevoked { .. } => 15,
         Event::Derived(_) => 16,
         Event::Provenance { .. } => 17,
+        Event::Changes { .. } => 18,
     }
 }
 
@@ -152,7 +153,7 @@ fn the_corpus_holds_every_variant_schema_version_and_harness() {
             }
         }
     }
-    assert_eq!(variants, (0..=17).collect(), "every event variant");
+    assert_eq!(variants, (0..=18).collect(), "every event variant");
     assert_eq!(
         versions,
         BTreeSet::from([SCHEMA_VERSION, RUN_SCHEMA_VERSION]),

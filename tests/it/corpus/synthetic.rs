@@ -346,7 +346,31 @@ pub fn all() -> Vec<Made> {
                  records",
                 false,
             ),
+        Builder::new(8)
+            .then(Command::create(admitted(), Vec::new(), None), api(None))
+            .then(start(), system("a slot came free"))
+            .then(
+                Command::RecordChanges {
+                    execution: 1,
+                    changes: changes(),
+                },
+                system("execution 1's agent exited: what it changed was computed"),
+            )
+            .then(ok(1), system("the agent exited"))
+            .made(
+                "rules-v2-changes",
+                "an execution that recorded what it changed before its end; schema version 2 \
+                 records",
+                false,
+            ),
     ]
+}
+
+fn changes() -> runledger::domain::ExecutionChanges {
+    match sample("changes") {
+        Event::Changes { changes, .. } => changes,
+        _ => unreachable!("the sample is changes"),
+    }
 }
 
 fn provenance() -> runledger::domain::ExecutionProvenance {

@@ -206,7 +206,37 @@ pub(super) fn one_of_each() -> Vec<Event> {
             execution: 2,
             provenance: sample_provenance(),
         },
+        Event::Changes {
+            execution: 2,
+            changes: sample_changes(),
+        },
     ]
+}
+
+/// Changes with every optional field set.
+pub(super) fn sample_changes() -> runledger_domain::ExecutionChanges {
+    use runledger_domain::{ChangedFile, Content, ExecutionChanges, FileStatus, RepositoryChanges};
+    ExecutionChanges {
+        repositories: vec![RepositoryChanges {
+            path: "app".into(),
+            base: "0123456789abcdef0123456789abcdef01234567".into(),
+            files: vec![ChangedFile {
+                path: "b.txt".into(),
+                old_path: Some("a.txt".into()),
+                status: FileStatus::Renamed,
+                additions: 2,
+                deletions: 1,
+                binary: false,
+            }],
+            error: Some("git timed out".into()),
+        }],
+        diff: Some(Content {
+            sha256: [9; 32],
+            size: 10,
+            mime_type: "text/x-diff".into(),
+        }),
+        cut: true,
+    }
 }
 
 /// A provenance with every optional field set.

@@ -557,11 +557,12 @@ mod tests {
             Event::SessionLinkRevoked { .. } => 15,
             Event::Derived(_) => 16,
             Event::Provenance { .. } => 17,
+            Event::Changes { .. } => 18,
         };
         let covered: Vec<_> = events.iter().map(variant).collect();
         assert_eq!(
             covered,
-            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15, 16, 16, 17]
+            [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 10, 10, 10, 11, 12, 13, 14, 15, 16, 16, 17, 18]
         );
         for (seq, event) in events.into_iter().enumerate() {
             let envelope = Envelope {

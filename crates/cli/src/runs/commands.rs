@@ -200,6 +200,14 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 print_events(&remote, run_id, *json).await?;
                 Ok(0)
             }
+            RunsCmd::Changes {
+                run_id,
+                patch,
+                json,
+            } => {
+                super::changes::changes(&remote, run_id, *patch, *json).await?;
+                Ok(0)
+            }
             RunsCmd::Diff { run_a, run_b, json } => {
                 print_diff(&remote, run_a, run_b, *json).await?;
                 Ok(0)

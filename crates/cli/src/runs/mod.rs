@@ -5,7 +5,7 @@
 //! exit code: a run's outcome (0, 1, 2) where the command waits for one, else 0; failures are
 //! `remote::Error`s, whose codes never collide with an outcome.
 //!
-//! `commands` holds `run` and `runs`, `fork` starts a run from another's snapshot, `audit` the
+//! `commands` holds `run` and `runs`, `changes` prints what a run changed (or its patch), `fork` starts a run from another's snapshot, `audit` the
 //! audit trail's queries, `login` the profile's two commands; `wait` and
 //! `transcript` follow a run, `printer` writes its transcript, `show` prints runs and events, `steps` its steps,
 //! `travel` the past states (`get --at`, `events --states`, `diff`), and `api` is what they
@@ -13,6 +13,7 @@
 
 mod api;
 mod audit;
+mod changes;
 mod commands;
 mod derive;
 mod fork;

@@ -71,6 +71,12 @@ pub enum Command {
         execution: u32,
         provenance: crate::provenance::ExecutionProvenance,
     },
+    /// What execution `execution` left changed in its workspace, computed by the shell after
+    /// its agent exited and before its end is reported.
+    RecordChanges {
+        execution: u32,
+        changes: crate::changes::ExecutionChanges,
+    },
 }
 
 impl Command {

@@ -164,6 +164,14 @@ pub fn decide(run: Option<&Run>, command: Command) -> Result<Decision, Rejection
                 vec![],
             )
         }
+        // Only the execution in progress, before its end: the shell computes them once, after
+        // the agent exits; a cancel that came first ended the execution, and they are dropped.
+        Command::RecordChanges { execution, changes } => {
+            if run.state != RunState::InProgress || execution != run.executions {
+                return Err(Rejection::StaleExecution(execution));
+            }
+            decision(vec![Event::Changes { execution, changes }], vec![])
+        }
     }
 }
 
@@ -242,6 +250,7 @@ pub fn recordable(run: Option<&Run>, event: &Event) -> bool {
             execution,
             provenance,
         },
+        Event::Changes { execution, changes } => Command::RecordChanges { execution, changes },
         Event::ArtifactReported {
             execution,
             artifact,
@@ -629,6 +638,35 @@ mod tests {
                 execution: 2,
                 provenance: provenance(),
             });
+    }
+
+    #[test]
+    fn changes_are_recorded_by_the_execution_in_progress_only() {
+        let changes = || crate::changes::ExecutionChanges {
+            repositories: vec![],
+            diff: None,
+            cut: false,
+        };
+        let record = |execution| Command::RecordChanges {
+            execution,
+            changes: changes(),
+        };
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(record(1))
+            .then_events([Event::Changes {
+                execution: 1,
+                changes: changes(),
+            }]);
+        given([Event::Admitted(created()), Event::Started { execution: 1 }])
+            .when(record(2))
+            .then_rejects(Rejection::StaleExecution(2));
+        given([
+            Event::Admitted(created()),
+            Event::Started { execution: 1 },
+            Event::Succeeded { execution: 1 },
+        ])
+        .when(record(1))
+        .then_rejects(Rejection::StaleExecution(1));
     }
 
     #[test]

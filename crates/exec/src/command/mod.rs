@@ -12,7 +12,8 @@
 //! This file is the table of contents only; each step lives in a module of its own:
 //! `run` (the order of the steps), `execution` (the `Execution` they share), `prepare`
 //! (workspace, home, MCP file, variables, cgroup), `fork` (a fork's start from a snapshot),
-//! `provenance` (the commits and the CLI's version, recorded before the agent), `files`
+//! `provenance` (the commits and the CLI's version, recorded before the agent), `changes`
+//! (the bases before the agent, what it changed after it), `files`
 //! (private files and CLI configuration, through `safe_fs`), `setup` (repositories and setup
 //! commands), `start` (argv, prompt, spawn, stdin at start), `supervise` (waiting, follow-ups,
 //! deadline, stopping the tree), `output` (the bounded output streaming), `finish` (exit status
@@ -20,6 +21,7 @@
 //! form no circle (`tests/it/layers.rs`): `run` is the top, `execution` and `output` import no
 //! sibling.
 
+mod changes;
 mod execution;
 mod files;
 mod finish;

@@ -5,6 +5,7 @@
 
 use tokio::sync::mpsc;
 
+use super::changes::{compute, take_bases};
 use super::execution::{Execution, Outcome};
 use super::files::{saved_session, usable_mcp, write_cli_config};
 use super::finish::{finish, internal, unsafe_path};
@@ -18,10 +19,11 @@ use crate::cgroup::Leaf;
 use crate::observe;
 use crate::{Artifacts, Assignment, Control, Deliveries, Provenances, Supervision};
 use runledger_domain::harness::Harness;
-use runledger_domain::{ExecutionUsage, StatusMessage};
+use runledger_domain::{ExecutionChanges, ExecutionUsage, StatusMessage};
 
 /// Runs one execution of a command-harness agent: prepare, setup, start, supervise, finish.
-/// Returns its outcome and what it used (`None` when nothing is known).
+/// Returns its outcome, what it used (`None` when nothing is known) and what it changed in
+/// the workspace (`None` when it was stopped or its workspace was never made whole).
 pub(crate) async fn run(
     job: &Assignment,
     sup: &Supervision,
@@ -29,15 +31,15 @@ pub(crate) async fn run(
     deliveries: Deliveries,
     artifacts: Artifacts,
     provenances: Provenances,
-) -> (Outcome, Option<ExecutionUsage>) {
+) -> (Outcome, Option<ExecutionUsage>, Option<ExecutionChanges>) {
     // Everything of the run is its user's, made from here on.
     let sup = &match sup.for_run(job.run.id).await {
         Ok(sup) => sup,
-        Err(message) => return (Some(Err(no_agent_user(message))), None),
+        Err(message) => return (Some(Err(no_agent_user(message))), None, None),
     };
     let mut x = match prepare(job, sup, control, deliveries, artifacts, provenances) {
         Ok(x) => x,
-        Err(message) => return (Some(Err(message)), None),
+        Err(message) => return (Some(Err(message)), None, None),
     };
     let outcome = execute(&mut x).await;
     if let Some(steps) = &x.steps {
@@ -57,6 +59,12 @@ pub(crate) async fn run(
         x.system(limit);
     }
     let outcome = outcome.map(|r| r.map_err(|m| x.failed(m)));
+    // Every process has ended, so the tree compared is the one the execution left; a stopped
+    // execution (a cancel) ended the run, which records nothing more of it.
+    let changes = match outcome {
+        Some(_) => compute(&mut x).await,
+        None => None,
+    };
     // Every process has ended: the tree copied is the one the execution left.
     keep_snapshot(&mut x).await;
     // Every process of the execution has been stopped by now, so the cgroup's counter is the
@@ -71,7 +79,7 @@ pub(crate) async fn run(
         cpu,
         &sup.prices,
     );
-    (outcome, usage)
+    (outcome, usage, changes)
 }
 
 /// How a run that cannot have a user of its own fails: before anything of it is made, with the
@@ -138,6 +146,8 @@ async fn execute(x: &mut Execution<'_>) -> Outcome {
     // After everything the agent starts with is in place, and before the agent: what it
     // starts with is durable before it can change anything.
     record_provenance(x).await;
+    // What the run's changes are counted from, taken before the agent can change anything.
+    take_bases(x).await;
     let mut next_turn: Option<String> = None;
     loop {
         let (process, program, takes_stdin) = match start(x, next_turn.take()).await {

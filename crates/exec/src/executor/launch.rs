@@ -156,7 +156,7 @@ impl Executor {
             },
         );
         // The harness's handles go with it, so the recording ends after the harness.
-        let ((outcome, usage), (), (), ()) = tokio::join!(
+        let ((outcome, usage, changes), (), (), ()) = tokio::join!(
             work,
             record_deliveries(runs, id, execution, delivered),
             record_artifacts(runs, id, execution, reported),
@@ -171,6 +171,10 @@ impl Executor {
             {
                 state.live.remove(&id);
             }
+        }
+        // Before the end: a reader of the end finds the changes already recorded.
+        if let Some(changes) = changes {
+            runs.record_changes(id, execution, changes).await;
         }
         let (outcome, lost) = self.settle(assignment, environment, outcome).await;
         self.record_end(runs, assignment, environment, outcome, usage, lost)
@@ -187,14 +191,18 @@ impl Executor {
         refused: Option<Outcome>,
         control: mpsc::UnboundedReceiver<Control>,
         reporting: Reporting,
-    ) -> (Outcome, Option<ExecutionUsage>) {
+    ) -> (
+        Outcome,
+        Option<ExecutionUsage>,
+        Option<runledger_domain::ExecutionChanges>,
+    ) {
         let Reporting {
             deliveries,
             artifacts,
             provenances,
         } = reporting;
         if let Some(outcome) = refused {
-            return (outcome, None);
+            return (outcome, None, None);
         }
         match environment.harness {
             // In-process: no tokens, and no process of its own to measure.
@@ -203,6 +211,7 @@ impl Executor {
                 let transcripts = &self.supervision.transcripts;
                 (
                     demo::run(assignment, transcripts, control, deliveries).await,
+                    None,
                     None,
                 )
             }

@@ -156,6 +156,9 @@ pub enum EventData<'a> {
     /// What the execution runs with, measured before its agent started (`docs/api.md`,
     /// "Provenance").
     Provenance(super::provenance::ProvenanceData),
+    /// What the workspace held changed at the execution's end, from the run's base
+    /// (`docs/api.md`, "Changes").
+    Changes(super::changes::ChangesData),
 }
 
 /// Where a cluster scheduler ran an execution: `{"scheduler": "slurm", "job_id", "node"}`.

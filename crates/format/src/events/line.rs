@@ -89,6 +89,9 @@ impl<'a> RunEvent<'a> {
                 execution,
                 provenance,
             } => EventData::Provenance(ProvenanceData::from(*execution, provenance)),
+            Event::Changes { execution, changes } => {
+                EventData::Changes(super::changes::ChangesData::from(*execution, changes))
+            }
         };
         RunEvent {
             run_id: e.run_id.to_string(),

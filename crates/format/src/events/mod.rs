@@ -2,6 +2,7 @@
 //! and of `events --json`) and its exact inverse `event_from_json` (`runledger import`), which
 //! accepts only what `event_json` writes so that a backup restores every event byte for byte.
 
+mod changes;
 mod data;
 mod derived;
 mod error;
@@ -10,6 +11,7 @@ mod origin;
 mod parse;
 mod provenance;
 
+pub use changes::*;
 pub use data::*;
 pub use derived::{DerivedData, RepoPinData};
 pub use error::EventJsonError;

@@ -214,6 +214,11 @@ fn event_of(kind: &str, data: &serde_json::Value) -> Result<Event, EventJsonErro
                 provenance,
             }
         }
+        "Changes" => {
+            let (execution, changes) =
+                read::<super::changes::ChangesData>(data, &what)?.changes()?;
+            Event::Changes { execution, changes }
+        }
         other => return Err(bad(format!("event type {other:?} is unknown"))),
     })
 }

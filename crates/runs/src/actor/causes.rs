@@ -69,6 +69,13 @@ pub(super) fn provenance(execution: u32) -> Origin {
     ))
 }
 
+/// An execution's agent exited: what it changed in the workspace was computed.
+pub(super) fn changes(execution: u32) -> Origin {
+    Origin::system(format!(
+        "execution {execution}'s agent exited: what it changed in the workspace was computed"
+    ))
+}
+
 /// An execution's agent reported an artifact.
 pub(super) fn artifact(execution: u32, artifact: &Artifact) -> Origin {
     Origin::system(format!(

@@ -6,6 +6,7 @@ use super::admin_audit::AdminAudit;
 use super::artifacts::Artifacts;
 use super::audit::Audit;
 use super::bundles::Bundles;
+use super::changes::Changes;
 use super::deliveries::Deliveries;
 use super::run_handle::RunHandle;
 use super::runs::Runs;
@@ -36,6 +37,8 @@ pub struct EdgeHandles {
     pub proofs: crate::seals::Proofs,
     /// One run's bundle (`GET /api/v1/agent/runs/{id}/export`).
     pub bundles: Bundles,
+    /// What each execution changed in the workspace, and the run's patch.
+    pub changes: Changes,
 }
 
 impl Runs {
@@ -53,6 +56,7 @@ impl Runs {
             admin_audit: AdminAudit::new(inner.store.clone()),
             proofs: crate::seals::Proofs::new(inner.store.clone()),
             bundles: Bundles::new(inner.store.clone()),
+            changes: Changes::new(self),
         }
     }
 }

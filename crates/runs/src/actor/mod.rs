@@ -14,7 +14,7 @@
 //! actor and the registry of live ones), `recovery` (start-up recovery), `report` (how
 //! executions report back), `causes` (how the service words the origins of what it
 //! records on its own), `error`, and one file per edge handle
-//! (`admin_audit`: the admin audit log), gathered by `handles`
+//! (`admin_audit`: the admin audit log; `changes`: what executions changed), gathered by `handles`
 //! (`history`, the past states, is reached through `RunHandle::history`).
 
 mod admin_audit;
@@ -22,6 +22,7 @@ mod artifacts;
 mod audit;
 mod bundles;
 mod causes;
+mod changes;
 mod deliveries;
 mod error;
 mod handles;
@@ -39,6 +40,7 @@ pub use admin_audit::{AdminAudit, AdminPage, AdminQuery, MAX_PAGE as MAX_ADMIN_P
 pub use artifacts::{Artifacts, Upload};
 pub use audit::Audit;
 pub use bundles::Bundles;
+pub use changes::{Changes, Patch};
 pub use deliveries::Deliveries;
 pub use error::Error;
 pub use handles::EdgeHandles;

@@ -62,6 +62,17 @@ impl Report for Runs {
         self.record(id, command, origin, "provenance").await;
     }
 
+    async fn record_changes(
+        &self,
+        id: RunId,
+        execution: u32,
+        changes: runledger_domain::ExecutionChanges,
+    ) {
+        let origin = causes::changes(execution);
+        let command = Command::RecordChanges { execution, changes };
+        self.record(id, command, origin, "changes").await;
+    }
+
     async fn report_artifact(&self, id: RunId, execution: u32, artifact: Artifact) {
         let uid = artifact.uid.clone();
         let origin = causes::artifact(execution, &artifact);

@@ -41,6 +41,8 @@ impl Inner {
     pub(super) fn render_body(&self, owed: &Owed, render: &Render) -> Result<Vec<u8>, String> {
         let mut run = None;
         let mut at = None;
+        // The latest changes recorded up to the event: an execution's end announces them.
+        let mut changes = None;
         for e in self.store.run_events(owed.run_id, 0) {
             let e = e.map_err(|e| format!("cannot read the run's log: {e}"))?;
             // The admission's own decision goes on with the run's schedule and attachments:
@@ -51,6 +53,9 @@ impl Inner {
                 break;
             }
             run = evolve(run, owed.run_id, &e.event, e.at);
+            if let runledger_domain::Event::Changes { changes: c, .. } = &e.event {
+                changes = Some(c.totals());
+            }
             if e.seq == owed.seq {
                 at = Some(e.at);
             }
@@ -69,6 +74,21 @@ impl Inner {
         body.extend_from_slice(runledger_format::time::time_text(at).as_bytes());
         body.extend_from_slice(b"\",\"data\":");
         body.extend_from_slice(&data);
+        // An execution's end carries what the run changed so far (`docs/webhooks.md`), when
+        // its executions recorded changes (the demo agent records none).
+        let ends = matches!(
+            owed.topic,
+            runledger_domain::Topic::Succeeded | runledger_domain::Topic::Failed
+        );
+        if let (true, Some(totals)) = (ends, changes) {
+            body.extend_from_slice(
+                format!(
+                    ",\"changes\":{{\"files\":{},\"additions\":{},\"deletions\":{}}}",
+                    totals.files, totals.additions, totals.deletions
+                )
+                .as_bytes(),
+            );
+        }
         body.push(b'}');
         Ok(body)
     }
