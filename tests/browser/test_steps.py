@@ -1,7 +1,8 @@
 """The console's run page as a review, in a real browser: a Claude Code run (its CLI replays the
 stream-json of the captured real run tests/fixtures/transcripts/claude-tool-task) shows its
 commands with their exit status, their output folded until clicked, and the agent's words,
-rendered by the server (the steps need no script); the raw transcript is a link away."""
+rendered by the server (the steps need no script); the raw transcript is a link away. A run
+that edits its workspace shows the files changed as a coloured diff per file."""
 
 from __future__ import annotations
 
@@ -30,9 +31,15 @@ def replay_server() -> Iterable[Server]:
         cli = agents / "claude.sh"
         cli.write_text(f'#!/usr/bin/env bash\ncat "{replay}"\n')
         cli.chmod(0o755)
+        editor = agents / "editor.sh"
+        editor.write_text("#!/usr/bin/env bash\nprintf 'one\\ntwo\\nthree\\n' > a.txt\nrm gone.txt\n")
+        editor.chmod(0o755)
         return original(agents) + (
             f'[[environments]]\nid = "claude"\nharness = "claude"\nsandbox = "none"\n'
             f'command = ["bash", "{cli}"]\n\n'
+            f'[[environments]]\nid = "editor"\nharness = "command"\nsandbox = "none"\n'
+            f'command = ["bash", "{editor}"]\n'
+            "setup = [\"printf 'one\\\\n' > a.txt\", \"printf 'bye\\\\n' > gone.txt\"]\n\n"
         )
 
     with tempfile.TemporaryDirectory(prefix="runledger-browser-") as tmp:
@@ -97,3 +104,22 @@ def test_the_steps_are_there_without_script(browser, replay_server: Server) -> N
         expect(command.locator("pre.output")).to_be_visible()
     finally:
         context.close()
+
+
+def test_the_run_page_shows_the_files_changed_with_a_coloured_diff(page: Page, replay_server: Server) -> None:
+    server = replay_server
+    run_id = server.create(prompt="edit", config={"environment_id": "editor"})
+    poll(lambda: server.run(run_id)["state"] == "SUCCEEDED", "the run succeeds")
+    sign_in(page, server)
+    page.goto(f"{server.base}/runs/{run_id}")
+    changes = page.locator("#changes")
+    expect(changes.locator(".diff-summary")).to_contain_text("2 files changed")
+    modified = changes.locator("details.diff-file", has_text="a.txt")
+    expect(modified.locator("summary")).to_contain_text("modified")
+    added = modified.locator("pre .add")
+    expect(added).to_have_text(["+two", "+three"])
+    green = added.first.evaluate("e => getComputedStyle(e).backgroundColor")
+    assert green not in ("rgba(0, 0, 0, 0)", "transparent"), green
+    deleted = changes.locator("details.diff-file", has_text="gone.txt")
+    expect(deleted.locator("summary")).to_contain_text("deleted")
+    expect(deleted.locator("pre .del")).to_have_text("-bye")

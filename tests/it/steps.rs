@@ -282,3 +282,73 @@ async fn the_session_page_folds_long_output_and_pages_many_steps() {
     let expected: Vec<String> = (1..=60000).map(|i| format!("out {i}")).collect();
     assert_eq!(shown, expected);
 }
+
+#[tokio::test]
+async fn the_session_page_shows_the_files_changed_as_a_coloured_diff_per_file() {
+    let f = common::agent_visible_dir();
+    let dir = f.path();
+    let agent = dir.join("edit.sh");
+    script(
+        &agent,
+        "printf 'one\\ntwo\\n<b>three</b>\\n' > a.txt\nprintf 'new\\n' > added.txt\nrm gone.txt\n",
+    );
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\n\
+         [[environments]]\nid = \"plain\"\nharness = \"command\"\ncommand = [\"{}\"]\n\
+         setup = [\"printf 'one\\\\ntwo\\\\n' > a.txt\", \"printf 'bye\\\\n' > gone.txt\"]\n",
+        agent.display()
+    );
+    let s = Server::start_in(dir, &config);
+    s.wait_ready().await;
+    let id = s
+        .create(json!({"prompt": "edit", "config": {"environment_id": "plain"}}))
+        .await;
+    let run = s.wait_state(&id, "SUCCEEDED").await;
+    let link = run["session_link"].as_str().expect("session_link");
+    let html = s
+        .client
+        .get(link)
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(
+        html.contains("<h2 id=\"changes-h\">Files changed</h2>"),
+        "{html}"
+    );
+    assert!(html.contains("3 files changed"), "{html}");
+    assert!(
+        html.contains(
+            "<code>a.txt</code> <span class=\"tag\">modified</span> <span class=\"add\">+1</span>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("<span class=\"add\">+&lt;b&gt;three&lt;/b&gt;</span>"),
+        "{html}"
+    );
+    assert!(html.contains("<span class=\"del\">-bye</span>"), "{html}");
+    assert!(
+        html.contains("<code>added.txt</code> <span class=\"tag\">added</span>"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("<details class=\"diff-file\"").count(),
+        3,
+        "{html}"
+    );
+    assert!(!html.contains("<b>"));
+    // A later page of steps leaves the diff to the first.
+    let later = s
+        .client
+        .get(format!("{link}&cursor=1"))
+        .send()
+        .await
+        .expect("page")
+        .text()
+        .await
+        .expect("html");
+    assert!(!later.contains("Files changed"), "{later}");
+}

@@ -17,11 +17,10 @@ mod audit_admin;
 mod auth;
 mod bundle;
 mod changes;
+mod changes_view;
 mod charge;
 pub mod console;
 mod deliveries;
-// The pages show a run's changes with it once the changes handle is theirs.
-#[allow(dead_code, unused_imports)]
 mod diff;
 mod error_responses;
 mod fields;

@@ -179,6 +179,10 @@ pub async fn page(
             super::step_pages::read(&state, &run, cursor, runledger_runs::steps::DEFAULT_LIMIT)?;
         let next = (page.more && page.next_cursor != cursor)
             .then(|| format!("/sessions/{id}?{link_query}&cursor={}", page.next_cursor));
+        if cursor == Default::default() {
+            // What changed first, as a reviewer reads it; the whole patch is in the API.
+            html.push_str(&super::changes_view::files_changed(&state, &run, None)?);
+        }
         html.push_str("<section><h2>Steps</h2>");
         html.push_str(&super::review::steps_html(
             &page,
