@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use runledger_domain::harness::Harness;
 use runledger_domain::Timestamp;
 
-use super::said::{is_shell, said, Said};
+use super::said::{is_shell, said, Outcome, Said};
 use super::step::{Cursor, Kind, Step, ToolStatus, MESSAGE_MAX_CHARS, OUTPUT_MAX_BYTES};
 use crate::transcript::Entry;
 
@@ -242,13 +242,7 @@ impl Builder {
                 let scanned = self.scanned;
                 self.push(offset, at, execution, kind, Some((id, scanned)));
             }
-            Said::Result {
-                id,
-                ok,
-                exit_code,
-                output,
-                call,
-            } => self.result(offset, at, execution, &id, ok, exit_code, output, call),
+            Said::Result(outcome) => self.result(offset, at, execution, outcome),
             Said::Denial { tool, target } => {
                 self.push(offset, at, execution, Kind::Denial { tool, target }, None);
             }
@@ -278,18 +272,14 @@ impl Builder {
     /// A call's result: fills in its call's step. A result whose call was not read makes a
     /// step of its own only when the line names the call and the page started at the very
     /// beginning: after a cursor, the call was given on an earlier page.
-    #[allow(clippy::too_many_arguments)]
-    fn result(
-        &mut self,
-        offset: u64,
-        at: Timestamp,
-        execution: u32,
-        id: &str,
-        ok: bool,
-        exit_code: Option<i64>,
-        output: String,
-        call: Option<(String, Option<String>)>,
-    ) {
+    fn result(&mut self, offset: u64, at: Timestamp, execution: u32, outcome: Outcome) {
+        let Outcome {
+            id,
+            ok,
+            exit_code,
+            output,
+            call,
+        } = outcome;
         let (output, output_truncated) = clip_bytes(&output, OUTPUT_MAX_BYTES);
         let status = if ok {
             ToolStatus::Ok
@@ -297,7 +287,7 @@ impl Builder {
             ToolStatus::Error
         };
         let found = self.steps.iter_mut().rev().find(|p| {
-            p.step.execution == execution && p.awaiting.as_ref().is_some_and(|(a, _)| a == id)
+            p.step.execution == execution && p.awaiting.as_ref().is_some_and(|(a, _)| *a == id)
         });
         if let Some(pending) = found {
             pending.awaiting = None;

@@ -19,15 +19,8 @@ pub(super) enum Said {
         name: String,
         target: Option<String>,
     },
-    /// A tool call's result. `call`: the call itself, when the line says it again (Codex's
-    /// completed items), so a result whose call was not read still makes a step.
-    Result {
-        id: String,
-        ok: bool,
-        exit_code: Option<i64>,
-        output: String,
-        call: Option<(String, Option<String>)>,
-    },
+    /// A tool call's result.
+    Result(Outcome),
     Denial {
         tool: String,
         target: Option<String>,
@@ -40,6 +33,18 @@ pub(super) enum Said {
         model: Option<String>,
     },
     Error(String),
+}
+
+/// How a tool call ended, under the call's `id`.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) struct Outcome {
+    pub(super) id: String,
+    pub(super) ok: bool,
+    pub(super) exit_code: Option<i64>,
+    pub(super) output: String,
+    /// The call itself (tool, target), when the line says it again (Codex's completed items),
+    /// so a result whose call was not read still makes a step.
+    pub(super) call: Option<(String, Option<String>)>,
 }
 
 /// What `line` (one whole line of the CLI's stdout) says; `None` when it is not one of the
@@ -122,7 +127,7 @@ fn claude(kind: &str, e: &Value) -> Vec<Said> {
             for block in blocks.filter(|b| b["type"] == "tool_result") {
                 let output = crate::denied_writes::text_of(&block["content"]);
                 let ok = block["is_error"] != true;
-                out.push(Said::Result {
+                out.push(Said::Result(Outcome {
                     id: block["tool_use_id"]
                         .as_str()
                         .unwrap_or_default()
@@ -131,7 +136,7 @@ fn claude(kind: &str, e: &Value) -> Vec<Said> {
                     exit_code: if ok { None } else { exit_code_in(&output) },
                     output,
                     call: None,
-                });
+                }));
             }
         }
         "result" => {
@@ -220,7 +225,7 @@ fn codex(kind: &str, e: &Value) -> Vec<Said> {
                 Some(call) => {
                     let exit_code = item["exit_code"].as_i64();
                     let status = item["status"].as_str().unwrap_or_default();
-                    vec![Said::Result {
+                    vec![Said::Result(Outcome {
                         id,
                         ok: status == "completed" && exit_code.unwrap_or(0) == 0,
                         exit_code,
@@ -230,7 +235,7 @@ fn codex(kind: &str, e: &Value) -> Vec<Said> {
                             .unwrap_or_default()
                             .to_string(),
                         call: Some(call),
-                    }]
+                    })]
                 }
                 None => Vec::new(),
             },
@@ -276,13 +281,13 @@ fn gemini(kind: &str, e: &Value) -> Vec<Said> {
                 .unwrap_or_default()
                 .to_string();
             let ok = e["status"] == "success";
-            vec![Said::Result {
+            vec![Said::Result(Outcome {
                 id: e["tool_id"].as_str().unwrap_or_default().to_string(),
                 ok,
                 exit_code: if ok { None } else { exit_code_in(&output) },
                 output,
                 call: None,
-            }]
+            })]
         }
         "result" => {
             let stats = &e["stats"];
