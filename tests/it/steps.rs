@@ -351,4 +351,5 @@ async fn the_session_page_shows_the_files_changed_as_a_coloured_diff_per_file() 
         .await
         .expect("html");
     assert!(!later.contains("Files changed"), "{later}");
+    assert!(later.contains("id=\"first-link\""), "{later}");
 }

@@ -165,16 +165,24 @@ pub async fn page(
         ));
         raw_transcript(&state, id, &mut html)?;
     } else {
-        html.push_str(&format!(
-            "<p>Steps · <a id=\"raw-link\" href=\"/sessions/{id}?{}&amp;view=raw\">Raw transcript</a></p>",
-            escape(&link_query)
-        ));
         let cursor = match param(query, "cursor") {
             Some(c) => c.parse().map_err(|e: runledger_runs::steps::CursorError| {
                 ApiError::bad_request(e.to_string())
             })?,
             None => Default::default(),
         };
+        let steps = if cursor == Default::default() {
+            "Steps".to_string()
+        } else {
+            format!(
+                "<a id=\"first-link\" href=\"/sessions/{id}?{}\">First steps</a>",
+                escape(&link_query)
+            )
+        };
+        html.push_str(&format!(
+            "<p>{steps} · <a id=\"raw-link\" href=\"/sessions/{id}?{}&amp;view=raw\">Raw transcript</a></p>",
+            escape(&link_query)
+        ));
         let page =
             super::step_pages::read(&state, &run, cursor, runledger_runs::steps::DEFAULT_LIMIT)?;
         let next = (page.more && page.next_cursor != cursor)
