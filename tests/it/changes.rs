@@ -129,7 +129,7 @@ async fn a_command_agent_gets_exactly_its_changes_in_a_repository_and_a_patch_th
          repos = [{{ url = \"{url}\" }}]\n",
         agent = agent.display(),
     );
-    let s = Server::start_in(dir, &config);
+    let mut s = Server::start_in(dir, &config);
     s.wait_ready().await;
     let id = s
         .create(json!({"prompt": "edit", "config": {"environment_id": "repo"}}))
@@ -258,6 +258,21 @@ async fn a_command_agent_gets_exactly_its_changes_in_a_repository_and_a_patch_th
         .get(&s.key, &format!("/agent/runs/{id}/changes?format=zip"))
         .await;
     assert_eq!(status, 400, "{body}");
+
+    // A backup holds the event and the diff's bytes.
+    let digest = changes["executions"][0]["diff"]["sha256"]
+        .as_str()
+        .expect("a diff")
+        .to_string();
+    s.stop_with(nix::sys::signal::Signal::SIGTERM, 15).await;
+    let data_dir = s.data_dir.display().to_string();
+    let (ok, backup, err) = cli(&["export", "--data-dir", &data_dir], &[]);
+    assert!(ok, "{err}");
+    assert!(backup.contains("\"Changes\""), "the export holds the event");
+    assert!(
+        backup.contains(&format!("\"record\":\"content\",\"sha256\":\"{digest}\"")),
+        "the export holds the diff"
+    );
 }
 
 #[tokio::test]
@@ -420,4 +435,120 @@ echo done"#,
     assert_eq!(headers["x-runledger-patch-cut"], "true");
     assert!(bytes.len() <= 1 << 20, "{} bytes", bytes.len());
     assert!(!String::from_utf8_lossy(&bytes).contains("+400000"));
+}
+
+/// A receiver of webhook deliveries that keeps each body and answers 200.
+async fn receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Value>>>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+    let got = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let kept = got.clone();
+    tokio::spawn(async move {
+        while let Ok((mut conn, _)) = listener.accept().await {
+            let kept = kept.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 8192];
+                loop {
+                    let Ok(n) = conn.read(&mut chunk).await else {
+                        return;
+                    };
+                    if n == 0 {
+                        return;
+                    }
+                    buf.extend_from_slice(&chunk[..n]);
+                    let text = String::from_utf8_lossy(&buf).to_string();
+                    let Some(end) = text.find("\r\n\r\n") else {
+                        continue;
+                    };
+                    let length = text[..end]
+                        .lines()
+                        .find_map(|l| {
+                            let (k, v) = l.split_once(':')?;
+                            k.eq_ignore_ascii_case("content-length")
+                                .then(|| v.trim().parse::<usize>().ok())?
+                        })
+                        .unwrap_or(0);
+                    if buf.len() < end + 4 + length {
+                        continue;
+                    }
+                    let body: Value =
+                        serde_json::from_slice(&buf[end + 4..end + 4 + length]).unwrap_or_default();
+                    kept.lock().expect("lock").push(body);
+                    let _ = conn
+                        .write_all(
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                        )
+                        .await;
+                    return;
+                }
+            });
+        }
+    });
+    (url, got)
+}
+
+#[tokio::test]
+async fn run_succeeded_and_run_failed_carry_the_changes_summary() {
+    let f = agent_visible_dir();
+    let dir = f.path();
+    let (url, got) = receiver().await;
+    let ok = dir.join("ok.sh");
+    script(&ok, "printf 'one\\ntwo\\n' > new.txt\necho done");
+    let failing = dir.join("failing.sh");
+    script(&failing, "echo one > partial.txt\nexit 3");
+    let config = format!(
+        "[server]\nbind = \"127.0.0.1:0\"\n\n\
+         [secrets]\nHOOK = {{ env = \"RUNLEDGER_TEST_CHANGES_HOOK\" }}\n\n\
+         [[environments]]\nid = \"ok\"\nharness = \"command\"\ncommand = [\"{ok}\"]\n\n\
+         [[environments]]\nid = \"failing\"\nharness = \"command\"\ncommand = [\"{failing}\"]\n\n\
+         [[webhooks]]\nname = \"ends\"\nurl = \"{url}\"\nsecret = \"HOOK\"\nallow_private = true\n\
+         events = [\"run.succeeded\", \"run.failed\"]\n",
+        ok = ok.display(),
+        failing = failing.display(),
+    );
+    let s = Server::start_with(
+        dir,
+        &config,
+        &[(
+            "RUNLEDGER_TEST_CHANGES_HOOK",
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw".to_string(),
+        )],
+    );
+    s.wait_ready().await;
+    let good = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "ok"}}))
+        .await;
+    let bad = s
+        .create(json!({"prompt": "x", "config": {"environment_id": "failing"}}))
+        .await;
+    s.wait_state(&good, "SUCCEEDED").await;
+    s.wait_state(&bad, "FAILED").await;
+    common::eventually(20, "both deliveries", || {
+        got.lock().expect("lock").len() >= 2
+    })
+    .await;
+    let bodies = got.lock().expect("lock").clone();
+    let of = |id: &str| {
+        bodies
+            .iter()
+            .find(|b| b["data"]["run_id"] == id)
+            .cloned()
+            .unwrap_or_default()
+    };
+    assert_eq!(of(&good)["type"], "run.succeeded");
+    assert_eq!(
+        of(&good)["changes"],
+        json!({"files": 1, "additions": 2, "deletions": 0}),
+        "{bodies:?}"
+    );
+    assert_eq!(of(&bad)["type"], "run.failed");
+    assert_eq!(
+        of(&bad)["changes"],
+        json!({"files": 1, "additions": 1, "deletions": 0}),
+        "{bodies:?}"
+    );
 }

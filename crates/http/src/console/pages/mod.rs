@@ -3,6 +3,7 @@
 //! its details), with every value from a run or a key escaped. Live parts (transcript, events,
 //! polling, forms that call the API) are the script's (`assets/console.js`).
 
+mod changes_event;
 mod display;
 mod filters;
 mod forms;

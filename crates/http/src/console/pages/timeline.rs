@@ -210,6 +210,9 @@ fn event_item(run: &Run, envelope: &Envelope, at: Option<u64>, names: &mut Names
     if event["type"] == "Provenance" {
         parts.extend(super::provenance::event_parts(data));
     }
+    if event["type"] == "Changes" {
+        parts.extend(super::changes_event::event_parts(data));
+    }
     let current = if at == Some(seq) {
         " class=\"current\" aria-current=\"step\""
     } else {
