@@ -47,6 +47,7 @@ mod schedules;
 mod server;
 mod slurm;
 mod sse;
+mod steps;
 mod storage;
 mod teams;
 mod travel;

@@ -254,10 +254,24 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     assert any("hello.txt" in t for t in readable), readable
     assert any("second.txt" in t for t in readable), readable
     assert any(t.startswith("assistant: ") for t in readable), readable
+    # Its steps: the file written, the command with its exit status, the agent's words.
+    status, page = runledger.call("GET", f"/agent/runs/{run_id}/steps")
+    assert status == 200, page
+    tools = [s for s in page["steps"] if s["type"] == "tool"]
+    command = [s for s in tools if "second.txt" in (s.get("target") or "")]
+    assert command and command[0]["status"] == "ok" and command[0]["exit_code"] == 0, page["steps"]
+    assert any("hello.txt" in (s.get("target") or "") for s in tools), tools
+    assert any(s["type"] == "message" and s["text"] for s in page["steps"]), page["steps"]
+    # The session page shows them, the command with its exit status; the raw view the
+    # readable entries, neither the CLI's JSON.
     with urllib.request.urlopen(run["session_link"], timeout=10) as page:
         html = page.read().decode()
-    assert "hello.txt" in html and "raw JSON output is in the transcript API" in html
+    assert "hello.txt" in html and 'class="exit ok">exit 0</span>' in html, html[-3000:]
     assert "&quot;type&quot;" not in html, html[-3000:]
+    with urllib.request.urlopen(run["session_link"] + "&view=raw", timeout=10) as page:
+        raw = page.read().decode()
+    assert "hello.txt" in raw and "raw JSON output is in the transcript API" in raw
+    assert "&quot;type&quot;" not in raw, raw[-3000:]
     # What it cost: Claude Code's own figure, the others' tokens at the configured prices.
     first_cost = check_usage(runledger, run, cli, executions=1)
     check_provenance(run, cli)

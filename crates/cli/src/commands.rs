@@ -385,6 +385,14 @@ pub enum RunsCmd {
         #[arg(long)]
         json: bool,
     },
+    /// Print a run's steps: the agent's messages, each tool call with its exit status,
+    /// denials, usage per turn, follow-ups; a command agent's output lines.
+    Steps {
+        run_id: String,
+        /// Each step as the API's JSON, one a line.
+        #[arg(long)]
+        json: bool,
+    },
     /// Revoke a run's session links: every link handed out so far stops opening its page; the
     /// new link is printed.
     RevokeLink { run_id: String },

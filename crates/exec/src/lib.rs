@@ -42,6 +42,7 @@ pub mod sandbox;
 mod seccomp;
 pub mod slurm;
 pub mod snapshot;
+pub mod steps;
 mod supervision;
 pub mod transcript;
 pub mod usage;

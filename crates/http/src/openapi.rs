@@ -148,6 +148,7 @@ impl Modify for LegacyCreate {
         runs::events,
         travel::states,
         runs::transcript,
+        super::steps::run_steps,
         super::deliveries::deliveries,
         super::proof::proof,
         super::bundle::export_run,

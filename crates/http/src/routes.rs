@@ -164,6 +164,11 @@ fn run_routes(scope: Scope) -> Scope {
                 .default_service(only("GET")),
         )
         .service(
+            web::resource("/agent/runs/{run_id}/steps")
+                .get(super::steps::run_steps)
+                .default_service(only("GET")),
+        )
+        .service(
             web::resource("/agent/runs/{run_id}/conversation")
                 .get(agents::run_conversation)
                 .default_service(only("GET")),

@@ -1,4 +1,5 @@
-//! The `session_link` page: a run's transcript as HTML, reachable without an API key through
+//! The `session_link` page: a run's steps as HTML (`review.rs`; the raw transcript one click
+//! away), reachable without an API key through
 //! its capability token. Without the right token the page does not exist (404), so a link that
 //! was never shared reveals nothing — not even that the run exists. An expired link, and one
 //! handed out before the run's links were revoked, are answered the same way. Also the revoke
@@ -18,7 +19,16 @@ use runledger_runs::transcript::Entry;
 
 /// The page's only stylesheet, inline; the Content-Security-Policy allows exactly it, by hash.
 const STYLE: &str = "body{font-family:sans-serif;margin:2em}pre{white-space:pre-wrap;margin:0}\
-                     .stderr{color:#a00}.system,.followup{color:#055}.agent{color:#225}";
+                     .stderr{color:#a00}.system,.followup{color:#055}.agent{color:#225}\
+                     .steps{list-style:none;padding:0}.step{margin:.4em 0}\
+                     .when,.hint{color:#666;font-size:.85em}.who{font-weight:bold}\
+                     .said{white-space:pre-wrap;margin:.2em 0 .6em}\
+                     .step-followup .said{border-left:3px solid #055;padding-left:.5em}\
+                     .exit{font-size:.85em;padding:0 .3em;border-radius:3px}\
+                     .exit.ok{background:#dfd}.exit.failed,.denied{background:#fdd}.exit.none{background:#eee}\
+                     summary{cursor:pointer}pre.output{background:#f6f6f6;padding:.4em}\
+                     .diff-file{margin:.4em 0}.diff pre{margin:0}.diff .add{background:#e6ffed}\
+                     .diff .del{background:#ffeef0}.diff .hunk{color:#6f42c1}.diff .meta{color:#666}";
 
 /// `sha256-<base64>` of `STYLE`, the CSP source that allows it.
 pub fn style_hash() -> String {
@@ -79,10 +89,14 @@ fn blocks(entries: &[(u64, Entry)]) -> Vec<(&str, Timestamp, String)> {
         ("expires" = Option<u64>, Query, description = "Unix seconds the link is valid until, as handed out in the run's `session_link`."),
         ("epoch" = Option<u32>, Query, description = "The run's session epoch the link was handed out in (how many times its links had been revoked), as handed out."),
         ("token" = Option<String>, Query, description = "The capability token of the run's `session_link`."),
+        ("cursor" = Option<String>, Query, description = "The page of steps to show: a `cursor` of the steps endpoint; the first page when absent."),
+        ("view" = Option<String>, Query, description = "`raw`: the latest 256 KiB of the transcript instead of the steps."),
     ),
     responses(
-        (status = 200, description = "The latest 256 KiB of the transcript as HTML",
+        (status = 200, description = "A page of the run's steps as HTML (with `view=raw`, the latest 256 KiB of the transcript)",
          body = String, content_type = "text/html"),
+        (status = 400, description = "A `cursor` the steps endpoint did not hand out",
+         content_type = "application/problem+json", body = super::problem::Problem),
         (status = 404, description = "No such page: an unknown run, a wrong token, an expired link, or one handed out before the run's links were revoked",
          content_type = "application/problem+json", body = super::problem::Problem),
         (status = 500, response = InternalError),
@@ -124,11 +138,13 @@ pub async fn page(
         .get(id)?
         .filter(|run| run.session_epoch == epoch)
         .ok_or_else(missing)?;
-    // The page shows the latest output; the full transcript is paged through the API.
-    let slice = state
-        .transcripts
-        .tail(id, 256 * 1024)
-        .map_err(|e| ApiError::internal(&e))?;
+    let raw = param(query, "view").is_some_and(|v| v == "raw");
+    // The link's own parameters, which every link of the page keeps.
+    let link_query = form_urlencoded::Serializer::new(String::new())
+        .append_pair("expires", &expires.to_string())
+        .append_pair("epoch", &epoch.to_string())
+        .append_pair("token", &given)
+        .finish();
     let live = !run.state.is_terminal();
     let mut html = String::from("<!doctype html><html><head><meta charset=\"utf-8\">");
     if live {
@@ -136,12 +152,68 @@ pub async fn page(
         html.push_str("<meta http-equiv=\"refresh\" content=\"2\">");
     }
     html.push_str(&format!(
-        "<title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p><div>",
+        "<title>{}</title><style>{STYLE}</style></head><body><h1>{}</h1><p>Run <code>{}</code> — <strong>{}</strong></p>",
         escape(&run.title),
         escape(&run.title),
         id,
         run.state.as_str()
     ));
+    if raw {
+        html.push_str(&format!(
+            "<p><a href=\"/sessions/{id}?{}\">Steps</a> · Raw transcript</p>",
+            escape(&link_query)
+        ));
+        raw_transcript(&state, id, &mut html)?;
+    } else {
+        let cursor = match param(query, "cursor") {
+            Some(c) => c.parse().map_err(|e: runledger_runs::steps::CursorError| {
+                ApiError::bad_request(e.to_string())
+            })?,
+            None => Default::default(),
+        };
+        let steps = if cursor == Default::default() {
+            "Steps".to_string()
+        } else {
+            format!(
+                "<a id=\"first-link\" href=\"/sessions/{id}?{}\">First steps</a>",
+                escape(&link_query)
+            )
+        };
+        html.push_str(&format!(
+            "<p>{steps} · <a id=\"raw-link\" href=\"/sessions/{id}?{}&amp;view=raw\">Raw transcript</a></p>",
+            escape(&link_query)
+        ));
+        let page =
+            super::step_pages::read(&state, &run, cursor, runledger_runs::steps::DEFAULT_LIMIT)?;
+        let next = (page.more && page.next_cursor != cursor)
+            .then(|| format!("/sessions/{id}?{link_query}&cursor={}", page.next_cursor));
+        if cursor == Default::default() {
+            // What changed first, as a reviewer reads it; the whole patch is in the API.
+            html.push_str(&super::changes_view::files_changed(&state, &run, None)?);
+        }
+        html.push_str("<section><h2>Steps</h2>");
+        html.push_str(&super::review::steps_html(
+            &page,
+            cursor == Default::default(),
+            next.as_deref(),
+        ));
+        html.push_str("</section>");
+    }
+    html.push_str("</body></html>");
+    Ok(HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .insert_header(("Cache-Control", "no-store"))
+        .insert_header(("Referrer-Policy", "no-referrer"))
+        .body(html))
+}
+
+/// The latest 256 KiB of the transcript as blocks of text (the page's raw view).
+fn raw_transcript(state: &AppState, id: RunId, html: &mut String) -> Result<(), ApiError> {
+    let slice = state
+        .transcripts
+        .tail(id, 256 * 1024)
+        .map_err(|e| ApiError::internal(&e))?;
+    html.push_str("<div>");
     if slice.entries.first().is_some_and(|(offset, _)| *offset > 0) {
         html.push_str("<p><em>Earlier output is in the transcript API.</em></p>");
     }
@@ -165,12 +237,8 @@ pub async fn page(
             escape(&text)
         ));
     }
-    html.push_str("</div></body></html>");
-    Ok(HttpResponse::Ok()
-        .content_type("text/html; charset=utf-8")
-        .insert_header(("Cache-Control", "no-store"))
-        .insert_header(("Referrer-Policy", "no-referrer"))
-        .body(html))
+    html.push_str("</div>");
+    Ok(())
 }
 
 /// Revoke the run's session links: every `session_link` handed out for it so far answers 404

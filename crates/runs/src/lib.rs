@@ -25,3 +25,8 @@ pub mod query {
 pub mod transcript {
     pub use runledger_exec::transcript::Entry;
 }
+
+/// A run's steps as read back from its transcript (`exec/steps`), for the HTTP edge.
+pub mod steps {
+    pub use runledger_exec::steps::*;
+}

@@ -177,6 +177,10 @@ pub fn runs(api: &ApiArgs, command: &RunsCmd) -> anyhow::Result<u8> {
                 super::tree::tree(&remote, run_id, *json).await?;
                 Ok(0)
             }
+            RunsCmd::Steps { run_id, json } => {
+                super::steps::print_steps(&remote, run_id, *json).await?;
+                Ok(0)
+            }
             RunsCmd::RevokeLink { run_id } => {
                 let run = remote
                     .post(

@@ -8,8 +8,8 @@
 //! `commands` holds `run` and `runs`, `changes` prints what a run changed (or its patch), `fork` starts a run from another's snapshot, `audit` the
 //! audit trail's queries, `login` the profile's two commands; `wait` and
 //! `transcript` follow a run, `printer` writes its transcript, `show` prints runs and events,
-//! `travel` the past states (`get --at`, `events --states`, `diff`), `tree` a run and its
-//! descendants, and `api` is what they share about the server's API.
+//! `steps` its steps, `travel` the past states (`get --at`, `events --states`, `diff`), `tree`
+//! a run and its descendants, and `api` is what they share about the server's API.
 
 mod api;
 mod audit;
@@ -21,6 +21,7 @@ mod login;
 mod printer;
 mod rerun;
 mod show;
+mod steps;
 mod transcript;
 mod travel;
 mod tree;

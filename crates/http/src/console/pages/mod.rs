@@ -12,6 +12,7 @@ mod gate;
 mod layout;
 mod list;
 mod provenance;
+mod review;
 mod run;
 mod signin;
 mod timeline;

@@ -1,5 +1,6 @@
 //! One run's page: its head (title, state, cancel, share link), details, prompt, attachments
-//! and artifacts rendered here, its parent and children (`family`), the timeline and "the run at this event" (`timeline`), and the
+//! and artifacts rendered here, its parent and children (`family`), its files changed
+//! (`changes_view`) and steps (`review`), the timeline and "the run at this event" (`timeline`), and the
 //! frames the script fills live (transcript, follow-up).
 
 use actix_web::http::StatusCode;
@@ -66,6 +67,15 @@ pub(in crate::console) async fn run(
     body.push_str(&artifacts(&run));
     body.push_str(&family);
     body.push_str(&super::provenance::section(&run));
+    let patch = format!("/api/v1/agent/runs/{id}/changes?format=patch");
+    match crate::changes_view::files_changed(&state, &current, Some(&patch)) {
+        Ok(section) => body.push_str(&section),
+        Err(e) => return error_page(Some(&who), &e),
+    }
+    match super::review::section(&state, &current, req.query_string()) {
+        Ok(section) => body.push_str(&section),
+        Err(e) => return error_page(Some(&who), &e),
+    }
     live_frames(&mut body, &events);
     html(StatusCode::OK, layout(title, Some(&who), "run", &body))
 }
