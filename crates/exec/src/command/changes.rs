@@ -395,9 +395,19 @@ async fn git(
         .parent()
         .map(Path::to_path_buf)
         .unwrap_or_default();
+    // coreutils' `timeout` inside the sandbox kills the shell and its gits (its own process
+    // group) even when the server is gone: a server killed mid-computation must not leave a
+    // git behind for good (the server's own timeout below dies with it).
+    let mut timed = vec![
+        "-s".to_string(),
+        "KILL".to_string(),
+        format!("{}", GIT_TIMEOUT.as_secs() + 5),
+        program.to_string(),
+    ];
+    timed.extend_from_slice(args);
     let plan = Plan {
-        program: program.to_string(),
-        args: args.to_vec(),
+        program: "timeout".to_string(),
+        args: timed,
         cwd: x.workspace.clone(),
         read_only_workspace: false,
         env: changes::safe_env(
