@@ -262,6 +262,13 @@ def test_a_task_writes_a_file_runs_a_command_and_a_follow_up_continues_the_sessi
     assert command and command[0]["status"] == "ok" and command[0]["exit_code"] == 0, page["steps"]
     assert any("hello.txt" in (s.get("target") or "") for s in tools), tools
     assert any(s["type"] == "message" and s["text"] for s in page["steps"]), page["steps"]
+    # What it changed in its (plain) workspace: both files added, with their one line each.
+    status, changes = runledger.call("GET", f"/agent/runs/{run_id}/changes")
+    assert status == 200, changes
+    files = {f["path"]: f for e in changes["executions"] for r in e["repositories"] for f in r["files"]}
+    for name in ("hello.txt", "second.txt"):
+        found = [f for path, f in files.items() if path.endswith(name)]
+        assert found and found[0]["status"] == "added" and found[0]["additions"] == 1, changes
     # The session page shows them, the command with its exit status; the raw view the
     # readable entries, neither the CLI's JSON.
     with urllib.request.urlopen(run["session_link"], timeout=10) as page:
