@@ -126,17 +126,17 @@ impl Messages {
         message_id: &str,
         origin: Origin,
     ) -> Result<Option<InboxMessage>, Error> {
-        let Some(message) = self.message(run, message_id)? else {
-            return Ok(None);
-        };
-        if message.delivered_at.is_some() {
-            return Ok(Some(message));
-        }
         let command = Command::MarkDelivered {
             message_id: message_id.to_string(),
         };
-        self.runs.execute_as(run, command, Some(origin)).await?;
-        self.message(run, message_id)
+        self.record_once(
+            run,
+            message_id,
+            origin,
+            |m| m.delivered_at.is_some(),
+            command,
+        )
+        .await
     }
 
     /// Records that message `message_id` of `run` was read, the first time, and answers it.
@@ -147,15 +147,29 @@ impl Messages {
         message_id: &str,
         origin: Origin,
     ) -> Result<Option<InboxMessage>, Error> {
-        let Some(message) = self.message(run, message_id)? else {
-            return Ok(None);
-        };
-        if message.read_at.is_some() {
-            return Ok(Some(message));
-        }
         let command = Command::ReadMessage {
             message_id: message_id.to_string(),
         };
+        self.record_once(run, message_id, origin, |m| m.read_at.is_some(), command)
+            .await
+    }
+
+    /// Executes `command` on `run` unless its message `message_id` is `done` already; the
+    /// message as it is then (`None` if `run` has no such message).
+    async fn record_once(
+        &self,
+        run: RunId,
+        message_id: &str,
+        origin: Origin,
+        done: impl Fn(&InboxMessage) -> bool,
+        command: Command,
+    ) -> Result<Option<InboxMessage>, Error> {
+        let Some(message) = self.message(run, message_id)? else {
+            return Ok(None);
+        };
+        if done(&message) {
+            return Ok(Some(message));
+        }
         self.runs.execute_as(run, command, Some(origin)).await?;
         self.message(run, message_id)
     }
