@@ -238,7 +238,13 @@ async fn a_fork_is_refused_with_the_reason() {
             .contains("has not ended"),
         "{problem}"
     );
-    std::fs::write(workspace(&s, &waiting).join("go"), "").expect("go");
+    // INPROGRESS comes with `Started`, before the workspace is made: wait for it.
+    let dir = workspace(&s, &waiting);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !dir.is_dir() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    std::fs::write(dir.join("go"), "").expect("go");
     s.wait_state(&waiting, "SUCCEEDED").await;
 }
 
