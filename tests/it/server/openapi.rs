@@ -107,7 +107,6 @@ async fn the_openapi_document_describes_every_route() {
         "POST /api/v1/agent/runs/{run_id}/fork",
         "GET /api/v1/agent/runs/{run_id}/transcript",
         "GET /api/v1/agent/runs/{run_id}/steps",
-        "GET /api/v1/agent/runs/{run_id}/changes",
         "GET /api/v1/agent/schedules",
         "POST /api/v1/agent/schedules",
         "GET /api/v1/agent/schedules/{schedule_id}",
