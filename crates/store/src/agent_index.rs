@@ -50,11 +50,12 @@ impl Store {
             // The end a report caused is the report's own entry (its type is what was
             // reported), so it is not listed a second time.
             if envelope.event.ends_run() {
-                let previous = match i.checked_sub(1).map(|p| &envelopes[p]) {
-                    Some(p) if p.run_id == envelope.run_id => Some(p.event.clone()),
-                    _ => self.previous_event(envelope)?,
+                let reported = |e: &Event| matches!(e, Event::LifecycleReported(_));
+                let after_report = match i.checked_sub(1).map(|p| &envelopes[p]) {
+                    Some(p) if p.run_id == envelope.run_id => reported(&p.event),
+                    _ => self.previous_event(envelope)?.is_some_and(|e| reported(&e)),
                 };
-                if matches!(previous, Some(Event::LifecycleReported(_))) {
+                if after_report {
                     continue;
                 }
             }
